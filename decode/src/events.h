@@ -1,0 +1,109 @@
+// The structs passed between decode stages. Only decode/src/pipeline.cpp wires the stages:
+//
+//   ArchiveReader ─► SidebandTimeline ─► FlowDecoder (libipt block decoder) ─► FlowEvent stream
+//   (one per thread) ─► StackTracker ─► SliceEvent calls on a SliceSink (Perfetto | text | folded)
+//
+// FlowEvents carry addresses and trace-clock nanoseconds only: no names, no text. Names are
+// attached at the sink through a FrameNamer, once per distinct address.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ptscope::decode {
+
+// Identifies a traced thread.
+struct ThreadKey {
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  bool operator==(const ThreadKey&) const = default;
+};
+
+enum class GapCause : uint8_t {
+  kOverflow,       // OVF packet: the CPU dropped trace
+  kLostData,       // AUX/snapshot data missing between pieces (TRUNCATED, lost bytes)
+  kDecodeError,    // libipt could not follow the trace (message says why)
+  kMissingCode,    // no code bytes for the address (module not found / not mapped)
+  kTraceStart,     // not a gap: first sync point of a stream (kept for symmetry; never emitted)
+};
+const char* GapCauseName(GapCause cause);
+
+// One control-flow fact that can change a call stack, in program order per thread.
+struct FlowEvent {
+  enum class Kind : uint8_t {
+    kCall,         // from = call insn, to = target, return_ip = address after the call
+    kReturn,       // from = ret insn, to = where it returned
+    kJump,         // unconditional/indirect jump (may be a tail call; the tracker decides)
+    kSyscall,      // from = syscall insn; tracing leaves user space until the next kEnable
+    kDisable,      // tracing stopped for another reason (exit to untraced code), from = last ip
+    kEnable,       // tracing (re)starts at `to`
+    kAsync,        // asynchronous transfer (signal/interrupt delivery): from = interrupted ip,
+                   // to = handler; the handler nests under the interrupted frame
+    kGap,          // trace lost: close every open slice at `time_ns`; `to` = resume ip if known
+    kTrigger,      // a trigger hit / marker (to = address, detail = text)
+    kEnd,          // end of this thread's trace (snapshot end / thread exit)
+  };
+  Kind kind = Kind::kCall;
+  GapCause gap_cause = GapCause::kDecodeError;  // for kGap
+  uint64_t time_ns = 0;    // trace clock, nanoseconds
+  uint64_t from = 0;
+  uint64_t to = 0;
+  uint64_t return_ip = 0;  // for kCall
+  uint64_t insn_count = 0; // instructions retired since the previous FlowEvent of this thread
+  std::string detail;      // for kGap / kTrigger: human text (rare events only)
+};
+
+// What a slice stands for. A sink turns it into a name once per distinct value.
+struct FrameId {
+  enum class Kind : uint8_t { kFunction, kSyscall, kUntraced, kGap, kTrigger, kFolded } kind =
+      Kind::kFunction;
+  uint64_t address = 0;  // for kFunction: an address inside the function (its entry when known)
+  bool operator==(const FrameId&) const = default;
+};
+
+// Resolves addresses to what a person reads. Implemented over the symbols library.
+struct FrameName {
+  std::string name;           // demangled function name, or "libfoo.so+0x1a2b", or "0x7f..."
+  std::string file;           // source file, may be empty
+  uint32_t line = 0;
+  std::string module;         // module path, may be empty
+  bool symbolized = false;    // a real symbol was found
+  // Inlined frames active at `address`, outermost first (each nested inside `name`).
+  struct Inlined {
+    std::string name;
+    std::string file;
+    uint32_t line = 0;
+  };
+  std::vector<Inlined> inlined;
+};
+
+class FrameNamer {
+ public:
+  virtual ~FrameNamer() = default;
+  // Name for the function that contains `address` (pid selects the address space; time_ns the
+  // mappings in force). Called once per distinct (pid, function) by caching callers.
+  virtual FrameName Name(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
+  // Entry address of the function containing `address`, or 0 when unknown. Used to tell a tail
+  // call (jump to another function's entry) from a jump inside a function.
+  virtual uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
+};
+
+// Output of the StackTracker. Timestamps are non-decreasing per thread.
+class SliceSink {
+ public:
+  virtual ~SliceSink() = default;
+  virtual void BeginThread(const ThreadKey& thread, const std::string& process_name,
+                           const std::string& thread_name) = 0;
+  // Opens a slice nested in the currently open ones of this thread.
+  virtual void Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
+                     bool inferred) = 0;
+  // Closes the innermost open slice of this thread.
+  virtual void End(const ThreadKey& thread, uint64_t time_ns) = 0;
+  // A zero-duration marker (gap cause, trigger hit, folded recursion note).
+  virtual void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) = 0;
+  // Called once after all threads are done.
+  virtual void Finish() = 0;
+};
+
+}  // namespace ptscope::decode

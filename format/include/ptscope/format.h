@@ -1,0 +1,281 @@
+// The .ptar capture archive: the one file every ptscope tool writes or reads.
+// format/FORMAT.md is the normative description of the bytes; this header is the C++ view of it.
+//
+// An archive is a file header followed by self-delimiting, checksummed chunks, appended in order.
+// A writer killed at any instant leaves a file whose complete chunks all read back. A clean close
+// appends an End chunk, so a reader can tell a complete capture from a cut-off one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ptscope/result.h"
+
+namespace ptscope::format {
+
+inline constexpr uint16_t kVersionMajor = 1;
+inline constexpr uint16_t kVersionMinor = 0;
+
+// Feature bits in the file header: optional content a reader may want to know about up front.
+enum FeatureBits : uint64_t {
+  kFeatureEmulated = 1u << 0,        // PT bytes were produced by pt-emulate, not hardware
+  kFeatureSnapshot = 1u << 1,        // PT data is snapshot rings, not a full stream
+  kFeaturePerCpu = 1u << 2,          // PT streams are per CPU (demultiplex with switch sideband)
+  kFeatureEmbeddedBinaries = 1u << 3,
+  kFeatureImportedPerf = 1u << 4,    // converted from a perf.data capture
+};
+
+struct FileHeader {
+  uint16_t version_major = kVersionMajor;
+  uint16_t version_minor = kVersionMinor;
+  uint16_t min_reader_major = kVersionMajor;
+  uint64_t features = 0;
+  uint64_t created_unix_ns = 0;
+};
+
+enum class ChunkType : uint16_t {
+  kMetadata = 1,
+  kPtData = 2,
+  kSidebandAttr = 3,
+  kSideband = 4,
+  kModule = 5,
+  kBlob = 6,
+  kMarker = 7,
+  kTimeSync = 8,
+  kEnd = 15,
+};
+const char* ChunkTypeName(ChunkType type);
+
+// Key/value metadata. Well-known keys are listed in FORMAT.md ("Metadata keys"), e.g. "tool",
+// "cpu.vendor", "pt.config.mtc_period", "time.mult". Several Metadata chunks may appear; later
+// values for the same key win.
+struct MetadataChunk {
+  std::vector<std::pair<std::string, std::string>> entries;
+};
+
+// Flags on a piece of PT data (mirror perf's AUX flags where they mean the same).
+enum PtDataFlags : uint32_t {
+  kPtTruncated = 1u << 0,   // the kernel/emulator reported data missing after this piece
+  kPtOverwritten = 1u << 1, // snapshot ring: older data was overwritten before this piece
+  kPtPartial = 1u << 2,     // the piece is known to be incomplete
+  kPtSnapshot = 1u << 3,    // this piece is (part of) a snapshot
+};
+
+// A contiguous piece of one PT byte stream. A stream is per thread (cpu == -1) or per CPU
+// (tid == 0). Pieces of a stream appear in increasing stream_offset; a gap between the end of one
+// piece and the start of the next, or bytes_lost_before > 0, means data was lost there.
+struct PtDataChunk {
+  uint32_t stream_id = 0;
+  int32_t cpu = -1;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  uint64_t stream_offset = 0;
+  uint64_t reference_tsc = 0;       // TSC when the piece was copied out (perf AUXTRACE reference)
+  uint32_t flags = 0;
+  uint64_t bytes_lost_before = 0;
+  uint32_t snapshot_index = 0;      // which snapshot this piece belongs to (0 for full mode)
+  std::vector<uint8_t> data;
+};
+
+// Describes how to parse the raw perf records of the Sideband chunks that name attr_id.
+struct SidebandAttrChunk {
+  uint32_t attr_id = 0;
+  uint64_t sample_type = 0;       // PERF_SAMPLE_* bits (TID, TIME, ID, CPU, IDENTIFIER, ...)
+  uint64_t read_format = 0;
+  bool sample_id_all = true;
+  std::vector<uint64_t> ids;      // perf sample ids that belong to this attr
+  std::vector<uint8_t> raw_attr;  // the perf_event_attr bytes as passed to the kernel (may be empty)
+};
+
+// Raw perf_event records (each starting with perf_event_header), verbatim, in time order.
+struct SidebandChunk {
+  uint32_t attr_id = 0;
+  int32_t cpu = -1;
+  std::vector<uint8_t> records;
+};
+
+// A module (executable, shared object) the capture saw mapped.
+struct ModuleChunk {
+  std::string path;
+  std::vector<uint8_t> build_id;  // raw bytes (often 20); empty when unknown
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  bool embedded = false;          // a Blob of kind kElf with the same build id holds its bytes
+};
+
+enum class BlobKind : uint16_t {
+  kVdso = 1,       // name: "vdso64" | "vdsox32" | "vdso32"; vaddr = where it was mapped
+  kJitdump = 2,    // name: the original path, pid set
+  kPerfMap = 3,    // name: the original path, pid set
+  kElf = 4,        // an embedded binary, build_id set
+  kDebugInfo = 5,  // embedded separate debug info, build_id set
+  kOther = 6,
+};
+const char* BlobKindName(BlobKind kind);
+
+struct BlobChunk {
+  BlobKind kind = BlobKind::kOther;
+  std::string name;
+  uint32_t pid = 0;
+  uint64_t vaddr = 0;
+  std::vector<uint8_t> build_id;
+  std::vector<uint8_t> data;
+};
+
+enum class MarkerKind : uint16_t {
+  kCaptureStart = 1,
+  kCaptureStop = 2,
+  kSnapshotBegin = 3,
+  kSnapshotEnd = 4,
+  kTrigger = 5,     // a trigger hit (text: symbol or reason; value: address)
+  kDataLoss = 6,    // value: bytes (or records) lost; text: cause
+};
+const char* MarkerKindName(MarkerKind kind);
+
+struct MarkerChunk {
+  MarkerKind kind = MarkerKind::kTrigger;
+  uint64_t tsc = 0;
+  uint32_t pid = 0;
+  uint32_t tid = 0;
+  int32_t cpu = -1;
+  uint64_t value = 0;
+  std::string text;
+};
+
+// Pairs of (TSC, clock) readings taken during the capture, so that timestamps written by the
+// runtime on another clock (jitdump's CLOCK_MONOTONIC) can be placed on the trace clock.
+struct TimeSyncChunk {
+  uint32_t clock_id = 1;  // Linux clockid_t: 1 = CLOCK_MONOTONIC
+  std::vector<std::pair<uint64_t, uint64_t>> tsc_and_clock_ns;
+};
+
+// Written by ArchiveWriter::Close(): its presence means the capture is complete.
+struct EndChunk {
+  uint64_t chunk_count = 0;  // chunks before this one
+};
+
+using Chunk = std::variant<MetadataChunk, PtDataChunk, SidebandAttrChunk, SidebandChunk,
+                           ModuleChunk, BlobChunk, MarkerChunk, TimeSyncChunk, EndChunk>;
+ChunkType TypeOf(const Chunk& chunk);
+
+struct WriterOptions {
+  bool compress = true;        // lz4 a payload when that makes it smaller
+  uint64_t features = 0;       // FeatureBits for the header
+  bool sync_each_chunk = false;  // fdatasync after each chunk (recorders that may be killed)
+};
+
+// Appends chunks to a new archive. The file is created with mode 0600 (replacing an existing
+// file of that name). Each Write() is one write(2) of a whole chunk, so a killed writer leaves
+// only complete chunks plus at most one torn tail, which readers detect and report.
+class ArchiveWriter {
+ public:
+  static Result<std::unique_ptr<ArchiveWriter>> Create(const std::string& path,
+                                                       const WriterOptions& options = {});
+  ~ArchiveWriter();
+  ArchiveWriter(const ArchiveWriter&) = delete;
+  ArchiveWriter& operator=(const ArchiveWriter&) = delete;
+
+  Status Write(const Chunk& chunk);
+  Status Flush();
+  // Appends the End chunk and closes the file. Without Close() the archive reads back as
+  // incomplete (but every written chunk is still there).
+  Status Close();
+  const std::string& path() const { return path_; }
+  uint64_t chunks_written() const { return chunks_written_; }
+  uint64_t bytes_written() const { return bytes_written_; }
+
+ private:
+  ArchiveWriter(std::string path, int fd, WriterOptions options);
+  std::string path_;
+  int fd_ = -1;
+  WriterOptions options_;
+  uint64_t chunks_written_ = 0;
+  uint64_t bytes_written_ = 0;
+};
+
+// Where reading stopped early, and why.
+struct Damage {
+  uint64_t offset = 0;        // file offset where the damaged/torn chunk starts
+  uint64_t chunk_index = 0;   // index of that chunk (0-based; chunks before it are intact)
+  Errc code = Errc::kCorrupt; // kTruncated, kChecksum or kCorrupt
+  std::string reason;         // names the field and the offset
+};
+
+struct ChunkLocation {
+  uint64_t offset = 0;  // of the chunk header
+  ChunkType type = ChunkType::kMetadata;
+  uint16_t flags = 0;
+  uint64_t stored_size = 0;
+  uint64_t raw_size = 0;
+};
+
+// Reads an archive sequentially. Open() fails only when the file cannot be read or its header is
+// not a usable .ptar header (bad magic, newer major version, truncated header). Damage later in the
+// file ends iteration; damage() then says where and why, and every chunk before it was returned.
+class ArchiveReader {
+ public:
+  static Result<std::unique_ptr<ArchiveReader>> Open(const std::string& path);
+  // Reads from memory (tests, fuzzing). `name` is used in messages.
+  static Result<std::unique_ptr<ArchiveReader>> FromBytes(std::vector<uint8_t> bytes,
+                                                          std::string name = "<memory>");
+  ~ArchiveReader();
+
+  const FileHeader& header() const { return header_; }
+  const std::string& name() const { return name_; }
+
+  // The next intact chunk, or std::nullopt at the end of the file or at the first damage.
+  std::optional<Chunk> Next();
+  // Location of the chunk Next() returned last.
+  const ChunkLocation& last_location() const { return last_location_; }
+  uint64_t chunks_read() const { return chunks_read_; }
+  bool complete() const { return saw_end_; }  // an End chunk was read
+  const std::optional<Damage>& damage() const { return damage_; }
+  uint64_t file_size() const { return bytes_.size(); }
+
+ private:
+  ArchiveReader(std::vector<uint8_t> bytes, std::string name);
+  Status ParseHeader();
+  std::vector<uint8_t> bytes_;
+  std::string name_;
+  FileHeader header_;
+  uint64_t pos_ = 0;
+  uint64_t chunks_read_ = 0;
+  bool saw_end_ = false;
+  std::optional<Damage> damage_;
+  ChunkLocation last_location_;
+};
+
+// The whole archive in memory, sorted by kind, for tools that want everything at once.
+struct Archive {
+  std::string path;
+  FileHeader header;
+  std::vector<std::pair<std::string, std::string>> metadata;  // merged, in order of appearance
+  std::vector<PtDataChunk> pt_data;
+  std::vector<SidebandAttrChunk> sideband_attrs;
+  std::vector<SidebandChunk> sideband;
+  std::vector<ModuleChunk> modules;
+  std::vector<BlobChunk> blobs;
+  std::vector<MarkerChunk> markers;
+  std::vector<TimeSyncChunk> time_syncs;
+  uint64_t chunks_read = 0;
+  bool complete = false;
+  std::optional<Damage> damage;
+
+  // Last value of a metadata key, if present.
+  std::optional<std::string> Get(std::string_view key) const;
+};
+
+Result<Archive> ReadArchive(const std::string& path);
+Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string name);
+
+// Lowercase hex of a build id (or any bytes), and back.
+std::string ToHex(const std::vector<uint8_t>& bytes);
+std::optional<std::vector<uint8_t>> FromHex(std::string_view hex);
+
+}  // namespace ptscope::format
