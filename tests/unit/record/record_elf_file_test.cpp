@@ -1,0 +1,148 @@
+#include "elf_file.h"
+
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "proc_maps.h"
+#include "record_test_util.h"
+
+// A function with a known name and C linkage, looked up in our own .symtab.
+extern "C" __attribute__((noinline, used)) int ptscope_record_test_known_function(int x) {
+  return x * 3 + 1;
+}
+
+namespace ptscope::record {
+namespace {
+
+std::vector<uint8_t> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+TEST_CASE("ElfFile reads this test binary: type, build id, entry, loads") {
+  std::string exe = test::SelfExePath();
+  auto elf = ElfFile::Open(exe);
+  REQUIRE(elf);
+  std::string expected_id = test::ReadelfBuildId(exe);
+  REQUIRE(!expected_id.empty());  // Debian's gcc always links with --build-id
+  CHECK(test::ToHexString(elf->build_id()) == expected_id);
+  std::string header = test::RunCommand("readelf -h '" + exe + "'");
+  bool pie = header.find("Type:                              DYN") != std::string::npos;
+  CHECK(elf->type() == (pie ? ElfType::kDyn : ElfType::kExec));
+  CHECK(elf->machine() == 62);  // EM_X86_64
+  char entry_text[32];
+  std::snprintf(entry_text, sizeof entry_text, "0x%llx", static_cast<unsigned long long>(elf->entry()));
+  CHECK(header.find(std::string("Entry point address:               ") + entry_text + "\n") !=
+        std::string::npos);
+  // Exactly one executable PT_LOAD, as `readelf -lW` counts them.
+  int exec_loads = 0;
+  for (const ElfSegment& seg : elf->LoadSegments()) exec_loads += (seg.flags & kPfX) ? 1 : 0;
+  std::string loads = test::RunCommand("readelf -lW '" + exe + "' | grep -c '^  LOAD .* R E '");
+  CHECK(exec_loads == std::stoi(loads));
+  CHECK(elf->LoadSegments().size() ==
+        std::stoul(test::RunCommand("readelf -lW '" + exe + "' | grep -c '^  LOAD '")));
+}
+
+TEST_CASE("FindSymbol gives the st_value that the loaded code really sits at") {
+  std::string exe = test::SelfExePath();
+  auto elf = ElfFile::Open(exe);
+  REQUIRE(elf);
+  auto sym = elf->FindSymbol("ptscope_record_test_known_function");
+  REQUIRE(sym);
+  CHECK(sym->type == 2);  // STT_FUNC
+  CHECK(sym->size > 0);
+  CHECK(!sym->from_dynsym);
+  // Independent oracle: where the dynamic loader actually put the function.
+  auto runtime = reinterpret_cast<uint64_t>(&ptscope_record_test_known_function);
+  auto maps = ReadProcMaps(0);
+  REQUIRE(maps);
+  const MapEntry* map = FindMapping(*maps, runtime);
+  REQUIRE(map != nullptr);
+  auto file_offset = elf->VaddrToFileOffset(sym->value);
+  REQUIRE(file_offset);
+  CHECK(map->start + (*file_offset - map->offset) == runtime);
+  CHECK(ptscope_record_test_known_function(2) == 7);
+
+  auto missing = elf->FindSymbol("no_such_symbol_here");
+  REQUIRE(!missing);
+  CHECK(missing.error().code == Errc::kNotFound);
+  CHECK(missing.error().message == exe + ": no defined symbol 'no_such_symbol_here'");
+}
+
+TEST_CASE("FindSymbol falls back to .dynsym (libc's malloc, from the loaded libc)") {
+  auto maps = ReadProcMaps(0);
+  REQUIRE(maps);
+  std::string libc;
+  for (const MapEntry& m : *maps)
+    if (m.path.find("/libc.so.6") != std::string::npos) libc = m.path;
+  REQUIRE(!libc.empty());
+  auto elf = ElfFile::Open(libc);
+  REQUIRE(elf);
+  CHECK(test::ToHexString(elf->build_id()) == test::ReadelfBuildId(libc));
+  auto sym = elf->FindSymbol("malloc");
+  REQUIRE(sym);
+  CHECK(sym->from_dynsym);  // Debian's libc is stripped of .symtab
+  std::string nm = test::RunCommand("nm -D --defined-only '" + libc + "' | grep ' malloc@@'");
+  REQUIRE(nm.size() > 16);
+  CHECK(sym->value == std::stoull(nm.substr(0, 16), nullptr, 16));
+}
+
+TEST_CASE("ElfFile rejects non-ELF, truncated and 32-bit input with clear errors") {
+  auto text = ElfFile::FromBytes({'#', '!', '/', 'b', 'i', 'n'}, "script.sh");
+  REQUIRE(!text);
+  CHECK(text.error().code == Errc::kBadMagic);
+  CHECK(text.error().message == "script.sh: not an ELF file (no \\x7fELF magic at offset 0)");
+
+  std::vector<uint8_t> whole = ReadWholeFile(test::SelfExePath());
+  REQUIRE(whole.size() > 4096);
+  auto tiny = ElfFile::FromBytes(std::vector<uint8_t>(whole.begin(), whole.begin() + 40), "cut");
+  REQUIRE(!tiny);
+  CHECK(tiny.error().code == Errc::kTruncated);
+  CHECK(tiny.error().message ==
+        "cut: ELF header at offset 0x0 (64 bytes) ends beyond the 40-byte file");
+
+  // Cut inside the program header table (which starts at offset 64 in gcc output).
+  auto in_phdrs = ElfFile::FromBytes(std::vector<uint8_t>(whole.begin(), whole.begin() + 100), "cut2");
+  REQUIRE(!in_phdrs);
+  CHECK(in_phdrs.error().code == Errc::kTruncated);
+  CHECK(in_phdrs.error().message.rfind("cut2: program header table at offset 0x40 (", 0) == 0);
+
+  // Headers intact, section table gone: the header parses, symbol lookup reports truncation.
+  auto headers_only = ElfFile::FromBytes(std::vector<uint8_t>(whole.begin(), whole.begin() + 4096), "cut3");
+  REQUIRE(headers_only);
+  auto sym = headers_only->FindSymbol("main");
+  REQUIRE(!sym);
+  CHECK(sym.error().code == Errc::kTruncated);
+  CHECK(sym.error().message.rfind("cut3: section header table at offset ", 0) == 0);
+
+  std::vector<uint8_t> elf32(whole.begin(), whole.begin() + 64);
+  elf32[4] = 1;  // ELFCLASS32
+  auto narrow = ElfFile::FromBytes(elf32, "a.out32");
+  REQUIRE(!narrow);
+  CHECK(narrow.error().code == Errc::kUnsupported);
+  CHECK(narrow.error().message ==
+        "a.out32: ELF class 1 at offset 4 is not ELF64; only 64-bit x86-64 programs can be traced");
+
+  auto missing = ElfFile::Open("/nonexistent/prog");
+  REQUIRE(!missing);
+  CHECK(missing.error().code == Errc::kNotFound);
+  CHECK(missing.error().message == "/nonexistent/prog: cannot open: No such file or directory");
+}
+
+TEST_CASE("FindGnuBuildIdNote skips other notes and refuses an overlong descriptor") {
+  std::vector<uint8_t> notes = {
+      4, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 'G', 'N', 'U', 0, 9, 9, 9, 9,  // NT_GNU_ABI_TAG-ish
+      4, 0, 0, 0, 3, 0, 0, 0, 3, 0, 0, 0, 'G', 'N', 'U', 0, 0xab, 0xcd, 0xef, 0,  // build id, padded
+  };
+  auto id = FindGnuBuildIdNote(notes);
+  REQUIRE(id);
+  CHECK(*id == std::vector<uint8_t>{0xab, 0xcd, 0xef});
+  notes[24] = 200;  // descsz beyond the buffer
+  CHECK(!FindGnuBuildIdNote(notes));
+}
+
+}  // namespace ptscope::record
