@@ -56,9 +56,12 @@ struct FlowEvent {
 
 // What a slice stands for. A sink turns it into a name once per distinct value.
 struct FrameId {
-  enum class Kind : uint8_t { kFunction, kSyscall, kUntraced, kGap, kTrigger, kFolded } kind =
-      Kind::kFunction;
+  // kInlined (added by the stack tracker): a function inlined at call site `address`; its name is
+  // FrameNamer::Name(pid, address, t).inlined[inline_index].
+  enum class Kind : uint8_t { kFunction, kSyscall, kUntraced, kGap, kTrigger, kFolded, kInlined }
+      kind = Kind::kFunction;
   uint64_t address = 0;  // for kFunction: an address inside the function (its entry when known)
+  uint32_t inline_index = 0;  // for kInlined: index into FrameName::inlined (outermost = 0)
   bool operator==(const FrameId&) const = default;
 };
 
@@ -104,6 +107,9 @@ class SliceSink {
   virtual void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) = 0;
   // Called once after all threads are done.
   virtual void Finish() = 0;
+  // After Finish: empty when every byte reached the output, else a one-line message naming the
+  // file and what failed (added by the sinks; sinks never print).
+  virtual std::string OutputError() const { return {}; }
 };
 
 }  // namespace ptscope::decode
