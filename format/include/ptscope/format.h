@@ -234,6 +234,9 @@ class ArchiveReader {
   // Location of the chunk Next() returned last.
   const ChunkLocation& last_location() const { return last_location_; }
   uint64_t chunks_read() const { return chunks_read_; }
+  // Intact chunks of types this version does not know (from newer minor versions), skipped.
+  // They are included in chunks_read().
+  uint64_t chunks_skipped() const { return chunks_skipped_; }
   bool complete() const { return saw_end_; }  // an End chunk was read
   const std::optional<Damage>& damage() const { return damage_; }
   uint64_t file_size() const { return bytes_.size(); }
@@ -246,6 +249,7 @@ class ArchiveReader {
   FileHeader header_;
   uint64_t pos_ = 0;
   uint64_t chunks_read_ = 0;
+  uint64_t chunks_skipped_ = 0;
   bool saw_end_ = false;
   std::optional<Damage> damage_;
   ChunkLocation last_location_;

@@ -1,0 +1,19 @@
+// Encoding of each chunk type's payload (the bytes before optional lz4 compression).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ptscope/format.h"
+
+namespace ptscope::format {
+
+bool IsKnownChunkType(uint16_t type);
+// Appends the payload of `chunk` to `out`.
+void EncodePayload(const Chunk& chunk, std::vector<uint8_t>& out);
+// Decodes a raw (decompressed) payload. Bytes after the fields this version knows are ignored
+// (newer minor versions append fields). The error message names the field and its payload offset.
+Result<Chunk> DecodePayload(ChunkType type, std::span<const uint8_t> payload);
+
+}  // namespace ptscope::format

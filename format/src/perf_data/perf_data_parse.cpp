@@ -1,0 +1,338 @@
+// Validating parser for file-mode perf.data (see format/PERF_DATA.md). Every read goes through
+// ByteReader or an explicit bounds check; every error names the file and the offset.
+#include <cstring>
+
+#include "../byte_io.h"
+#include "perf_data_parse.h"
+
+namespace ptscope::format::perf_data {
+namespace {
+
+struct Section {
+  uint64_t offset = 0, size = 0;
+};
+
+class Parser {
+ public:
+  Parser(std::span<const uint8_t> bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+
+  Result<ParsedPerfData> Run() {
+    PTSCOPE_TRY(ReadHeader());
+    PTSCOPE_TRY(ReadAttrs());
+    PTSCOPE_TRY(ReadFeatures());
+    PTSCOPE_TRY(ReadData());
+    if (!out_.have_info) {
+      return Fail(Errc::kUnsupported, data_.offset,
+                  "no Intel PT data in this perf.data (no AUXTRACE_INFO record in the data "
+                  "section); record with 'perf record -e intel_pt//u'");
+    }
+    return std::move(out_);
+  }
+
+ private:
+  Error Fail(Errc code, uint64_t offset, const std::string& what) const {
+    return MakeError(code, name_ + ": offset " + std::to_string(offset) + ": " + what);
+  }
+  std::span<const uint8_t> At(uint64_t offset, uint64_t size) const {
+    return bytes_.subspan(static_cast<size_t>(offset), static_cast<size_t>(size));
+  }
+  bool Fits(uint64_t offset, uint64_t size) const {
+    return offset <= bytes_.size() && size <= bytes_.size() - offset;
+  }
+  Status CheckSection(const char* what, uint64_t field_offset, const Section& s) const {
+    if (Fits(s.offset, s.size)) return Ok();
+    return Fail(Errc::kTruncated, field_offset,
+                std::string("the ") + what + " section [" + std::to_string(s.offset) + ", +" +
+                    std::to_string(s.size) + ") runs past the end of the file (" +
+                    std::to_string(bytes_.size()) + " bytes); the file is truncated");
+  }
+
+  Status ReadHeader() {
+    if (bytes_.size() < kPipeHeaderSize) {
+      return Fail(Errc::kTruncated, 0,
+                  "file is " + std::to_string(bytes_.size()) +
+                      " bytes, too short for a perf.data header");
+    }
+    const char* magic = reinterpret_cast<const char*>(bytes_.data());
+    if (std::memcmp(magic, kMagicSwapped, 8) == 0) {
+      return Fail(Errc::kUnsupportedVersion, 0,
+                  "big-endian perf.data (magic '2ELIFREP') is not supported; convert it on a "
+                  "big-endian host with 'perf inject'");
+    }
+    if (std::memcmp(magic, kMagicV1, 8) == 0) {
+      return Fail(Errc::kUnsupportedVersion, 0,
+                  "version 1 perf.data (magic 'PERFFILE') is not supported; re-record with a "
+                  "current perf");
+    }
+    if (std::memcmp(magic, kMagic, 8) != 0) {
+      return Fail(Errc::kBadMagic, 0, "not a perf.data file (magic is not 'PERFILE2')");
+    }
+    uint64_t header_size = LoadLe(bytes_.data() + 8, 8);
+    if (header_size == kPipeHeaderSize) {
+      return Fail(Errc::kUnsupported, 8,
+                  "pipe-mode perf.data (header size 16) is not supported; record to a file "
+                  "with 'perf record -o FILE' instead of a pipe");
+    }
+    if (header_size != kFileHeaderSize) {
+      return Fail(Errc::kCorrupt, 8,
+                  "header size " + std::to_string(header_size) + " is not 104");
+    }
+    if (bytes_.size() < kFileHeaderSize) {
+      return Fail(Errc::kTruncated, bytes_.size(),
+                  "file is " + std::to_string(bytes_.size()) +
+                      " bytes, shorter than the 104-byte perf.data header; the file is truncated");
+    }
+    ByteReader r(bytes_.first(kFileHeaderSize));
+    r.Skip("magic", 16);
+    attr_size_ = r.U64("attr_size");
+    attrs_ = {r.U64("attrs.offset"), r.U64("attrs.size")};
+    data_ = {r.U64("data.offset"), r.U64("data.size")};
+    r.Skip("event_types", kSectionSize);
+    for (uint64_t& word : features_) word = r.U64("features");
+    if (attr_size_ < kAttrSizeMin + kSectionSize || attr_size_ > kAttrSizeMax + kSectionSize) {
+      return Fail(Errc::kCorrupt, 16, "attr_size " + std::to_string(attr_size_) +
+                                          " is outside [80, 4112]");
+    }
+    if (data_.size == 0) {
+      return Fail(Errc::kTruncated, 48,
+                  "data section is empty (size 0): perf record did not finish writing this "
+                  "file; nothing to import");
+    }
+    PTSCOPE_TRY(CheckSection("attrs", 24, attrs_));
+    return CheckSection("data", 40, data_);
+  }
+
+  Status ReadAttrs() {
+    if (attrs_.size == 0 || attrs_.size % attr_size_ != 0) {
+      return Fail(Errc::kCorrupt, 32, "attrs section size " + std::to_string(attrs_.size) +
+                                          " is not a nonzero multiple of attr_size " +
+                                          std::to_string(attr_size_));
+    }
+    for (uint64_t at = attrs_.offset; at < attrs_.offset + attrs_.size; at += attr_size_) {
+      ByteReader r(At(at, attr_size_));
+      ParsedAttr attr;
+      attr.file_offset = at;
+      attr.type = r.U32("type");
+      uint32_t size = r.U32("size");
+      attr.config = r.U64("config");
+      r.U64("sample_period");
+      attr.sample_type = r.U64("sample_type");
+      attr.read_format = r.U64("read_format");
+      attr.flags = r.U64("flags");
+      uint64_t stored = attr_size_ - kSectionSize;
+      if (size < kAttrSizeMin || size > stored) size = static_cast<uint32_t>(stored);
+      auto raw = At(at, size);
+      attr.raw.assign(raw.begin(), raw.end());
+      ByteReader ids_ref(At(at + stored, kSectionSize));
+      Section ids{ids_ref.U64("ids.offset"), ids_ref.U64("ids.size")};
+      PTSCOPE_TRY(CheckSection("attr ids", at + stored, ids));
+      ByteReader id_reader(At(ids.offset, ids.size));
+      for (uint64_t i = 0; i < ids.size / 8; ++i) attr.ids.push_back(id_reader.U64("id"));
+      out_.attrs.push_back(std::move(attr));
+    }
+    return CheckTrailers();
+  }
+
+  // perf itself refuses files whose attrs disagree on the sample_id trailer; so do we, because
+  // the sideband is copied verbatim and read with one layout.
+  Status CheckTrailers() {
+    const ParsedAttr& first = out_.attrs.front();
+    out_.sample_id_all = (first.flags & kAttrSampleIdAll) != 0;
+    out_.trailer_sample_type = first.sample_type & kTrailerBits;
+    for (const ParsedAttr& attr : out_.attrs) {
+      bool all = (attr.flags & kAttrSampleIdAll) != 0;
+      if (all != out_.sample_id_all || (attr.sample_type & kTrailerBits) != out_.trailer_sample_type) {
+        return Fail(Errc::kUnsupported, attr.file_offset,
+                    "attrs disagree on the sample_id layout (sample_type/sample_id_all); "
+                    "re-record with one tracking event");
+      }
+    }
+    out_.trailer = MakeTrailerLayout(out_.trailer_sample_type, out_.sample_id_all);
+    return Ok();
+  }
+
+  // Feature sections: a table of perf_file_section right after the data section, one per set
+  // bit in bit order. Unknown features are skipped.
+  Status ReadFeatures() {
+    uint64_t table = data_.offset + data_.size;
+    for (int bit = 0; bit < kFeatureBits; ++bit) {
+      if (!(features_[bit / 64] >> (bit % 64) & 1)) continue;
+      if (!Fits(table, kSectionSize)) {
+        return Fail(Errc::kTruncated, table,
+                    "feature section table entry for feature " + std::to_string(bit) +
+                        " runs past the end of the file; the file is truncated");
+      }
+      Section s{LoadLe(bytes_.data() + table, 8), LoadLe(bytes_.data() + table + 8, 8)};
+      PTSCOPE_TRY(CheckSection(("feature " + std::to_string(bit)).c_str(), table, s));
+      PTSCOPE_TRY(ReadFeature(bit, s));
+      table += kSectionSize;
+    }
+    return Ok();
+  }
+
+  Result<std::string> HeaderString(ByteReader& r, uint64_t base, const char* what) {
+    uint32_t len = r.U32(what);
+    auto view = r.Bytes(what, len);
+    if (!r.ok()) return Fail(Errc::kCorrupt, base + r.failed_offset(), r.FailureText());
+    std::string s(view.begin(), view.end());
+    return s.substr(0, s.find('\0'));
+  }
+
+  Status ReadFeature(int bit, const Section& s) {
+    ByteReader r(At(s.offset, s.size));
+    switch (bit) {
+      case kFeatBuildId: return ReadBuildIds(s);
+      case kFeatHostname: { PTSCOPE_ASSIGN_OR_RETURN(out_.hostname, HeaderString(r, s.offset, "hostname")); return Ok(); }
+      case kFeatOsRelease: { PTSCOPE_ASSIGN_OR_RETURN(out_.os_release, HeaderString(r, s.offset, "osrelease")); return Ok(); }
+      case kFeatVersion: { PTSCOPE_ASSIGN_OR_RETURN(out_.perf_version, HeaderString(r, s.offset, "version")); return Ok(); }
+      case kFeatCpuid: { PTSCOPE_ASSIGN_OR_RETURN(out_.cpuid, HeaderString(r, s.offset, "cpuid")); return Ok(); }
+      case kFeatCmdline: {
+        uint32_t n = r.U32("cmdline.nr");
+        for (uint32_t i = 0; i < n && r.ok(); ++i) {
+          PTSCOPE_ASSIGN_OR_RETURN(std::string arg, HeaderString(r, s.offset, "cmdline"));
+          if (!out_.cmdline.empty()) out_.cmdline += ' ';
+          out_.cmdline += arg;
+        }
+        return Ok();
+      }
+      default: return Ok();  // not needed for import; skipped
+    }
+  }
+
+  // build_id_event: header, pid, build_id[24] (data[20], size, pad), filename (NUL-padded).
+  Status ReadBuildIds(const Section& s) {
+    uint64_t at = s.offset, end = s.offset + s.size;
+    while (at < end) {
+      if (end - at < 36) return Fail(Errc::kCorrupt, at, "build id entry shorter than 36 bytes");
+      uint16_t misc = static_cast<uint16_t>(LoadLe(bytes_.data() + at + 4, 2));
+      uint16_t size = static_cast<uint16_t>(LoadLe(bytes_.data() + at + 6, 2));
+      if (size < 36 || size > end - at) {
+        return Fail(Errc::kCorrupt, at, "build id entry size " + std::to_string(size) +
+                                            " does not fit the BUILD_ID feature section");
+      }
+      const uint8_t* id = bytes_.data() + at + 12;
+      size_t id_len = (misc & kMiscBuildIdSize) ? std::min<size_t>(id[20], 20) : 20;
+      std::string filename(reinterpret_cast<const char*>(bytes_.data() + at + 36), size - 36);
+      filename = filename.substr(0, filename.find('\0'));
+      out_.build_ids[filename] = std::vector<uint8_t>(id, id + id_len);
+      at += size;
+    }
+    return Ok();
+  }
+
+  Status ReadData() {
+    uint64_t at = data_.offset, end = data_.offset + data_.size;
+    while (at < end) {
+      if (end - at < 8) return Fail(Errc::kTruncated, at, "record header cut off at the end of the data section");
+      uint32_t type = static_cast<uint32_t>(LoadLe(bytes_.data() + at, 4));
+      uint16_t size = static_cast<uint16_t>(LoadLe(bytes_.data() + at + 6, 2));
+      if (size < 8) {
+        return Fail(Errc::kCorrupt, at, "record type " + std::to_string(type) + " has size " +
+                                            std::to_string(size) + " < 8");
+      }
+      if (size > end - at) {
+        return Fail(Errc::kTruncated, at, "record type " + std::to_string(type) + " of " +
+                                              std::to_string(size) +
+                                              " bytes runs past the end of the data section");
+      }
+      uint64_t extra = 0;
+      PTSCOPE_TRY(OnRecord(at, type, At(at, size), end, &extra));
+      at += size + extra;
+    }
+    return Ok();
+  }
+
+  Status OnRecord(uint64_t at, uint32_t type, std::span<const uint8_t> rec, uint64_t end,
+                  uint64_t* extra) {
+    if (type == kRecordSample) {
+      ++out_.samples_skipped;
+    } else if (type < kUserRecordStart) {
+      out_.sideband.push_back({at, rec});
+    } else if (type == kRecordAuxtraceInfo) {
+      return OnAuxtraceInfo(at, rec);
+    } else if (type == kRecordAuxtrace) {
+      return OnAuxtrace(at, rec, end, extra);
+    } else if (type == kRecordTimeConv) {
+      ByteReader r(rec.subspan(8));
+      out_.tc_shift = r.U64("time_shift");
+      out_.tc_mult = r.U64("time_mult");
+      out_.tc_zero = r.U64("time_zero");
+      if (!r.ok()) return Fail(Errc::kCorrupt, at, "TIME_CONV record: " + r.FailureText());
+      out_.have_time_conv = true;
+      if (rec.size() >= 56) out_.tc_cap_user_time_zero = rec[48] != 0;
+    } else if (type == kRecordCompressed) {
+      return Fail(Errc::kUnsupported, at,
+                  "compressed perf.data (perf record -z) is not supported; decompress it with "
+                  "'perf inject -i FILE -o NEW' or re-record without -z");
+    }
+    return Ok();  // other perf-tool records (FINISHED_ROUND, ID_INDEX, ...) carry nothing we need
+  }
+  static constexpr uint32_t kRecordSample = 9;
+
+  Status OnAuxtraceInfo(uint64_t at, std::span<const uint8_t> rec) {
+    ByteReader r(rec.subspan(8));
+    uint32_t type = r.U32("type");
+    r.U32("reserved");
+    if (!r.ok()) return Fail(Errc::kCorrupt, at, "AUXTRACE_INFO record: " + r.FailureText());
+    if (type != kAuxtraceIntelPt) {
+      return Fail(Errc::kUnsupported, at, "AUXTRACE_INFO type " + std::to_string(type) +
+                                              " is not Intel PT (1); only intel_pt captures "
+                                              "can be imported");
+    }
+    size_t n = std::min<size_t>(r.remaining() / 8, kPrivCount);
+    if (n <= kPrivPerCpuMmaps) {
+      return Fail(Errc::kCorrupt, at, "AUXTRACE_INFO holds " + std::to_string(n) +
+                                          " priv entries, fewer than perf's minimum of 10");
+    }
+    out_.priv.resize(n);
+    for (size_t i = 0; i < n; ++i) out_.priv[i] = r.U64("priv");
+    if (n == kPrivCount && out_.priv[kPrivFilterStrLen] != 0) {
+      uint64_t len = out_.priv[kPrivFilterStrLen];
+      auto text = r.Bytes("filter", len);
+      if (!r.ok()) return Fail(Errc::kCorrupt, at, "AUXTRACE_INFO filter string: " + r.FailureText());
+      out_.filter.assign(text.begin(), text.end());
+    }
+    out_.have_info = true;
+    out_.info_offset = at;
+    return Ok();
+  }
+
+  Status OnAuxtrace(uint64_t at, std::span<const uint8_t> rec, uint64_t end, uint64_t* extra) {
+    ByteReader r(rec.subspan(8));
+    uint64_t size = r.U64("size");
+    ParsedAuxtrace aux;
+    aux.file_offset = at;
+    aux.offset = r.U64("offset");
+    aux.reference = r.U64("reference");
+    aux.idx = r.U32("idx");
+    aux.tid = r.U32("tid");
+    aux.cpu = r.U32("cpu");
+    if (!r.ok()) return Fail(Errc::kCorrupt, at, "AUXTRACE record: " + r.FailureText());
+    uint64_t data_at = at + rec.size();
+    if (size > end - data_at) {
+      return Fail(Errc::kTruncated, at,
+                  "AUXTRACE record announces " + std::to_string(size) + " bytes of trace but the "
+                  "data section ends after " + std::to_string(end - data_at) +
+                  "; the file is truncated");
+    }
+    aux.data = At(data_at, size);
+    out_.auxtrace.push_back(aux);
+    *extra = size;
+    return Ok();
+  }
+
+  std::span<const uint8_t> bytes_;
+  const std::string& name_;
+  uint64_t attr_size_ = 0;
+  Section attrs_, data_;
+  uint64_t features_[4] = {};
+  ParsedPerfData out_;
+};
+
+}  // namespace
+
+Result<ParsedPerfData> ParsePerfData(std::span<const uint8_t> bytes, const std::string& name) {
+  return Parser(bytes, name).Run();
+}
+
+}  // namespace ptscope::format::perf_data

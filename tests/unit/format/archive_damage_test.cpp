@@ -1,0 +1,317 @@
+// Damaged archives: truncation at every byte offset, a flipped bit at every byte offset, newer
+// versions, unknown chunk types, random bytes. Chunk boundaries are found by walking the bytes with
+// the layout from FORMAT.md (independently of the reader under test).
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "crc32c.h"
+#include "ptscope/format.h"
+#include "test_archives.h"
+
+namespace ptscope::format {
+namespace {
+
+uint64_t Le(const std::vector<uint8_t>& b, size_t at, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= uint64_t{b[at + i]} << (8 * i);
+  return v;
+}
+void PutLe(std::vector<uint8_t>& b, size_t at, uint64_t v, size_t n) {
+  for (size_t i = 0; i < n; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// A small archive: Metadata, lz4-compressed PtData, Sideband, Marker, End.
+std::vector<uint8_t> SmallArchive() {
+  char tmpl[] = "/tmp/ptscope-damage-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  std::string path = std::string(tmpl) + "/small.ptar";
+  auto writer = ArchiveWriter::Create(path);
+  REQUIRE(writer);
+  std::vector<Chunk> all = testing::EveryChunkType();
+  REQUIRE((*writer)->Write(all[0]));
+  PtDataChunk pt = std::get<PtDataChunk>(all[1]);
+  pt.data = testing::RepetitiveBytes(400);
+  REQUIRE((*writer)->Write(pt));
+  REQUIRE((*writer)->Write(all[3]));
+  REQUIRE((*writer)->Write(all[6]));
+  REQUIRE((*writer)->Close());
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(in), {});
+  ::unlink(path.c_str());
+  ::rmdir(tmpl);
+  return bytes;
+}
+
+struct Span {
+  uint64_t start, stored, end;
+};
+std::vector<Span> WalkChunks(const std::vector<uint8_t>& b) {
+  std::vector<Span> spans;
+  for (uint64_t at = 40; at < b.size();) {
+    uint64_t stored = Le(b, at + 8, 8);
+    uint64_t end = at + 32 + ((stored + 7) & ~uint64_t{7});
+    spans.push_back({at, stored, end});
+    at = end;
+  }
+  return spans;
+}
+
+std::string HexOffset(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+TEST_CASE("the small archive has the expected shape") {
+  std::vector<uint8_t> bytes = SmallArchive();
+  std::vector<Span> spans = WalkChunks(bytes);
+  REQUIRE(spans.size() == 5);
+  CHECK(spans.back().end == bytes.size());
+  CHECK((Le(bytes, spans[1].start + 6, 2) & 1) == 1);  // the PT chunk is lz4-compressed
+  CHECK(spans[1].stored < 400);
+}
+
+TEST_CASE("truncation at every byte offset keeps exactly the complete chunks") {
+  const std::vector<uint8_t> bytes = SmallArchive();
+  const std::vector<Span> spans = WalkChunks(bytes);
+  for (size_t len = 0; len <= bytes.size(); ++len) {
+    CAPTURE(len);
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(len));
+    auto reader = ArchiveReader::FromBytes(cut, "t");
+    if (len < 40) {
+      REQUIRE(!reader);
+      CHECK(reader.error().code == Errc::kTruncated);
+      CHECK(reader.error().message ==
+            (len == 0 ? std::string("t: empty file (0 bytes), not an archive")
+                      : "t: truncated file header: " + std::to_string(len) +
+                            " of 40 bytes at offset 0"));
+      continue;
+    }
+    REQUIRE(reader);
+    uint64_t returned = 0;
+    while ((*reader)->Next()) ++returned;
+    uint64_t complete = 0;
+    bool at_boundary = len == 40;
+    for (const Span& s : spans) {
+      if (s.end <= len) ++complete;
+      if (s.end == len) at_boundary = true;
+    }
+    CHECK(returned == complete);
+    CHECK((*reader)->chunks_read() == complete);
+    CHECK((*reader)->complete() == (len == bytes.size()));
+    if (at_boundary) {
+      CHECK(!(*reader)->damage());
+    } else {
+      REQUIRE((*reader)->damage());
+      const Damage& d = *(*reader)->damage();
+      CHECK(d.code == Errc::kTruncated);
+      CHECK(d.chunk_index == complete);
+      CHECK(d.offset == spans[complete].start);
+      CHECK(d.reason.rfind("chunk " + std::to_string(complete) + " at offset " +
+                               HexOffset(spans[complete].start) + ": truncated ", 0) == 0);
+    }
+  }
+}
+
+Errc ExpectedHeaderFlipError(size_t offset) {
+  if (offset < 8) return Errc::kBadMagic;
+  if (offset == 12 || offset == 13) return Errc::kUnsupportedVersion;  // min_reader_major
+  if (offset == 14 || offset == 15) return Errc::kCorrupt;             // header_size
+  return Errc::kChecksum;
+}
+
+TEST_CASE("a flipped byte anywhere is detected and names the chunk and offset") {
+  const std::vector<uint8_t> bytes = SmallArchive();
+  const std::vector<Span> spans = WalkChunks(bytes);
+  for (size_t offset = 0; offset < bytes.size(); ++offset) {
+    CAPTURE(offset);
+    std::vector<uint8_t> bad = bytes;
+    bad[offset] ^= 0xFF;
+    auto reader = ArchiveReader::FromBytes(bad, "f");
+    if (offset < 40) {
+      REQUIRE(!reader);
+      CHECK(reader.error().code == ExpectedHeaderFlipError(offset));
+      continue;
+    }
+    REQUIRE(reader);
+    while ((*reader)->Next()) {
+    }
+    size_t k = 0;
+    while (spans[k].end <= offset) ++k;
+    uint64_t rel = offset - spans[k].start;
+    Errc expected = rel < 4 ? Errc::kCorrupt                           // sync
+                    : rel < 32 + spans[k].stored ? Errc::kChecksum  // header or payload
+                                                 : Errc::kCorrupt;    // padding
+    CHECK((*reader)->chunks_read() == k);
+    CHECK(!(*reader)->complete());
+    REQUIRE((*reader)->damage());
+    const Damage& d = *(*reader)->damage();
+    CHECK(d.code == expected);
+    CHECK(d.chunk_index == k);
+    CHECK(d.offset == spans[k].start);
+    CHECK(d.reason.rfind("chunk " + std::to_string(k) + " at offset " +
+                             HexOffset(spans[k].start) + ": ",
+                         0) == 0);
+  }
+}
+
+TEST_CASE("payload checksum damage message names both checksums") {
+  std::vector<uint8_t> bytes = SmallArchive();
+  std::vector<Span> spans = WalkChunks(bytes);
+  uint64_t at = spans[2].start;
+  uint32_t stored_crc = static_cast<uint32_t>(Le(bytes, at + 24, 4));
+  bytes[at + 32] ^= 0x01;
+  uint32_t computed = Crc32c(std::span<const uint8_t>(bytes.data() + at + 32, spans[2].stored));
+  auto reader = ArchiveReader::FromBytes(bytes, "f");
+  REQUIRE(reader);
+  while ((*reader)->Next()) {
+  }
+  REQUIRE((*reader)->damage());
+  char expected[160];
+  std::snprintf(expected, sizeof expected,
+                "chunk 2 at offset %s: payload checksum mismatch (stored 0x%08x, computed 0x%08x)",
+                HexOffset(at).c_str(), stored_crc, computed);
+  CHECK((*reader)->damage()->reason == expected);
+}
+
+std::vector<uint8_t> Header(uint16_t major, uint16_t minor, uint16_t min_reader,
+                            uint16_t header_size) {
+  std::vector<uint8_t> h(header_size, 0);
+  const uint8_t magic[8] = {'P', 'T', 'A', 'R', '\r', '\n', 0x1a, '\n'};
+  std::copy(magic, magic + 8, h.begin());
+  PutLe(h, 8, major, 2);
+  PutLe(h, 10, minor, 2);
+  PutLe(h, 12, min_reader, 2);
+  PutLe(h, 14, header_size, 2);
+  PutLe(h, 32, Crc32c(h), 4);
+  return h;
+}
+
+void AppendChunk(std::vector<uint8_t>& out, uint16_t type, std::vector<uint8_t> payload) {
+  std::vector<uint8_t> c(32, 0);
+  PutLe(c, 0, 0x4B435450, 4);
+  PutLe(c, 4, type, 2);
+  PutLe(c, 8, payload.size(), 8);
+  PutLe(c, 16, payload.size(), 8);
+  PutLe(c, 24, Crc32c(payload), 4);
+  PutLe(c, 28, Crc32c(std::span<const uint8_t>(c.data(), 28)), 4);
+  c.insert(c.end(), payload.begin(), payload.end());
+  c.resize((c.size() + 7) & ~size_t{7}, 0);
+  out.insert(out.end(), c.begin(), c.end());
+}
+
+TEST_CASE("an archive for a newer major version is refused naming both versions") {
+  auto r = ArchiveReader::FromBytes(Header(2, 0, 2, 40), "new.ptar");
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::kUnsupportedVersion);
+  CHECK(r.error().message ==
+        "new.ptar: archive needs reader version 2, this is version 1: upgrade ptscope");
+}
+
+TEST_CASE("newer versions a version-1 reader may read: bigger header, unknown chunk types") {
+  std::vector<uint8_t> bytes = Header(2, 3, 1, 48);
+  AppendChunk(bytes, 9, {'h', 'e', 'l', 'l', 'o'});
+  AppendChunk(bytes, 7, std::vector<uint8_t>(40, 0));  // Marker with all-zero fields
+  AppendChunk(bytes, 15, {2, 0, 0, 0, 0, 0, 0, 0});    // End: two chunks precede it
+  auto reader = ArchiveReader::FromBytes(bytes, "n");
+  REQUIRE(reader);
+  CHECK((*reader)->header().version_major == 2);
+  CHECK((*reader)->header().version_minor == 3);
+  std::optional<Chunk> marker = (*reader)->Next();
+  REQUIRE(marker);
+  CHECK(std::holds_alternative<MarkerChunk>(*marker));
+  CHECK((*reader)->last_location().offset == 48 + 40);
+  REQUIRE((*reader)->Next());
+  CHECK(!(*reader)->Next());
+  CHECK((*reader)->complete());
+  CHECK(!(*reader)->damage());
+  CHECK((*reader)->chunks_read() == 3);
+  CHECK((*reader)->chunks_skipped() == 1);
+}
+
+TEST_CASE("an End chunk with the wrong count and data after End are damage") {
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  AppendChunk(bytes, 15, {5, 0, 0, 0, 0, 0, 0, 0});
+  auto reader = ArchiveReader::FromBytes(bytes, "e");
+  REQUIRE(reader);
+  CHECK(!(*reader)->Next());
+  REQUIRE((*reader)->damage());
+  CHECK((*reader)->damage()->reason ==
+        "chunk 0 at offset 0x28: End chunk field 'chunk_count' = 5 but 0 chunks precede it");
+
+  std::vector<uint8_t> after = Header(1, 0, 1, 40);
+  AppendChunk(after, 15, std::vector<uint8_t>(8, 0));
+  AppendChunk(after, 7, std::vector<uint8_t>(40, 0));
+  auto reader2 = ArchiveReader::FromBytes(after, "e");
+  REQUIRE(reader2);
+  REQUIRE((*reader2)->Next());
+  CHECK(!(*reader2)->Next());
+  CHECK((*reader2)->complete());
+  REQUIRE((*reader2)->damage());
+  CHECK((*reader2)->damage()->reason == "chunk 1 at offset 0x50: 72 bytes after the End chunk");
+}
+
+TEST_CASE("impossible sizes inside an intact chunk are refused before allocating") {
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  // A Blob whose 'data' length claims 2^62 bytes.
+  std::vector<uint8_t> blob(16 + 4 + 4, 0);
+  blob[0] = 6;
+  std::vector<uint8_t> len(8, 0);
+  PutLe(len, 0, uint64_t{1} << 62, 8);
+  blob.insert(blob.end(), len.begin(), len.end());
+  AppendChunk(bytes, 6, blob);
+  auto reader = ArchiveReader::FromBytes(bytes, "s");
+  REQUIRE(reader);
+  CHECK(!(*reader)->Next());
+  REQUIRE((*reader)->damage());
+  CHECK((*reader)->damage()->code == Errc::kCorrupt);
+  CHECK((*reader)->damage()->reason ==
+        "chunk 0 at offset 0x28: Blob payload: field 'data' at offset 32 needs 4611686018427387904 "
+        "bytes, 0 left");
+}
+
+TEST_CASE("a raw_size above 1 GiB is refused") {
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  AppendChunk(bytes, 2, std::vector<uint8_t>(8, 0));
+  PutLe(bytes, 40 + 6, 1, 2);                                      // lz4
+  PutLe(bytes, 40 + 16, (uint64_t{1} << 30) + 1, 8);               // raw_size
+  PutLe(bytes, 40 + 28, Crc32c(std::span<const uint8_t>(bytes.data() + 40, 28)), 4);
+  auto reader = ArchiveReader::FromBytes(bytes, "s");
+  REQUIRE(reader);
+  CHECK(!(*reader)->Next());
+  REQUIRE((*reader)->damage());
+  CHECK((*reader)->damage()->reason ==
+        "chunk 0 at offset 0x28: field 'raw_size' = 1073741825 exceeds the 1 GiB chunk limit");
+}
+
+TEST_CASE("random bytes are not an archive; a valid header with random chunks is damage") {
+  auto r = ArchiveReader::FromBytes(testing::NoiseBytes(1000, 77), "r");
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::kBadMagic);
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  std::vector<uint8_t> noise = testing::NoiseBytes(1000, 78);
+  bytes.insert(bytes.end(), noise.begin(), noise.end());
+  auto reader = ArchiveReader::FromBytes(bytes, "r");
+  REQUIRE(reader);
+  CHECK(!(*reader)->Next());
+  REQUIRE((*reader)->damage());
+  CHECK((*reader)->damage()->offset == 40);
+  CHECK((*reader)->damage()->reason.rfind("chunk 0 at offset 0x28: bad chunk sync 0x", 0) == 0);
+}
+
+TEST_CASE("a text-mode transfer is recognised from the magic") {
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  bytes.erase(bytes.begin() + 4);  // CR LF -> LF
+  auto r = ArchiveReader::FromBytes(bytes, "m");
+  REQUIRE(!r);
+  CHECK(r.error().code == Errc::kBadMagic);
+  CHECK(r.error().message ==
+        "m: bad magic at offset 0: the line-ending bytes were altered (the archive was "
+        "transferred in text mode; copy it again in binary mode)");
+}
+
+}  // namespace
+}  // namespace ptscope::format

@@ -1,0 +1,1 @@
+// perf record tests: see below
