@@ -1,0 +1,354 @@
+#include "stack/stack_tracker.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace ptscope::decode {
+namespace {
+constexpr size_t kNotFound = static_cast<size_t>(-1);
+}  // namespace
+
+void StackTrackerCounters::Add(const StackTrackerCounters& o) {
+  calls += o.calls;
+  returns += o.returns;
+  tail_calls += o.tail_calls;
+  lateral_jumps += o.lateral_jumps;
+  unwinds += o.unwinds;
+  unwound_frames += o.unwound_frames;
+  reanchors += o.reanchors;
+  inferred_frames += o.inferred_frames;
+  inlined_slices += o.inlined_slices;
+  syscalls += o.syscalls;
+  untraced += o.untraced;
+  async += o.async;
+  triggers += o.triggers;
+  for (size_t i = 0; i < gaps_by_cause.size(); ++i) gaps_by_cause[i] += o.gaps_by_cause[i];
+  folded_levels += o.folded_levels;
+  folded_frames += o.folded_frames;
+  buffer_flushes_at_bound += o.buffer_flushes_at_bound;
+  clamped_times += o.clamped_times;
+}
+
+StackTracker::StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
+                           StackTrackerOptions options)
+    : thread_(thread), namer_(namer), sink_(sink), options_(options) {
+  if (options_.max_buffered_events == 0) options_.max_buffered_events = 1;
+}
+
+void StackTracker::OnEvent(const FlowEvent& e) {
+  uint64_t t = e.time_ns;
+  if (!anchored_) {
+    anchored_ = true;
+    anchor_time_ = t;
+  } else if (t < last_time_) {
+    t = last_time_;
+    ++counters_.clamped_times;
+  }
+  last_time_ = t;
+  // Bound the buffer between events, when the stack is consistent.
+  if (buffer_.size() >= options_.max_buffered_events) {
+    ++counters_.buffer_flushes_at_bound;
+    Flush();
+  }
+  using K = FlowEvent::Kind;
+  switch (e.kind) {
+    case K::kCall: CloseSyntheticTop(t); OnCall(e, t); break;
+    case K::kReturn: CloseSyntheticTop(t); OnReturn(e, t); break;
+    case K::kJump: CloseSyntheticTop(t); OnJump(e, t); break;
+    case K::kSyscall:
+    case K::kDisable: {
+      if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) break;  // already out
+      EnsureCurrent(e.from);
+      bool syscall = e.kind == K::kSyscall;
+      ++(syscall ? counters_.syscalls : counters_.untraced);
+      Frame f;
+      f.id.kind = syscall ? FrameId::Kind::kSyscall : FrameId::Kind::kUntraced;
+      f.type = FrameType::kSynthetic;
+      Push(f, t, false);
+      break;
+    }
+    case K::kEnable: OnEnable(e, t); break;
+    case K::kAsync: CloseSyntheticTop(t); OnAsync(e, t); break;
+    case K::kGap: OnGap(e, t); break;
+    case K::kTrigger:
+      ++counters_.triggers;
+      AddInstant(t, e.detail.empty() ? std::string("[trigger]") : "[trigger] " + e.detail);
+      break;
+    case K::kEnd:
+      CloseAll(t);
+      Flush();
+      break;
+  }
+}
+
+void StackTracker::Finish(uint64_t end_time_ns) {
+  uint64_t t = std::max(end_time_ns, last_time_);
+  last_time_ = t;
+  CloseAll(t);
+  Flush();
+}
+
+void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
+  ++counters_.calls;
+  EnsureCurrent(e.from);
+  uint32_t wrappers = options_.inlined_frames ? InlineDepthAt(e.from) : 0;
+  for (uint32_t i = 0; i < wrappers; ++i) {
+    FrameId inl{FrameId::Kind::kInlined, e.from, i};
+    Emit(RecordType::kBegin, t, inl, false);
+  }
+  counters_.inlined_slices += wrappers;
+  uint64_t start = StartOf(e.to);
+  Frame f;
+  f.id = FunctionFrame(e.to, start);
+  f.function_start = start;
+  f.return_ip = e.return_ip;
+  f.inlined_wrappers = static_cast<uint16_t>(wrappers);
+  Push(f, t, false);
+}
+
+void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
+  ++counters_.returns;
+  EnsureCurrent(e.from);
+  const Frame& top = stack_.back();
+  if (top.return_ip != 0 && top.return_ip == e.to) {  // the common case
+    Pop(t);
+    if (stack_.empty()) PushInferredBottom(e.to);
+    return;
+  }
+  size_t keep = FindLandingFrame(e.to, StartOf(e.to), false);
+  if (keep != kNotFound) {  // longjmp-like return or exception landing deeper in the stack
+    ++counters_.unwinds;
+    counters_.unwound_frames += stack_.size() - keep;
+    PopTo(keep, t);
+    if (stack_.empty()) PushInferredBottom(e.to);
+    return;
+  }
+  if (top.return_ip == 0) {  // the inferred bottom frame returns: its caller is revealed
+    Pop(t);
+    if (stack_.empty()) PushInferredBottom(e.to);
+    return;
+  }
+  if (top.type == FrameType::kAsyncHandler) {
+    // The handler returned into the signal trampoline: it stays nested under the interrupted
+    // frame until execution resumes at the interrupted ip.
+    uint64_t start = StartOf(e.to);
+    Emit(RecordType::kEnd, t, top.id, false);
+    Frame replacement = stack_.back();
+    replacement.id = FunctionFrame(e.to, start);
+    replacement.function_start = start;
+    stack_.pop_back();
+    NoteClosed();
+    stack_.push_back(replacement);
+    Emit(RecordType::kBegin, t, replacement.id, false);
+    return;
+  }
+  ++counters_.reanchors;
+  CloseAll(t);
+  Flush();
+  PushInferredBottom(e.to);
+}
+
+void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
+  EnsureCurrent(e.from);
+  uint64_t to_start = StartOf(e.to);
+  if (to_start == 0 || to_start == stack_.back().function_start) return;  // local or unknown
+  if (e.to == to_start) {
+    ++counters_.tail_calls;
+    ReplaceTop(e.to, to_start, t);
+    return;
+  }
+  size_t keep = FindLandingFrame(e.to, to_start, false);
+  if (keep != kNotFound) {  // longjmp into a frame deeper in the stack
+    ++counters_.unwinds;
+    counters_.unwound_frames += stack_.size() - keep;
+    PopTo(keep, t);
+    if (stack_.empty()) PushInferredBottom(e.to);
+    return;
+  }
+  ++counters_.lateral_jumps;  // e.g. foo -> foo.cold, or a tail call into a non-entry
+  ReplaceTop(e.to, to_start, t);
+}
+
+void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
+  CloseSyntheticTop(t);
+  if (stack_.empty()) {
+    EnsureCurrent(e.to);
+    return;
+  }
+  // Resuming at an open frame's return address: the untraced callee (or the signal handler whose
+  // "return address" is the interrupted ip) has returned.
+  size_t keep = FindLandingFrame(e.to, 0, true);
+  if (keep == kNotFound) return;
+  if (stack_.size() - keep > 1) {
+    ++counters_.unwinds;
+    counters_.unwound_frames += stack_.size() - keep;
+  }
+  PopTo(keep, t);
+  if (stack_.empty()) PushInferredBottom(e.to);
+}
+
+void StackTracker::OnAsync(const FlowEvent& e, uint64_t t) {
+  ++counters_.async;
+  EnsureCurrent(e.from);
+  uint64_t start = StartOf(e.to);
+  Frame f;
+  f.id = FunctionFrame(e.to, start);
+  f.function_start = start;
+  f.return_ip = e.from;  // a return (or resumption) at the interrupted ip closes the handler
+  f.type = FrameType::kAsyncHandler;
+  Push(f, t, false);
+}
+
+void StackTracker::OnGap(const FlowEvent& e, uint64_t t) {
+  size_t cause = std::min<size_t>(static_cast<size_t>(e.gap_cause), counters_.gaps_by_cause.size() - 1);
+  ++counters_.gaps_by_cause[cause];
+  CloseAll(t);
+  std::string text = std::string("[gap] ") + GapCauseName(e.gap_cause);
+  if (!e.detail.empty()) text += ": " + e.detail;
+  AddInstant(t, std::move(text));
+  Flush();  // everything is closed: nothing before the gap can change; inference restarts at t
+}
+
+size_t StackTracker::FindLandingFrame(uint64_t to, uint64_t to_start,
+                                      bool by_return_ip_only) const {
+  for (size_t i = stack_.size(); i-- > 0;) {
+    const Frame& f = stack_[i];
+    if (f.return_ip != 0 && f.return_ip == to) return i;  // returns into the frame below i
+    bool below_top = i + 1 < stack_.size();
+    if (!by_return_ip_only && below_top && to_start != 0 && f.function_start == to_start) {
+      return i + 1;  // lands inside frame i itself
+    }
+  }
+  return kNotFound;
+}
+
+void StackTracker::EnsureCurrent(uint64_t ip) {
+  if (stack_.empty()) PushInferredBottom(ip);
+}
+
+void StackTracker::PushInferredBottom(uint64_t ip) {
+  // Only called with an empty stack: every buffered record is closed, so the new frame can start
+  // at the anchor and wrap all of them.
+  uint64_t start = StartOf(ip);
+  Frame f;
+  f.id = FunctionFrame(ip, start);
+  f.function_start = start;
+  stack_.push_back(f);
+  ++counters_.inferred_frames;
+  inferred_prefix_.push_back(Record{anchor_time_, f.id, RecordType::kBegin, true, 0});
+}
+
+void StackTracker::Push(const Frame& frame, uint64_t t, bool inferred) {
+  stack_.push_back(frame);
+  Emit(RecordType::kBegin, t, frame.id, inferred);
+}
+
+void StackTracker::Pop(uint64_t t) {
+  const Frame& f = stack_.back();
+  Emit(RecordType::kEnd, t, f.id, false);
+  for (uint16_t i = 0; i < f.inlined_wrappers; ++i) Emit(RecordType::kEnd, t, f.id, false);
+  stack_.pop_back();
+  NoteClosed();
+}
+
+void StackTracker::PopTo(size_t new_size, uint64_t t) {
+  while (stack_.size() > new_size) Pop(t);
+}
+
+void StackTracker::ReplaceTop(uint64_t ip, uint64_t start, uint64_t t) {
+  Frame replacement = stack_.back();  // keeps return address, type and inlined wrappers
+  Emit(RecordType::kEnd, t, replacement.id, false);
+  stack_.pop_back();
+  NoteClosed();
+  replacement.id = FunctionFrame(ip, start);
+  replacement.function_start = start;
+  Push(replacement, t, false);
+}
+
+void StackTracker::NoteClosed() {
+  if (stack_.size() >= written_open_) return;
+  written_open_ = stack_.size();
+  // The last frame already written out has closed: what is buffered can no longer be wrapped.
+  if (written_open_ == 0) Flush();
+}
+
+void StackTracker::CloseSyntheticTop(uint64_t t) {
+  if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) Pop(t);
+}
+
+void StackTracker::CloseAll(uint64_t t) { PopTo(0, t); }
+
+uint64_t StackTracker::StartOf(uint64_t ip) {
+  auto [it, inserted] = start_cache_.try_emplace(ip, 0);
+  if (inserted) it->second = namer_.FunctionStart(thread_.pid, ip, last_time_);
+  return it->second;
+}
+
+FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
+  return FrameId{FrameId::Kind::kFunction, start != 0 ? start : ip, 0};
+}
+
+uint32_t StackTracker::InlineDepthAt(uint64_t call_site) {
+  auto [it, inserted] = inline_cache_.try_emplace(call_site, 0);
+  if (inserted) {
+    size_t n = namer_.Name(thread_.pid, call_site, last_time_).inlined.size();
+    it->second = static_cast<uint32_t>(std::min<size_t>(n, 64));
+  }
+  return it->second;
+}
+
+void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
+                        uint32_t text_index) {
+  buffer_.push_back(Record{t, frame, type, inferred, text_index});
+}
+
+void StackTracker::AddInstant(uint64_t t, std::string text) {
+  texts_.push_back(std::move(text));
+  Emit(RecordType::kInstant, t, FrameId{}, false, static_cast<uint32_t>(texts_.size() - 1));
+}
+
+void StackTracker::Flush() {
+  for (auto it = inferred_prefix_.rbegin(); it != inferred_prefix_.rend(); ++it) Write(*it);
+  for (const Record& r : buffer_) Write(r);
+  inferred_prefix_.clear();
+  buffer_.clear();
+  texts_.clear();
+  written_open_ = stack_.size();
+  anchor_time_ = last_time_;
+}
+
+void StackTracker::Write(const Record& r) {
+  switch (r.type) {
+    case RecordType::kBegin:
+      if (emitted_depth_ >= options_.max_depth) {
+        ++hidden_depth_;
+        hidden_max_ = std::max(hidden_max_, hidden_depth_);
+        ++counters_.folded_frames;
+        return;
+      }
+      ++emitted_depth_;
+      sink_.Begin(thread_, r.time_ns, r.frame, r.inferred);
+      return;
+    case RecordType::kEnd:
+      if (hidden_depth_ > 0) {
+        if (--hidden_depth_ == 0) {
+          counters_.folded_levels += hidden_max_;
+          sink_.Instant(thread_, r.time_ns,
+                        "[folded] " + std::to_string(hidden_max_) +
+                            " deeper call levels not shown (max depth " +
+                            std::to_string(options_.max_depth) + ")");
+          hidden_max_ = 0;
+        }
+        return;
+      }
+      if (emitted_depth_ == 0) return;
+      --emitted_depth_;
+      sink_.End(thread_, r.time_ns);
+      return;
+    case RecordType::kInstant:
+      sink_.Instant(thread_, r.time_ns, texts_[r.text_index]);
+      return;
+  }
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,174 @@
+// StackTracker: turns one thread's FlowEvents into properly nested slices on a SliceSink.
+//
+// Rules (DESIGN.md "Stack reconstruction"):
+// - kCall pushes a frame remembering its return address; kReturn pops. A return whose target is
+//   not the top frame's return address unwinds to the nearest deeper frame it matches (a frame
+//   whose return address is the target, or whose function contains it: longjmp, exceptions) and
+//   otherwise re-anchors: everything closes and the target's function starts as an inferred frame.
+// - kJump to another function's entry is a tail call (the top frame is replaced, keeping its
+//   return address). A jump into the middle of a function deeper in the stack unwinds to it
+//   (longjmp); into the middle of any other function it replaces the top (e.g. foo -> foo.cold).
+//   Jumps inside the current function do nothing.
+// - Returns above the first traced frame reveal callers: each caller becomes an inferred frame that
+//   starts at the anchor (trace start, last gap, or see buffering below) and wraps everything
+//   traced since. The first event of a stream also creates an inferred frame for the function it
+//   happens in.
+// - kSyscall opens `[syscall]` and kDisable `[untraced]`, both closed by the next kEnable (and by any
+//   other control-flow event, should the kEnable be missing). kEnable at an address that is the
+//   return address of an open frame (untraced callee returned, sigreturn) unwinds to it.
+// - kAsync nests the handler under the interrupted frame; the handler frame's "return address" is
+//   the interrupted ip, so a return (or resumption after sigreturn) there closes it. If the handler
+//   returns elsewhere (the signal trampoline), the trampoline takes its place until resumption.
+// - kGap closes everything at the gap time, leaves an instant naming the cause, and restarts
+//   inference after it; kTrigger leaves an instant; kEnd and Finish close everything.
+// - Inlined functions: at each call, the inlined frames of the call site (FrameNamer::Name of the
+//   call instruction) become slices flagged inlined (FrameId::Kind::kInlined) wrapping the callee.
+//   Granularity is the call: they open and close with the callee.
+//
+// Buffering: an inferred caller must begin before slices that were already begun, and sinks need
+// non-decreasing timestamps. So a thread's slice events are buffered from its anchor until they can
+// no longer change: at a gap, kEnd, Finish, a re-anchor, or when the buffer holds
+// options.max_buffered_events records. Past that bound the buffer is written out; callers found
+// later then start at the time the last written-out frame closed (not at the trace start), so they
+// no longer wrap what was written. Memory per thread is bounded by max_buffered_events records.
+//
+// Depth: nesting is capped at options.max_depth emitted levels; deeper frames are tracked (so
+// returns stay correct) but not emitted, and when the stack comes back an instant says how many
+// levels were folded.
+//
+// Time: event times are clamped to be non-decreasing.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "events.h"
+
+namespace ptscope::decode {
+
+struct StackTrackerOptions {
+  uint32_t max_depth = 500;                 // emitted nesting levels (Perfetto caps at 512)
+  size_t max_buffered_events = 1u << 20;    // slice records held back for inferred callers
+  bool inlined_frames = true;               // symbolize call sites for inlined frames
+};
+
+struct StackTrackerCounters {
+  uint64_t calls = 0;
+  uint64_t returns = 0;
+  uint64_t tail_calls = 0;            // jumps to another function's entry
+  uint64_t lateral_jumps = 0;         // jumps into the middle of another function (not on stack)
+  uint64_t unwinds = 0;               // returns/jumps that closed several frames (longjmp, throw)
+  uint64_t unwound_frames = 0;        // frames closed by those
+  uint64_t reanchors = 0;             // returns that matched nothing: stack restarted
+  uint64_t inferred_frames = 0;       // frames whose start was inferred
+  uint64_t inlined_slices = 0;
+  uint64_t syscalls = 0;
+  uint64_t untraced = 0;
+  uint64_t async = 0;
+  uint64_t triggers = 0;
+  std::array<uint64_t, 5> gaps_by_cause{};  // indexed by GapCause
+  uint64_t folded_levels = 0;         // sum over folded excursions of their folded depth
+  uint64_t folded_frames = 0;         // slices not emitted because of max_depth
+  uint64_t buffer_flushes_at_bound = 0;
+  uint64_t clamped_times = 0;         // events whose time went backwards
+
+  void Add(const StackTrackerCounters& other);
+};
+
+class StackTracker {
+ public:
+  StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
+               StackTrackerOptions options = {});
+  StackTracker(const StackTracker&) = delete;
+  StackTracker& operator=(const StackTracker&) = delete;
+
+  void OnEvent(const FlowEvent& event);
+  // Closes everything still open at max(end_time_ns, last event time) and writes the buffer.
+  void Finish(uint64_t end_time_ns);
+
+  const StackTrackerCounters& counters() const { return counters_; }
+
+ private:
+  enum class FrameType : uint8_t { kFunction, kSynthetic, kAsyncHandler };
+  struct Frame {
+    FrameId id;
+    uint64_t function_start = 0;  // 0 when unknown
+    uint64_t return_ip = 0;       // 0 when unknown (inferred bottom frame)
+    FrameType type = FrameType::kFunction;
+    uint16_t inlined_wrappers = 0;  // inlined slices opened just before this frame
+  };
+  enum class RecordType : uint8_t { kBegin, kEnd, kInstant };
+  struct Record {
+    uint64_t time_ns;
+    FrameId frame;
+    RecordType type;
+    bool inferred;
+    uint32_t text_index;  // into texts_, for kInstant
+  };
+
+  void OnCall(const FlowEvent& e, uint64_t t);
+  void OnReturn(const FlowEvent& e, uint64_t t);
+  void OnJump(const FlowEvent& e, uint64_t t);
+  void OnEnable(const FlowEvent& e, uint64_t t);
+  void OnAsync(const FlowEvent& e, uint64_t t);
+  void OnGap(const FlowEvent& e, uint64_t t);
+
+  // Pushes an inferred frame for the function containing `ip` when the stack is empty.
+  void EnsureCurrent(uint64_t ip);
+  // With an empty stack: the function containing `ip` becomes the inferred bottom frame, starting
+  // at the anchor and wrapping everything buffered.
+  void PushInferredBottom(uint64_t ip);
+  void Push(const Frame& frame, uint64_t t, bool inferred);
+  void Pop(uint64_t t);
+  void PopTo(size_t new_size, uint64_t t);
+  // Replaces the top frame by the function at `ip` (tail call), keeping its return address.
+  void ReplaceTop(uint64_t ip, uint64_t start, uint64_t t);
+  // Bookkeeping after a frame left the stack: written-out frames and the anchor.
+  void NoteClosed();
+  void CloseSyntheticTop(uint64_t t);
+  void CloseAll(uint64_t t);
+  // How many frames stay open after a transfer to `to` (start of its function: `to_start`):
+  // frame i whose return address is `to` closes with everything above it; frame i (below the
+  // top) whose function is `to_start` stays as the new top. Nearest to the top wins.
+  // Returns (size_t)-1 when nothing matches.
+  size_t FindLandingFrame(uint64_t to, uint64_t to_start, bool by_return_ip_only) const;
+
+  uint64_t StartOf(uint64_t ip);
+  FrameId FunctionFrame(uint64_t ip, uint64_t start) const;
+  uint32_t InlineDepthAt(uint64_t call_site);
+
+  void Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
+            uint32_t text_index = 0);
+  void AddInstant(uint64_t t, std::string text);
+  void Flush();
+  void Write(const Record& r);
+
+  ThreadKey thread_;
+  FrameNamer& namer_;
+  SliceSink& sink_;
+  StackTrackerOptions options_;
+  StackTrackerCounters counters_;
+
+  std::vector<Frame> stack_;
+  uint64_t last_time_ = 0;
+  uint64_t anchor_time_ = 0;     // where inferred bottom frames start
+  bool anchored_ = false;        // anchor_time_ is set (first event seen)
+  size_t written_open_ = 0;      // bottom frames whose Begin was already written to the sink
+
+  std::vector<Record> buffer_;
+  std::vector<Record> inferred_prefix_;  // Begins that precede buffer_, innermost first
+  std::vector<std::string> texts_;
+
+  // Emission state (after the buffer): emitted depth and folding.
+  uint32_t emitted_depth_ = 0;
+  uint32_t hidden_depth_ = 0;
+  uint32_t hidden_max_ = 0;
+
+  std::unordered_map<uint64_t, uint64_t> start_cache_;
+  std::unordered_map<uint64_t, uint32_t> inline_cache_;
+};
+
+}  // namespace ptscope::decode

@@ -1,0 +1,307 @@
+// StackTracker: exact slice trees for every rule in DESIGN.md "Stack reconstruction".
+// Trees print as "name[*] start-end" (* = inferred), children indented, instants "! text @t".
+#include "stack/stack_tracker.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "fake_frames.h"
+
+namespace ptscope::decode {
+namespace {
+
+using testing::FakeNamer;
+using testing::TreeSink;
+using K = FlowEvent::Kind;
+
+// Every function spans [start, start + 0x100).
+std::vector<testing::FakeFunction> Functions() {
+  return {{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}, {"c", 0x4000}, {"d", 0x5000},
+          {"rec", 0x6000}, {"handler", 0x7000}, {"__restore_rt", 0x8000},
+          {"__cxa_throw", 0x9000}};
+}
+
+FlowEvent Ev(K kind, uint64_t t, uint64_t from = 0, uint64_t to = 0) {
+  FlowEvent e;
+  e.kind = kind;
+  e.time_ns = t;
+  e.from = from;
+  e.to = to;
+  return e;
+}
+// A 5-byte call: the return address is from + 5.
+FlowEvent Call(uint64_t t, uint64_t from, uint64_t to) {
+  FlowEvent e = Ev(K::kCall, t, from, to);
+  e.return_ip = from + 5;
+  return e;
+}
+FlowEvent Ret(uint64_t t, uint64_t from, uint64_t to) { return Ev(K::kReturn, t, from, to); }
+FlowEvent Jmp(uint64_t t, uint64_t from, uint64_t to) { return Ev(K::kJump, t, from, to); }
+FlowEvent Enable(uint64_t t, uint64_t to) { return Ev(K::kEnable, t, 0, to); }
+FlowEvent End(uint64_t t) { return Ev(K::kEnd, t); }
+
+struct Harness {
+  explicit Harness(StackTrackerOptions options = {})
+      : namer(Functions()), sink(namer), tracker(ThreadKey{7, 8}, namer, sink, options) {}
+  std::string Run(const std::vector<FlowEvent>& events) {
+    for (const FlowEvent& e : events) tracker.OnEvent(e);
+    CHECK(sink.violations.empty());
+    return sink.Tree();
+  }
+  FakeNamer namer;
+  TreeSink sink;
+  StackTracker tracker;
+};
+
+TEST_CASE("nested calls and returns under an inferred first frame") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x2010, 0x3000),
+               Ret(30, 0x3050, 0x2015), Ret(40, 0x2050, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-40\n"
+        "    b 20-30\n");
+  CHECK(h.tracker.counters().calls == 2);
+  CHECK(h.tracker.counters().returns == 2);
+  CHECK(h.tracker.counters().inferred_frames == 1);
+}
+
+TEST_CASE("returns above the first frame reveal inferred callers starting at trace start") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x3010), Ret(10, 0x3050, 0x2020), Call(20, 0x2030, 0x4000),
+               Ret(30, 0x4050, 0x2035), Ret(40, 0x2060, 0x1030), End(50)}) ==
+        "main* 0-50\n"
+        "  a* 0-40\n"
+        "    b* 0-10\n"
+        "    c 20-30\n");
+  CHECK(h.tracker.counters().inferred_frames == 3);
+}
+
+TEST_CASE("Finish closes what is open at the end time") {
+  Harness h;
+  h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000)});
+  h.tracker.Finish(100);
+  CHECK(h.sink.Tree() ==
+        "main* 0-100\n"
+        "  a 10-100\n");
+}
+
+TEST_CASE("recursion deeper than max_depth is folded with an instant") {
+  StackTrackerOptions options;
+  options.max_depth = 3;
+  Harness h(options);
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x6000), Call(20, 0x6010, 0x6000),
+               Call(30, 0x6010, 0x6000), Call(40, 0x6010, 0x6000), Ret(50, 0x6050, 0x6015),
+               Ret(60, 0x6050, 0x6015), Ret(70, 0x6050, 0x6015), Ret(80, 0x6050, 0x1015),
+               End(90)}) ==
+        "main* 0-90\n"
+        "  rec 10-80\n"
+        "    rec 20-70\n"
+        "      ! [folded] 2 deeper call levels not shown (max depth 3) @60\n");
+  CHECK(h.tracker.counters().folded_levels == 2);
+  CHECK(h.tracker.counters().folded_frames == 2);
+}
+
+TEST_CASE("recursion past the default depth of 500") {
+  Harness h;
+  std::vector<FlowEvent> events{Enable(0, 0x1000), Call(1, 0x1010, 0x6000)};
+  uint64_t t = 2;
+  for (int i = 0; i < 501; ++i) events.push_back(Call(t++, 0x6010, 0x6000));  // 502 rec frames
+  for (int i = 0; i < 501; ++i) events.push_back(Ret(t++, 0x6050, 0x6015));
+  events.push_back(Ret(t++, 0x6050, 0x1015));
+  events.push_back(End(t));
+  std::string tree = h.Run(events);
+  CHECK(h.sink.max_depth == 500);
+  CHECK(h.tracker.counters().folded_levels == 3);  // 1 main + 502 rec = 503 levels
+  CHECK(h.tracker.counters().folded_frames == 3);
+  // Calls at t = 1..502; returns from t = 503: the 3rd (t = 505) closes the last hidden frame.
+  CHECK(tree.find(std::string(2 * 500, ' ') +
+                  "! [folded] 3 deeper call levels not shown (max depth 500) @505\n") !=
+        std::string::npos);
+  CHECK(std::count(tree.begin(), tree.end(), '\n') == 501);  // 500 slices + the instant
+}
+
+TEST_CASE("longjmp: a jump into a function deeper in the stack closes the frames above it") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x2010, 0x3000),
+               Call(30, 0x3010, 0x4000), Jmp(40, 0x4020, 0x1040), Call(50, 0x1050, 0x5000),
+               Ret(60, 0x5010, 0x1055), End(70)}) ==
+        "main* 0-70\n"
+        "  a 10-40\n"
+        "    b 20-40\n"
+        "      c 30-40\n"
+        "  d 50-60\n");
+  CHECK(h.tracker.counters().unwinds == 1);
+  CHECK(h.tracker.counters().unwound_frames == 3);
+}
+
+TEST_CASE("a return to a deeper frame's return address closes every frame above it") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x2010, 0x3000),
+               Call(30, 0x3010, 0x4000), Ret(40, 0x4020, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-40\n"
+        "    b 20-40\n"
+        "      c 30-40\n");
+}
+
+TEST_CASE("exception: a return into a landing pad of a deeper frame unwinds to that frame") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x2010, 0x3000),
+               Call(30, 0x3010, 0x9000), Ret(40, 0x9050, 0x2080), Ret(50, 0x2090, 0x1015),
+               End(60)}) ==
+        "main* 0-60\n"
+        "  a 10-50\n"
+        "    b 20-40\n"
+        "      __cxa_throw 30-40\n");
+  CHECK(h.tracker.counters().unwinds == 1);
+  CHECK(h.tracker.counters().unwound_frames == 2);
+}
+
+TEST_CASE("tail call replaces the top frame; jumps inside a function do nothing") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Jmp(20, 0x2030, 0x2050),
+               Jmp(30, 0x2060, 0x3000), Ret(40, 0x3050, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-30\n"
+        "  b 30-40\n");
+  CHECK(h.tracker.counters().tail_calls == 1);
+}
+
+TEST_CASE("a jump into the middle of a function not on the stack replaces the top") {
+  Harness h;  // like foo -> foo.cold -> foo
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Jmp(20, 0x2030, 0x3040),
+               Jmp(30, 0x3050, 0x2060), Ret(40, 0x2070, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-20\n"
+        "  b 20-30\n"
+        "  a 30-40\n");
+  CHECK(h.tracker.counters().lateral_jumps == 2);
+}
+
+TEST_CASE("syscalls and untraced regions are slices until tracing resumes") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ev(K::kSyscall, 20, 0x2020),
+               Enable(25, 0x2022), Ev(K::kDisable, 30, 0x2030), Enable(40, 0x2030),
+               Ret(50, 0x2050, 0x1015), End(60)}) ==
+        "main* 0-60\n"
+        "  a 10-50\n"
+        "    [syscall] 20-25\n"
+        "    [untraced] 30-40\n");
+}
+
+TEST_CASE("tracing resuming at a return address closes the untraced callee") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0xf000), Ev(K::kDisable, 12, 0xf000),
+               Enable(20, 0x1015), End(30)}) ==
+        "main* 0-30\n"
+        "  0xf000 10-20\n"
+        "    [untraced] 12-20\n");
+}
+
+TEST_CASE("signal handler nests under the interrupted frame until sigreturn resumes it") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000),
+               Ev(K::kAsync, 20, 0x2030, 0x7000), Call(25, 0x7010, 0x4000),
+               Ret(30, 0x4010, 0x7015), Ret(35, 0x7050, 0x8000), Ev(K::kSyscall, 40, 0x8005),
+               Enable(45, 0x2030), Ret(50, 0x2050, 0x1015), End(60)}) ==
+        "main* 0-60\n"
+        "  a 10-50\n"
+        "    handler 20-35\n"
+        "      c 25-30\n"
+        "    __restore_rt 35-45\n"
+        "      [syscall] 40-45\n");
+  CHECK(h.tracker.counters().async == 1);
+}
+
+TEST_CASE("a handler returning straight to the interrupted ip closes it") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000),
+               Ev(K::kAsync, 20, 0x2030, 0x7000), Ret(30, 0x7050, 0x2030),
+               Ret(40, 0x2050, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-40\n"
+        "    handler 20-30\n");
+}
+
+TEST_CASE("a gap closes everything with an instant and restarts inference; triggers are instants") {
+  Harness h;
+  FlowEvent gap = Ev(K::kGap, 30);
+  gap.gap_cause = GapCause::kOverflow;
+  gap.detail = "4096 bytes";
+  FlowEvent trigger = Ev(K::kTrigger, 55, 0, 0x5040);
+  trigger.detail = "usr2";
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x2010, 0x3000), gap,
+               Enable(40, 0x4010), Ret(50, 0x4050, 0x5020), trigger, End(60)}) ==
+        "main* 0-30\n"
+        "  a 10-30\n"
+        "    b 20-30\n"
+        "! [gap] overflow: 4096 bytes @30\n"
+        "d* 30-60\n"
+        "  c* 30-50\n"
+        "  ! [trigger] usr2 @55\n");
+  CHECK(h.tracker.counters().gaps_by_cause[static_cast<size_t>(GapCause::kOverflow)] == 1);
+  CHECK(h.tracker.counters().triggers == 1);
+}
+
+TEST_CASE("a return that matches no frame re-anchors the stack") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x2010, 0x3000),
+               Ret(30, 0x3050, 0x5020), Ret(40, 0x5030, 0x1090), End(50)}) ==
+        "main* 0-30\n"
+        "  a 10-30\n"
+        "    b 20-30\n"
+        "main* 30-50\n"
+        "  d* 30-40\n");
+  CHECK(h.tracker.counters().reanchors == 1);
+}
+
+TEST_CASE("past the buffer bound, later callers start where the written frames closed") {
+  StackTrackerOptions options;
+  options.max_buffered_events = 2;
+  Harness h(options);
+  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
+               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
+               End(60)}) ==
+        "b* 0-50\n"
+        "  c 10-20\n"
+        "  d 30-40\n"
+        "a* 50-60\n");
+  CHECK(h.tracker.counters().buffer_flushes_at_bound == 2);
+}
+
+TEST_CASE("the same trace within the buffer bound wraps the first frame in its caller") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
+               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
+               End(60)}) ==
+        "a* 0-60\n"
+        "  b* 0-50\n"
+        "    c 10-20\n"
+        "    d 30-40\n");
+}
+
+TEST_CASE("inlined frames at the call site wrap the callee") {
+  Harness h;
+  h.namer.AddInlined(0x1010, {{"helper", "h.h", 3}, {"inner", "h.h", 9}});
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ret(20, 0x2050, 0x1015),
+               Call(30, 0x1020, 0x2000), Ret(40, 0x2050, 0x1025), End(50)}) ==
+        "main* 0-50\n"
+        "  helper (inlined) 10-20\n"
+        "    inner (inlined) 10-20\n"
+        "      a 10-20\n"
+        "  a 30-40\n");
+  CHECK(h.tracker.counters().inlined_slices == 2);
+}
+
+TEST_CASE("times going backwards are clamped") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ret(5, 0x2050, 0x1015),
+               End(20)}) ==
+        "main* 0-20\n"
+        "  a 10-10\n");
+  CHECK(h.tracker.counters().clamped_times == 1);
+}
+
+}  // namespace
+}  // namespace ptscope::decode
