@@ -1,0 +1,29 @@
+// perf.data interoperability (issue #6): read a Linux perf Intel PT capture into an in-memory
+// Archive, and write an Archive as a perf.data that Linux perf (6.1 verified) decodes with
+// `perf script --itrace=...` and `perf report`. format/PERF_DATA.md is the normative description
+// of the subset of the perf.data layout read and written here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ptscope/format.h"
+#include "ptscope/result.h"
+
+namespace ptscope::format {
+
+// Reads a file-mode ("PERFILE2", 104-byte header) little-endian perf.data holding an intel_pt
+// event. The Archive has the shape pt-record archives have: metadata from AUXTRACE_INFO, TIME_CONV
+// and the header features; one PtDataChunk per AUXTRACE record; the kernel sideband records
+// verbatim in Sideband chunks (time order), one SidebandAttrChunk per perf attr; one ModuleChunk
+// per executable file mapping. Errors name the file and the offset.
+Result<Archive> ImportPerfData(const std::string& path);
+Result<Archive> ImportPerfDataFromBytes(std::vector<uint8_t> bytes, const std::string& name);
+
+// Writes `archive` as a perf.data (mode 0600, replacing `out_path`). Fails, naming the chunk or
+// key, when the archive cannot be expressed (no PT data, mixed per-CPU and per-thread streams).
+Status ExportPerfData(const Archive& archive, const std::string& out_path);
+Result<std::vector<uint8_t>> ExportPerfDataToBytes(const Archive& archive);
+
+}  // namespace ptscope::format

@@ -1,0 +1,380 @@
+// Archive -> perf.data (format/PERF_DATA.md, "Export"): one intel_pt attr, AUXTRACE_INFO with the
+// Intel PT priv array, TIME_CONV, the sideband re-trailed for that attr, one AUXTRACE record per
+// PT piece, then the BUILD_ID, HOSTNAME, OSRELEASE, CPUID and AUXTRACE-index features.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../byte_io.h"
+#include "perf_data_layout.h"
+#include "ptscope/perf_data.h"
+
+namespace ptscope::format {
+namespace {
+using namespace perf_data;
+
+constexpr uint64_t kExportId = 1;  // the one sample id of the exported attr
+constexpr uint64_t kExportSampleType = (1ull << 0) | (1ull << 1) | (1ull << 2) | (1ull << 7) |
+                                       (1ull << 16);  // IP|TID|TIME|CPU|IDENTIFIER
+constexpr uint64_t kDefaultSidebandSampleType = 0x10086;  // the team convention
+constexpr uint64_t kDefaultPmuType = 8;
+constexpr uint32_t kTypeSample = 9, kTypeSwitch = 14, kTypeSwitchCpuWide = 15;
+
+Error ExportError(Errc code, const std::string& what) {
+  return MakeError(code, "export-perf: " + what);
+}
+
+std::optional<uint64_t> GetU64(const Archive& a, std::string_view key) {
+  auto v = a.Get(key);
+  if (!v || v->empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v->c_str(), &end, 0);  // decimal or 0x hex
+  if (errno != 0 || *end != '\0') return std::nullopt;
+  return x;
+}
+
+struct TimeConv {
+  uint64_t shift = 0, mult = 0, zero = 0, cap_user_time_zero = 0;
+  uint64_t NsToTsc(uint64_t ns) const {
+    if (mult == 0) return ns;
+    uint64_t t = ns >= zero ? ns - zero : 0;
+    return ((t / mult) << shift) + (((t % mult) << shift) / mult);
+  }
+};
+
+class Exporter {
+ public:
+  explicit Exporter(const Archive& a) : a_(a) {}
+
+  Result<std::vector<uint8_t>> Run() {
+    if (a_.pt_data.empty()) {
+      return ExportError(Errc::kInvalidArgument,
+                         a_.path + ": the archive holds no PT data chunks; nothing to export");
+    }
+    PTSCOPE_TRY(ChooseMode());
+    ChooseConfig();
+    PTSCOPE_TRY(CollectSideband());
+    std::vector<uint8_t> data;
+    ByteWriter w(data);
+    WriteAuxtraceInfo(w);
+    WriteTimeConv(w);
+    w.Bytes(sideband_);
+    std::vector<std::pair<uint64_t, uint64_t>> index;  // offsets relative to the data section
+    WriteAuxtrace(w, &index);
+    return Assemble(data, index);
+  }
+
+ private:
+  Status ChooseMode() {
+    bool any_cpu = false, any_thread = false;
+    for (const PtDataChunk& c : a_.pt_data) (c.cpu >= 0 ? any_cpu : any_thread) = true;
+    if (any_cpu && any_thread) {
+      return ExportError(Errc::kUnsupported,
+                         a_.path + ": PT data mixes per-CPU (cpu >= 0) and per-thread (cpu -1) "
+                                   "streams; perf.data holds one kind");
+    }
+    per_cpu_ = any_cpu;
+    snapshot_ = a_.Get("capture.mode").value_or("") == "snapshot";
+    for (const PtDataChunk& c : a_.pt_data) snapshot_ |= (c.flags & kPtSnapshot) != 0;
+    return Ok();
+  }
+
+  // attr.config from pt.config, or rebuilt from the individual pt.* keys.
+  void ChooseConfig() {
+    if (auto c = GetU64(a_, "pt.config")) {
+      config_ = *c;
+    } else {
+      config_ = kCfgPt;
+      if (GetU64(a_, "pt.branch").value_or(1)) config_ |= kCfgBranch;
+      if (GetU64(a_, "pt.tsc").value_or(0)) config_ |= kCfgTsc;
+      if (GetU64(a_, "pt.mtc").value_or(0)) config_ |= kCfgMtc;
+      if (GetU64(a_, "pt.cyc").value_or(0)) config_ |= kCfgCyc;
+      if (GetU64(a_, "pt.noretcomp").value_or(0)) config_ |= kCfgNoretcomp;
+      config_ |= (GetU64(a_, "pt.mtc_period").value_or(0) & 0xf) << 14;
+      config_ |= (GetU64(a_, "pt.cyc_thresh").value_or(0) & 0xf) << 19;
+    }
+    timed_ = (config_ & kCfgTsc) != 0;
+    tc_.shift = GetU64(a_, "time.shift").value_or(0);
+    tc_.mult = GetU64(a_, "time.mult").value_or(0);
+    tc_.zero = GetU64(a_, "time.zero").value_or(0);
+    tc_.cap_user_time_zero = GetU64(a_, "time.cap_user_time_zero").value_or(timed_ ? 1 : 0);
+    if (tc_.mult == 0) {
+      // No recorded conversion: assume pt-emulate's virtual clock (ns = tsc / GHz).
+      double ghz = std::strtod(a_.Get("emulate.virtual_ghz").value_or("1").c_str(), nullptr);
+      if (!(ghz > 0)) ghz = 1;
+      tc_.shift = 10;
+      tc_.mult = static_cast<uint64_t>(std::llround(1024.0 / ghz));
+      if (tc_.mult == 0) tc_.mult = 1;
+      tc_.zero = 0;
+      if (timed_) tc_.cap_user_time_zero = 1;  // perf 6.1 needs it for timed decoding
+    }
+  }
+
+  // Re-trails every kernel record of every Sideband chunk for the exported attr (the body is
+  // kept verbatim; pid/tid, time and cpu move to the new trailer; the id becomes kExportId).
+  Status CollectSideband() {
+    std::map<uint32_t, const SidebandAttrChunk*> attrs;
+    for (const SidebandAttrChunk& s : a_.sideband_attrs) attrs[s.attr_id] = &s;
+    ByteWriter w(sideband_);
+    for (size_t ci = 0; ci < a_.sideband.size(); ++ci) {
+      const SidebandChunk& chunk = a_.sideband[ci];
+      auto it = attrs.find(chunk.attr_id);
+      TrailerLayout in = it != attrs.end()
+                             ? MakeTrailerLayout(it->second->sample_type, it->second->sample_id_all)
+                             : MakeTrailerLayout(kDefaultSidebandSampleType, true);
+      const std::vector<uint8_t>& b = chunk.records;
+      for (size_t at = 0; at < b.size();) {
+        uint16_t size = b.size() - at >= 8 ? static_cast<uint16_t>(LoadLe(&b[at + 6], 2)) : 0;
+        if (size < 8 + in.size || size > b.size() - at) {
+          return ExportError(Errc::kCorrupt, a_.path + ": sideband chunk " + std::to_string(ci) +
+                                                 ": record at offset " + std::to_string(at) +
+                                                 " has a bad size " + std::to_string(size));
+        }
+        AppendRecord(w, std::span<const uint8_t>(&b[at], size), in);
+        at += size;
+      }
+    }
+    return Ok();
+  }
+
+  void AppendRecord(ByteWriter& w, std::span<const uint8_t> rec, const TrailerLayout& in) {
+    uint32_t type = static_cast<uint32_t>(LoadLe(rec.data(), 4));
+    if (type >= kUserRecordStart || type == kTypeSample) return;  // not kernel sideband
+    if (type == kTypeSwitch) have_switch_ = std::max(have_switch_, 2);
+    if (type == kTypeSwitchCpuWide) have_switch_ = 3;
+    const uint8_t* trailer = rec.data() + rec.size() - in.size;
+    auto field = [&](int at) { return at >= 0 ? LoadLe(trailer + at, 8) : 0; };
+    uint64_t time = field(in.time);
+    max_time_ = std::max(max_time_, time);
+    size_t body = rec.size() - in.size;
+    w.U32(type);
+    w.U16(static_cast<uint16_t>(LoadLe(rec.data() + 4, 2)));
+    w.U16(static_cast<uint16_t>(body + 32));
+    w.Bytes(rec.subspan(8, body - 8));
+    w.U64(field(in.tid));
+    w.U64(time);
+    w.U64(field(in.cpu));
+    w.U64(kExportId);
+  }
+
+  void WriteAuxtraceInfo(ByteWriter& w) {
+    uint64_t priv[kPrivCount] = {};
+    priv[kPrivPmuType] = GetU64(a_, "pt.pmu_type").value_or(kDefaultPmuType);
+    priv[kPrivTimeShift] = tc_.shift;
+    priv[kPrivTimeMult] = tc_.mult;
+    priv[kPrivTimeZero] = tc_.zero;
+    priv[kPrivCapUserTimeZero] = tc_.cap_user_time_zero;
+    priv[kPrivTscBit] = kCfgTsc;
+    priv[kPrivNoretcompBit] = kCfgNoretcomp;
+    priv[kPrivHaveSchedSwitch] = static_cast<uint64_t>(have_switch_);
+    priv[kPrivSnapshotMode] = snapshot_ ? 1 : 0;
+    priv[kPrivPerCpuMmaps] = per_cpu_ ? 1 : 0;
+    priv[kPrivMtcBit] = kCfgMtc;
+    priv[kPrivMtcFreqBits] = kCfgMtcPeriodMask;
+    priv[kPrivTscCtcN] = GetU64(a_, "pt.cpuid15_ebx").value_or(0);
+    priv[kPrivTscCtcD] = GetU64(a_, "pt.cpuid15_eax").value_or(0);
+    priv[kPrivCycBit] = kCfgCyc;
+    priv[kPrivMaxNonturboRatio] = GetU64(a_, "pt.max_nonturbo_ratio").value_or(0);
+    std::string filter = a_.Get("pt.filters").value_or("");
+    priv[kPrivFilterStrLen] = filter.size();
+    size_t filter_bytes = filter.empty() ? 0 : (filter.size() + 1 + 7) / 8 * 8;
+    pmu_type_ = priv[kPrivPmuType];
+    w.U32(kRecordAuxtraceInfo);
+    w.U16(0);
+    w.U16(static_cast<uint16_t>(16 + 8 * kPrivCount + filter_bytes));
+    w.U32(kAuxtraceIntelPt);
+    w.U32(0);
+    for (uint64_t v : priv) w.U64(v);
+    w.Bytes(filter);
+    w.Zeros(filter_bytes - filter.size());
+  }
+
+  void WriteTimeConv(ByteWriter& w) {
+    w.U32(kRecordTimeConv);
+    w.U16(0);
+    w.U16(56);
+    w.U64(tc_.shift);
+    w.U64(tc_.mult);
+    w.U64(tc_.zero);
+    w.U64(0);  // time_cycles
+    w.U64(0);  // time_mask
+    w.U8(static_cast<uint8_t>(tc_.cap_user_time_zero));
+    w.Zeros(7);  // cap_user_time_short, reserved
+  }
+
+  void WriteAuxtrace(ByteWriter& w, std::vector<std::pair<uint64_t, uint64_t>>* index) {
+    std::map<uint32_t, uint32_t> idx_of;
+    uint64_t fallback_reference = std::max<uint64_t>(1, tc_.NsToTsc(max_time_));
+    for (const PtDataChunk& c : a_.pt_data) {
+      auto [it, fresh] = idx_of.emplace(c.stream_id, static_cast<uint32_t>(idx_of.size()));
+      uint64_t padded = (c.data.size() + 7) / 8 * 8;  // perf pads pieces to 8 with PAD packets
+      index->emplace_back(w.size(), kAuxtraceRecordSize);
+      w.U32(kRecordAuxtrace);
+      w.U16(0);
+      w.U16(kAuxtraceRecordSize);
+      w.U64(padded);
+      w.U64(c.stream_offset);
+      // perf 6.1 takes the TSC's top byte from `reference` and crashes on 0 in timed mode.
+      w.U64(c.reference_tsc ? c.reference_tsc : fallback_reference);
+      w.U32(it->second);
+      w.U32(per_cpu_ ? 0xffffffffu : c.tid);
+      w.U32(per_cpu_ ? static_cast<uint32_t>(c.cpu) : 0xffffffffu);
+      w.U32(0);
+      w.Bytes(c.data);
+      w.Zeros(padded - c.data.size());
+    }
+  }
+
+  std::vector<uint8_t> Attr() const {
+    std::vector<uint8_t> attr;
+    ByteWriter w(attr);
+    w.U32(static_cast<uint32_t>(pmu_type_));
+    w.U32(kAttrSizeWritten);
+    w.U64(config_);
+    w.U64(1);  // sample_period
+    w.U64(kExportSampleType);
+    w.U64(0);  // read_format
+    uint64_t flags = kAttrSampleIdAll | kAttrExcludeHv | kAttrDisabled;
+    if (GetU64(a_, "pt.kernel").value_or(0) == 0) flags |= kAttrExcludeKernel;
+    if (GetU64(a_, "pt.user").value_or(1) == 0) flags |= kAttrExcludeUser;
+    if (have_switch_) flags |= kAttrContextSwitch;
+    w.U64(flags);
+    w.Zeros(kAttrSizeWritten - attr.size());
+    return attr;
+  }
+
+  static void HeaderString(ByteWriter& w, const std::string& s) {
+    uint32_t len = static_cast<uint32_t>((s.size() + 1 + 63) / 64 * 64);  // perf's NAME_ALIGN
+    w.U32(len);
+    w.Bytes(s);
+    w.Zeros(len - s.size());
+  }
+
+  // Feature payloads by bit, in ascending bit order.
+  std::map<int, std::vector<uint8_t>> Features(const std::vector<std::pair<uint64_t, uint64_t>>& index,
+                                               uint64_t data_offset) const {
+    std::map<int, std::vector<uint8_t>> out;
+    std::vector<uint8_t> ids;
+    ByteWriter b(ids);
+    for (const ModuleChunk& m : a_.modules) {
+      if (m.build_id.empty() || m.build_id.size() > 20) continue;
+      size_t name_len = (m.path.size() + 1 + 63) / 64 * 64;
+      b.U32(kRecordHeaderBuildId);
+      b.U16(static_cast<uint16_t>(2 | kMiscBuildIdSize));  // PERF_RECORD_MISC_USER
+      b.U16(static_cast<uint16_t>(36 + name_len));
+      b.I32(-1);  // host machine
+      b.Bytes(m.build_id);
+      b.Zeros(20 - m.build_id.size());
+      b.U8(static_cast<uint8_t>(m.build_id.size()));
+      b.Zeros(3);
+      b.Bytes(m.path);
+      b.Zeros(name_len - m.path.size());
+    }
+    if (!ids.empty()) out[kFeatBuildId] = std::move(ids);
+    auto str = [&](int bit, std::string_view key) {
+      if (auto v = a_.Get(key)) {
+        ByteWriter w(out[bit]);
+        HeaderString(w, *v);
+      }
+    };
+    str(kFeatHostname, "host.name");
+    str(kFeatOsRelease, "kernel.release");
+    auto vendor = a_.Get("cpu.vendor");
+    if (vendor) {
+      ByteWriter w(out[kFeatCpuid]);
+      HeaderString(w, *vendor + "," + a_.Get("cpu.family").value_or("0") + "," +
+                          a_.Get("cpu.model").value_or("0") + "," +
+                          a_.Get("cpu.stepping").value_or("0"));
+    }
+    ByteWriter w(out[kFeatAuxtrace]);
+    w.U64(index.size());
+    for (auto [offset, size] : index) {
+      w.U64(data_offset + offset);
+      w.U64(size);
+    }
+    return out;
+  }
+
+  // header | ids | attr + ids section | data | feature table | feature payloads
+  std::vector<uint8_t> Assemble(const std::vector<uint8_t>& data,
+                                const std::vector<std::pair<uint64_t, uint64_t>>& index) const {
+    const uint64_t ids_offset = kFileHeaderSize;
+    const uint64_t attrs_offset = ids_offset + 8;
+    const uint64_t attr_entry = kAttrSizeWritten + kSectionSize;
+    const uint64_t data_offset = attrs_offset + attr_entry;
+    auto features = Features(index, data_offset);
+    uint64_t bitmap[4] = {};
+    for (const auto& [bit, payload] : features) bitmap[bit / 64] |= 1ull << (bit % 64);
+    std::vector<uint8_t> out;
+    ByteWriter w(out);
+    w.Bytes(std::string_view(kMagic, 8));
+    w.U64(kFileHeaderSize);
+    w.U64(attr_entry);
+    w.U64(attrs_offset);
+    w.U64(attr_entry);
+    w.U64(data_offset);
+    w.U64(data.size());
+    w.Zeros(kSectionSize);  // event_types
+    for (uint64_t word : bitmap) w.U64(word);
+    w.U64(kExportId);
+    w.Bytes(Attr());
+    w.U64(ids_offset);
+    w.U64(8);
+    w.Bytes(data);
+    uint64_t payload_at = out.size() + kSectionSize * features.size();
+    for (const auto& [bit, payload] : features) {
+      w.U64(payload_at);
+      w.U64(payload.size());
+      payload_at += payload.size();
+    }
+    for (const auto& [bit, payload] : features) w.Bytes(payload);
+    return out;
+  }
+
+  const Archive& a_;
+  bool per_cpu_ = false, snapshot_ = false, timed_ = false;
+  uint64_t config_ = 0, pmu_type_ = kDefaultPmuType, max_time_ = 0;
+  int have_switch_ = 0;
+  TimeConv tc_;
+  std::vector<uint8_t> sideband_;
+};
+
+}  // namespace
+
+Result<std::vector<uint8_t>> ExportPerfDataToBytes(const Archive& archive) {
+  return Exporter(archive).Run();
+}
+
+Status ExportPerfData(const Archive& archive, const std::string& out_path) {
+  PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ExportPerfDataToBytes(archive));
+  int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = errno;
+    return MakeError(err == EACCES ? Errc::kPermission : Errc::kIo,
+                     out_path + ": cannot create: " + std::strerror(err));
+  }
+  ::fchmod(fd, 0600);  // an existing file keeps its mode through O_TRUNC
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      return MakeError(Errc::kIo, out_path + ": offset " + std::to_string(done) +
+                                      ": write failed: " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) {
+    return MakeError(Errc::kIo, out_path + ": close failed: " + std::string(std::strerror(errno)));
+  }
+  return Ok();
+}
+
+}  // namespace ptscope::format
