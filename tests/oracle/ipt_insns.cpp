@@ -6,7 +6,9 @@
 // It shares nothing with pt-decode except the archive reader: the image comes straight from the
 // MMAP2 sideband (files on disk) and the vdso blob, the config from the metadata, and decoding is
 // the textbook pt_insn loop. Decode errors print nothing in-line; they are counted, decoding
-// re-syncs at the next PSB, and the exit status is 1 with a summary on stderr.
+// re-syncs at the next PSB, and the exit status is 1 with a summary on stderr. (libipt may have
+// read the following PSB+ before it reports an error; re-syncing then skips that segment. Output
+// after an error is a diagnostic aid only: any error fails a comparison.)
 #include <intel-pt.h>
 #include <stdlib.h>
 #include <sys/mman.h>

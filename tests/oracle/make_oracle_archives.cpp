@@ -5,8 +5,9 @@
 //                  if the oracle wrongly used such a mapping, decoding would fail
 //   DIR/good.ptar  two thread streams (one in the vdso blob), snapshot pieces out of order with
 //                  a torn packet before the first PSB
-//   DIR/bad.ptar   one stream whose first segment contradicts the code (decode error), then a
-//                  valid segment after the next PSB
+//   DIR/bad.ptar   one stream of four PSB segments: valid, tracing enabled at an unmapped address
+//                  (a decode error), valid, valid. libipt reports the error only after reading
+//                  the third segment's PSB+, so re-syncing forward resumes at the fourth.
 // The instruction sequences they must decode to are written by hand in expected_*.txt.
 #include <intel-pt.h>
 #include <sys/mman.h>
@@ -26,6 +27,7 @@ namespace perf = ptscope::perf;
 
 constexpr uint64_t kCodeBase = 0x400000;
 constexpr uint64_t kVdsoBase = 0x7fff0000;
+constexpr uint64_t kUnmapped = 0x500000;
 constexpr uint32_t kPid = 100, kTid2 = 101;
 
 // 0x00 nop | 0x01 test rax,rax | 0x04 je 0x08 | 0x06 nop | 0x07 nop | 0x08 call 0x10
@@ -223,12 +225,15 @@ int main(int argc, char** argv) {
                           {Piece(2, kTid2, 0, vdso_thread.Bytes()),
                            Piece(1, kPid, split, second), Piece(1, kPid, 0, first)});
 
-  // bad: the first segment says the je was not taken and has no bit for the jne.
+  // bad: see the file comment.
   Encoder bad;
   bad.Psb();
-  bad.Enable(kCodeBase);
-  bad.Tnt(1, 0b0);
+  EncodeCodeRun(bad);
+  bad.Psb();
+  bad.Enable(kUnmapped);
   bad.DisableSuppressed();
+  bad.Psb();
+  EncodeCodeRun(bad);
   bad.Psb();
   EncodeCodeRun(bad);
   ok = ok && WriteArchive(dir + "/bad.ptar", dir, {Piece(1, kPid, 0, bad.Bytes())});

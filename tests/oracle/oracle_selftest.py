@@ -34,7 +34,7 @@ def main():
                          (expected_dir / "expected_good.txt").read_text(), 0, "")
         failures += check("bad.ptar", run_oracle(oracle, f"{work}/bad.ptar"),
                           (expected_dir / "expected_bad.txt").read_text(), 1,
-                          "stream 1 (snapshot 0, tid 100): 1 decode errors")
+                          "stream 1 (snapshot 0, tid 100): 1 decode errors, first: no memory mapped")
         missing = run_oracle(oracle, f"{work}/does-not-exist.ptar")
         if missing.returncode != 2 or "does-not-exist.ptar" not in missing.stderr:
             failures.append(f"missing archive: rc {missing.returncode}, stderr {missing.stderr!r}")
