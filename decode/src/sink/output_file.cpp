@@ -1,0 +1,80 @@
+#include "sink/output_file.h"
+
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace ptscope::decode {
+namespace {
+constexpr size_t kBufferBytes = 1 << 20;
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {
+  std::unique_ptr<OutputFile> out(new OutputFile());
+  out->path_ = path;
+  if (path == "-") {
+    out->file_ = stdout;
+    out->is_stdout_ = true;
+  } else if (EndsWith(path, ".gz")) {
+    out->gz_ = gzopen(path.c_str(), "wb6");
+    if (out->gz_ == nullptr) {
+      return Unexpected(Errc::kIo, path + ": cannot create gzip output: " + std::strerror(errno) +
+                                       " (check the directory exists and is writable)");
+    }
+  } else {
+    out->file_ = std::fopen(path.c_str(), "wb");
+    if (out->file_ == nullptr) {
+      return Unexpected(Errc::kIo, path + ": cannot create output: " + std::strerror(errno) +
+                                       " (check the directory exists and is writable)");
+    }
+  }
+  out->buffer_.reserve(kBufferBytes);
+  return out;
+}
+
+OutputFile::~OutputFile() { Close(); }
+
+void OutputFile::Write(std::string_view bytes) {
+  buffer_.append(bytes);
+  if (buffer_.size() >= kBufferBytes) Drain();
+}
+
+void OutputFile::Drain() {
+  if (buffer_.empty() || closed_) return;
+  if (error_.empty()) {
+    if (gz_ != nullptr) {
+      int n = gzwrite(static_cast<gzFile>(gz_), buffer_.data(), static_cast<unsigned>(buffer_.size()));
+      if (n <= 0 || static_cast<size_t>(n) != buffer_.size()) {
+        int code = 0;
+        error_ = path_ + ": gzip write failed: " + gzerror(static_cast<gzFile>(gz_), &code);
+      }
+    } else if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
+      error_ = path_ + ": write failed: " + std::strerror(errno) + " (disk full?)";
+    }
+  }
+  buffer_.clear();
+}
+
+std::string OutputFile::Close() {
+  if (closed_) return error_;
+  Drain();
+  closed_ = true;
+  if (gz_ != nullptr) {
+    if (gzclose(static_cast<gzFile>(gz_)) != Z_OK && error_.empty()) {
+      error_ = path_ + ": closing gzip output failed (disk full?)";
+    }
+    gz_ = nullptr;
+  } else if (file_ != nullptr) {
+    bool failed = is_stdout_ ? std::fflush(file_) != 0 : std::fclose(file_) != 0;
+    if (failed && error_.empty()) error_ = path_ + ": close failed: " + std::strerror(errno);
+    file_ = nullptr;
+  }
+  return error_;
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,215 @@
+#include "sink/perfetto_sink.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace ptscope::decode {
+namespace {
+// Field numbers (perfetto_trace.proto).
+namespace packet {
+constexpr uint32_t kTimestamp = 8, kSequenceId = 10, kTrackEvent = 11, kInternedData = 12,
+                   kSequenceFlags = 13, kTrackDescriptor = 60, kFirstPacketOnSequence = 87;
+constexpr uint32_t kSeqCleared = 1, kSeqNeeds = 2;
+}  // namespace packet
+namespace track {
+constexpr uint32_t kUuid = 1, kProcess = 3, kThread = 4, kParentUuid = 5;
+constexpr uint32_t kPid = 1, kTid = 2, kProcessName = 6, kThreadName = 5;
+}  // namespace track
+namespace event {
+constexpr uint32_t kType = 9, kTrackUuid = 11, kNameIid = 10, kName = 23, kDebugAnnotations = 4;
+constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
+}  // namespace event
+namespace annotation {
+constexpr uint32_t kNameIid = 1, kBool = 2, kUint = 3, kPointer = 7, kStringIid = 17;
+}  // namespace annotation
+namespace interned {
+constexpr uint32_t kEventNames = 2, kAnnotationNames = 3, kStringValues = 29;
+constexpr uint32_t kIid = 1, kName = 2;
+}  // namespace interned
+
+// Debug annotation names, interned with fixed iids on every sequence's first packet.
+enum AnnotationName : uint64_t { kFile = 1, kLine, kModule, kAddress, kInferred, kInlined };
+constexpr const char* kAnnotationNames[] = {"", "file", "line", "module", "address", "inferred",
+                                            "inlined"};
+
+uint64_t ThreadIndexKey(const ThreadKey& t) { return (uint64_t{t.pid} << 32) | t.tid; }
+}  // namespace
+
+PerfettoSink::PerfettoSink(std::unique_ptr<OutputFile> out, FrameNamer& namer)
+    : out_(std::move(out)), names_(namer) {}
+
+void PerfettoSink::BeginThread(const ThreadKey& thread, const std::string& process_name,
+                               const std::string& thread_name) {
+  std::lock_guard lock(mutex_);
+  if (thread_index_.count(ThreadIndexKey(thread)) != 0) return;  // tolerate repeats
+  CreateThread(thread, process_name, thread_name);
+}
+
+PerfettoSink::ThreadState& PerfettoSink::StateFor(const ThreadKey& thread) {
+  auto it = thread_index_.find(ThreadIndexKey(thread));
+  if (it != thread_index_.end()) return *it->second;
+  return CreateThread(thread, "", "");
+}
+
+PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
+                                                      const std::string& process_name,
+                                                      const std::string& thread_name) {
+  threads_.push_back(std::make_unique<ThreadState>());
+  ThreadState& state = *threads_.back();
+  state.key = thread;
+  state.sequence_id = static_cast<uint32_t>(threads_.size());
+  thread_index_[ThreadIndexKey(thread)] = &state;
+
+  auto [proc, new_process] = process_uuids_.try_emplace(thread.pid, 0);
+  if (new_process) {
+    proc->second = next_uuid_++;
+    ProtoBuffer process;
+    process.Varint(track::kPid, thread.pid);
+    if (!process_name.empty()) process.Bytes(track::kProcessName, process_name);
+    descriptor_.Clear();
+    descriptor_.Varint(track::kUuid, proc->second);
+    descriptor_.Message(track::kProcess, process);
+    StartPacket(state, false, 0, false);
+    packet_.Message(packet::kTrackDescriptor, descriptor_);
+    WritePacket();
+  }
+  state.track_uuid = next_uuid_++;
+  ProtoBuffer thread_desc;
+  thread_desc.Varint(track::kPid, thread.pid);
+  thread_desc.Varint(track::kTid, thread.tid);
+  if (!thread_name.empty()) thread_desc.Bytes(track::kThreadName, thread_name);
+  descriptor_.Clear();
+  descriptor_.Varint(track::kUuid, state.track_uuid);
+  descriptor_.Varint(track::kParentUuid, proc->second);
+  descriptor_.Message(track::kThread, thread_desc);
+  StartPacket(state, false, 0, false);
+  packet_.Message(packet::kTrackDescriptor, descriptor_);
+  WritePacket();
+  return state;
+}
+
+void PerfettoSink::StartPacket(ThreadState& state, bool needs_interned, uint64_t time_ns,
+                               bool has_time) {
+  packet_.Clear();
+  if (has_time) packet_.Varint(packet::kTimestamp, time_ns);
+  packet_.Varint(packet::kSequenceId, state.sequence_id);
+  if (!state.sequence_started) {
+    state.sequence_started = true;
+    packet_.Varint(packet::kSequenceFlags,
+                   packet::kSeqCleared | (needs_interned ? packet::kSeqNeeds : 0));
+    packet_.Bool(packet::kFirstPacketOnSequence, true);
+    // The fixed debug annotation names, valid for the whole sequence.
+    interned_.Clear();
+    for (uint64_t iid = kFile; iid <= kInlined; ++iid) {
+      entry_.Clear();
+      entry_.Varint(interned::kIid, iid);
+      entry_.Bytes(interned::kName, kAnnotationNames[iid]);
+      interned_.Message(interned::kAnnotationNames, entry_);
+    }
+  } else if (needs_interned) {
+    packet_.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
+  }
+}
+
+void PerfettoSink::WritePacket() {
+  if (!interned_.empty()) packet_.Message(packet::kInternedData, interned_);
+  interned_.Clear();
+  frame_bytes_.Clear();
+  frame_bytes_.Message(1, packet_);  // Trace.packet = 1
+  out_->Write(frame_bytes_.view());
+}
+
+uint64_t PerfettoSink::StringIid(ThreadState& state, const std::string& s) {
+  auto [it, inserted] = state.string_iids.try_emplace(s, state.string_iids.size() + 1);
+  if (inserted) {
+    entry_.Clear();
+    entry_.Varint(interned::kIid, it->second);
+    entry_.Bytes(interned::kName, s);
+    interned_.Message(interned::kStringValues, entry_);
+  }
+  return it->second;
+}
+
+void PerfettoSink::AddAnnotations(ThreadState& state, const ResolvedFrame& frame, bool inferred) {
+  auto add = [&](uint64_t name_iid, uint32_t value_field, uint64_t value) {
+    annotation_.Clear();
+    annotation_.Varint(annotation::kNameIid, name_iid);
+    annotation_.Varint(value_field, value);
+    event_.Message(event::kDebugAnnotations, annotation_);
+  };
+  if (!frame.file->empty()) add(kFile, annotation::kStringIid, StringIid(state, *frame.file));
+  if (frame.line != 0) add(kLine, annotation::kUint, frame.line);
+  if (!frame.module->empty()) add(kModule, annotation::kStringIid, StringIid(state, *frame.module));
+  if (frame.has_address) add(kAddress, annotation::kPointer, frame.address);
+  if (inferred) add(kInferred, annotation::kBool, 1);
+  if (frame.inlined) add(kInlined, annotation::kBool, 1);
+}
+
+void PerfettoSink::Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
+                         bool inferred) {
+  std::lock_guard lock(mutex_);
+  ThreadState& state = StateFor(thread);
+  time_ns = std::max(time_ns, state.last_time);
+  state.last_time = time_ns;
+  StartPacket(state, true, time_ns, true);  // interned_ is fresh (or holds annotation names)
+  auto [it, inserted] = state.name_iids.try_emplace(FrameKey{frame}, state.name_iids.size() + 1);
+  ResolvedFrame resolved = names_.Resolve(thread.pid, frame, time_ns);
+  if (inserted) {
+    entry_.Clear();
+    entry_.Varint(interned::kIid, it->second);
+    entry_.Bytes(interned::kName, *resolved.name);
+    interned_.Message(interned::kEventNames, entry_);
+  }
+  event_.Clear();
+  event_.Varint(event::kType, event::kSliceBegin);
+  event_.Varint(event::kTrackUuid, state.track_uuid);
+  event_.Varint(event::kNameIid, it->second);
+  AddAnnotations(state, resolved, inferred);
+  packet_.Message(packet::kTrackEvent, event_);
+  WritePacket();
+  ++state.open_slices;
+}
+
+void PerfettoSink::End(const ThreadKey& thread, uint64_t time_ns) {
+  std::lock_guard lock(mutex_);
+  EndLocked(StateFor(thread), time_ns);
+}
+
+void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
+  if (state.open_slices == 0) return;  // never write an unmatched END
+  --state.open_slices;
+  time_ns = std::max(time_ns, state.last_time);
+  state.last_time = time_ns;
+  StartPacket(state, false, time_ns, true);
+  event_.Clear();
+  event_.Varint(event::kType, event::kSliceEnd);
+  event_.Varint(event::kTrackUuid, state.track_uuid);
+  packet_.Message(packet::kTrackEvent, event_);
+  WritePacket();
+}
+
+void PerfettoSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) {
+  std::lock_guard lock(mutex_);
+  ThreadState& state = StateFor(thread);
+  time_ns = std::max(time_ns, state.last_time);
+  state.last_time = time_ns;
+  StartPacket(state, false, time_ns, true);
+  event_.Clear();
+  event_.Varint(event::kType, event::kInstant);
+  event_.Varint(event::kTrackUuid, state.track_uuid);
+  event_.Bytes(event::kName, text);
+  packet_.Message(packet::kTrackEvent, event_);
+  WritePacket();
+}
+
+void PerfettoSink::Finish() {
+  std::lock_guard lock(mutex_);
+  if (finished_) return;
+  finished_ = true;
+  for (auto& state : threads_) {  // close what a caller left open, so the trace stays balanced
+    while (state->open_slices > 0) EndLocked(*state, state->last_time);
+  }
+  error_ = out_->Close();
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,82 @@
+// PerfettoSink: streams Perfetto TrackEvent protobuf (layout in perfetto_trace.proto) to a file,
+// gzip-compressed when the path ends in .gz. Packets are encoded by hand into reusable buffers and
+// written as they are produced, so memory grows with the number of threads and distinct frames,
+// not with the output. Thread-safe: calls from several trackers are serialised by a mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "events.h"
+#include "sink/frame_name_cache.h"
+#include "sink/output_file.h"
+#include "sink/proto_writer.h"
+
+namespace ptscope::decode {
+
+class PerfettoSink : public SliceSink {
+ public:
+  PerfettoSink(std::unique_ptr<OutputFile> out, FrameNamer& namer);
+
+  void BeginThread(const ThreadKey& thread, const std::string& process_name,
+                   const std::string& thread_name) override;
+  void Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
+             bool inferred) override;
+  void End(const ThreadKey& thread, uint64_t time_ns) override;
+  void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) override;
+  void Finish() override;
+  std::string OutputError() const override { return error_; }
+
+ private:
+  struct FrameKey {
+    FrameId frame;
+    bool operator==(const FrameKey&) const = default;
+  };
+  struct FrameKeyHash {
+    size_t operator()(const FrameKey& k) const {
+      return std::hash<uint64_t>()(k.frame.address * 0x9e3779b97f4a7c15ull ^
+                                   (uint64_t{k.frame.inline_index} << 8) ^
+                                   static_cast<uint64_t>(k.frame.kind));
+    }
+  };
+  // Per thread: its track and its sequence's interning tables.
+  struct ThreadState {
+    ThreadKey key;
+    uint64_t track_uuid = 0;
+    uint32_t sequence_id = 0;
+    bool sequence_started = false;
+    uint64_t last_time = 0;
+    uint32_t open_slices = 0;
+    std::unordered_map<FrameKey, uint64_t, FrameKeyHash> name_iids;
+    std::unordered_map<std::string, uint64_t> string_iids;
+  };
+
+  ThreadState& StateFor(const ThreadKey& thread);
+  ThreadState& CreateThread(const ThreadKey& thread, const std::string& process_name,
+                            const std::string& thread_name);
+  // Starts packet_ on the thread's sequence; the first packet of a sequence clears its state.
+  void StartPacket(ThreadState& state, bool needs_interned, uint64_t time_ns, bool has_time);
+  void WritePacket();
+  uint64_t StringIid(ThreadState& state, const std::string& s);
+  void AddAnnotations(ThreadState& state, const ResolvedFrame& frame, bool inferred);
+  void EndLocked(ThreadState& state, uint64_t time_ns);
+
+  std::mutex mutex_;
+  std::unique_ptr<OutputFile> out_;
+  FrameNameCache names_;
+  std::vector<std::unique_ptr<ThreadState>> threads_;  // in order of appearance
+  std::unordered_map<uint64_t, ThreadState*> thread_index_;  // pid << 32 | tid
+  std::unordered_map<uint32_t, uint64_t> process_uuids_;
+  uint64_t next_uuid_ = 1;
+  bool finished_ = false;
+  std::string error_;
+
+  // Reusable encoding buffers.
+  ProtoBuffer packet_, event_, interned_, entry_, annotation_, descriptor_, frame_bytes_;
+};
+
+}  // namespace ptscope::decode

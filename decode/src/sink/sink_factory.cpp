@@ -1,0 +1,48 @@
+#include "sink/sink_factory.h"
+
+#include "sink/folded_sink.h"
+#include "sink/output_file.h"
+#include "sink/perfetto_sink.h"
+#include "sink/text_sink.h"
+
+namespace ptscope::decode {
+namespace {
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+}  // namespace
+
+Result<SinkFormat> ParseSinkFormat(const std::string& name) {
+  if (name == "perfetto" || name == "pftrace" || name == "proto") return SinkFormat::kPerfetto;
+  if (name == "text" || name == "txt") return SinkFormat::kText;
+  if (name == "folded") return SinkFormat::kFolded;
+  return Unexpected(Errc::kInvalidArgument,
+                    "output format '" + name + "' is unknown: use perfetto, text or folded");
+}
+
+SinkFormat SinkFormatForPath(const std::string& path) {
+  std::string p = EndsWith(path, ".gz") ? path.substr(0, path.size() - 3) : path;
+  if (EndsWith(p, ".txt")) return SinkFormat::kText;
+  if (EndsWith(p, ".folded")) return SinkFormat::kFolded;
+  return SinkFormat::kPerfetto;
+}
+
+Result<std::unique_ptr<SliceSink>> CreateSink(SinkFormat format, const std::string& path,
+                                              FrameNamer& namer) {
+  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(path));
+  std::unique_ptr<SliceSink> sink;
+  switch (format) {
+    case SinkFormat::kPerfetto: sink = std::make_unique<PerfettoSink>(std::move(out), namer); break;
+    case SinkFormat::kText: sink = std::make_unique<TextSink>(std::move(out), namer); break;
+    case SinkFormat::kFolded: sink = std::make_unique<FoldedSink>(std::move(out), namer); break;
+  }
+  return sink;
+}
+
+Result<std::unique_ptr<SliceSink>> CreateSink(const std::string& format, const std::string& path,
+                                              FrameNamer& namer) {
+  PTSCOPE_ASSIGN_OR_RETURN(SinkFormat parsed, ParseSinkFormat(format));
+  return CreateSink(parsed, path, namer);
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Golden test of the sinks: writes the small tree of sink_sample.cpp as text, folded and Perfetto,
+# compares each with the hand-reviewed files in golden/, decodes the Perfetto output with protoc
+# against decode/src/sink/perfetto_trace.proto, runs the semantic checker on it (plain and .gz),
+# and makes sure the checker rejects damaged traces.
+# Usage: sink_golden_test.sh SAMPLE_EXE PROTOC PROTO GOLDEN_DIR CHECKER WORK_DIR
+set -eu
+sample=$1 protoc=$2 proto=$3 golden=$4 checker=$5 work=$6/sink_golden
+rm -rf "$work" && mkdir -p "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+same() { diff -u "$1" "$2" || fail "$2 differs from golden $1"; }
+
+"$sample" text "$work/small_tree.txt"
+same "$golden/small_tree.txt" "$work/small_tree.txt"
+"$sample" folded "$work/small_tree.folded"
+same "$golden/small_tree.folded" "$work/small_tree.folded"
+
+"$sample" perfetto "$work/small_tree.pftrace"
+"$protoc" --proto_path="$(dirname "$proto")" --decode=ptscope.perfetto.Trace \
+  "$(basename "$proto")" < "$work/small_tree.pftrace" > "$work/small_tree.textproto"
+same "$golden/small_tree.textproto" "$work/small_tree.textproto"
+python3 "$checker" "$work/small_tree.pftrace" --dump --expect-name main --expect-name helper \
+  > "$work/small_tree.dump"
+same "$golden/small_tree.dump" "$work/small_tree.dump"
+
+"$sample" perfetto "$work/small_tree.pftrace.gz"
+[ "$(head -c 2 "$work/small_tree.pftrace.gz" | od -An -tx1 | tr -d ' ')" = 1f8b ] \
+  || fail ".gz output is not gzip"
+gunzip -c "$work/small_tree.pftrace.gz" | cmp - "$work/small_tree.pftrace" \
+  || fail ".gz output does not decompress to the plain output"
+python3 "$checker" "$work/small_tree.pftrace.gz" > /dev/null || fail "checker rejects the .gz trace"
+
+# Damaged traces must be rejected: drop packet N, or cut the file.
+drop_packet() {
+  python3 - "$work/small_tree.pftrace" "$1" "$2" <<'PY'
+import sys
+data, drop, out, pos, index = open(sys.argv[1], "rb").read(), int(sys.argv[2]), bytearray(), 0, 0
+def varint(pos):
+    v = s = 0
+    while True:
+        b = data[pos]; pos += 1; v |= (b & 0x7f) << s; s += 7
+        if not b & 0x80: return v, pos
+while pos < len(data):
+    start = pos
+    _, pos = varint(pos)
+    n, pos = varint(pos)
+    if index != drop: out += data[start:pos + n]
+    pos += n; index += 1
+open(sys.argv[3], "wb").write(out)
+PY
+}
+expect_reject() {
+  if python3 "$checker" "$1" > /dev/null 2> "$work/reject.err"; then fail "checker accepted $1 ($2)"; fi
+  grep -q "$2" "$work/reject.err" || { cat "$work/reject.err" >&2; fail "checker said something else for $1"; }
+}
+drop_packet 0 "$work/no_cleared.pftrace"          # process descriptor: the CLEARED packet
+expect_reject "$work/no_cleared.pftrace" "lacks SEQ_INCREMENTAL_STATE_CLEARED"
+count=$(python3 "$checker" "$work/small_tree.pftrace" | sed 's/ok: \([0-9]*\) packets.*/\1/')
+drop_packet $((count - 1)) "$work/unbalanced.pftrace"  # the last END
+expect_reject "$work/unbalanced.pftrace" "left open"
+head -c 100 "$work/small_tree.pftrace" > "$work/cut.pftrace"
+expect_reject "$work/cut.pftrace" "malformed protobuf"
+echo "ok"

@@ -1,0 +1,76 @@
+// Writes one small, hand-designed slice tree through a sink: `decode_sink_sample FORMAT PATH`.
+// The golden test (sink_golden_test.sh) compares the output with hand-reviewed files in golden/.
+//
+// Process 7 "prog": thread 8 "main" and thread 9 "worker"; process 20: thread 20 (no names).
+//   7/8: main (inferred) [100,200] > helper (inlined at 0x1010) [110,150] > a [110,150]
+//        > [syscall] [120,130]; trigger instant at 160; a again [170,180]
+//   7/9: b [105,140] > a [115,125]; gap instant at 150
+//   20/20: c [50,60]
+#include <cstdio>
+#include <string>
+
+#include "fake_frames.h"
+#include "sink/sink_factory.h"
+
+using ptscope::decode::FrameId;
+using ptscope::decode::SliceSink;
+using ptscope::decode::ThreadKey;
+
+namespace {
+FrameId Fn(uint64_t address) { return FrameId{FrameId::Kind::kFunction, address, 0}; }
+
+void WriteSample(SliceSink& sink) {
+  ThreadKey t8{7, 8}, t9{7, 9}, t20{20, 20};
+  sink.BeginThread(t8, "prog", "main");
+  sink.BeginThread(t9, "prog", "worker");
+  sink.BeginThread(t20, "", "");
+  sink.Begin(t20, 50, Fn(0x4000), false);
+  sink.End(t20, 60);
+  sink.Begin(t8, 100, Fn(0x1000), true);
+  sink.Begin(t9, 105, Fn(0x3000), false);
+  sink.Begin(t8, 110, FrameId{FrameId::Kind::kInlined, 0x1010, 0}, false);
+  sink.Begin(t8, 110, Fn(0x2000), false);
+  sink.Begin(t9, 115, Fn(0x2000), false);
+  sink.Begin(t8, 120, FrameId{FrameId::Kind::kSyscall, 0, 0}, false);
+  sink.End(t9, 125);
+  sink.End(t8, 130);
+  sink.End(t9, 140);
+  sink.End(t8, 150);
+  sink.End(t8, 150);
+  sink.Instant(t9, 150, "[gap] lost data: 64 bytes");
+  sink.Instant(t8, 160, "[trigger] usr2");
+  sink.Begin(t8, 170, Fn(0x2000), false);
+  sink.End(t8, 180);
+  sink.End(t8, 200);
+  sink.Finish();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s perfetto|text|folded PATH\n", argv[0]);
+    return 2;
+  }
+  ptscope::decode::testing::FakeNamer namer(
+      {{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}, {"c", 0x4000}});
+  namer.AddInlined(0x1010, {{"helper", "helper.h", 7}});
+  auto sink = ptscope::decode::CreateSink(argv[1], argv[2], namer);
+  if (!sink) {
+    std::fprintf(stderr, "decode_sink_sample: %s\n", sink.error().message.c_str());
+    return 1;
+  }
+  WriteSample(**sink);
+  std::string error = (*sink)->OutputError();
+  if (!error.empty()) {
+    std::fprintf(stderr, "decode_sink_sample: %s\n", error.c_str());
+    return 1;
+  }
+  for (const auto& [address, calls] : namer.name_calls) {
+    if (calls != 1) {
+      std::fprintf(stderr, "decode_sink_sample: Name(0x%llx) called %d times, want once\n",
+                   static_cast<unsigned long long>(address), calls);
+      return 1;
+    }
+  }
+  return 0;
+}
