@@ -21,6 +21,7 @@ void StackTrackerCounters::Add(const StackTrackerCounters& o) {
   syscalls += o.syscalls;
   untraced += o.untraced;
   async += o.async;
+  corrected_callers += o.corrected_callers;
   triggers += o.triggers;
   for (size_t i = 0; i < gaps_by_cause.size(); ++i) gaps_by_cause[i] += o.gaps_by_cause[i];
   folded_levels += o.folded_levels;
@@ -64,6 +65,8 @@ void StackTracker::OnEvent(const FlowEvent& e) {
       Frame f;
       f.id.kind = syscall ? FrameId::Kind::kSyscall : FrameId::Kind::kUntraced;
       f.type = FrameType::kSynthetic;
+      // syscall, sysenter and int 0x80 are all 2 bytes long.
+      f.resume_ip = syscall ? e.from + 2 : e.from;
       Push(f, t, false);
       break;
     }
@@ -91,6 +94,12 @@ void StackTracker::Finish(uint64_t end_time_ns) {
 void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   ++counters_.calls;
   EnsureCurrent(e.from);
+  uint64_t from_start = StartOf(e.from);
+  if (from_start != 0 && stack_.back().function_start != 0 &&
+      from_start != stack_.back().function_start) {
+    ++counters_.corrected_callers;
+    ReplaceTop(e.from, from_start, t, true);
+  }
   uint32_t wrappers = options_.inlined_frames ? InlineDepthAt(e.from) : 0;
   for (uint32_t i = 0; i < wrappers; ++i) {
     FrameId inl{FrameId::Kind::kInlined, e.from, i};
@@ -131,15 +140,7 @@ void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   if (top.type == FrameType::kAsyncHandler) {
     // The handler returned into the signal trampoline: it stays nested under the interrupted
     // frame until execution resumes at the interrupted ip.
-    uint64_t start = StartOf(e.to);
-    Emit(RecordType::kEnd, t, top.id, false);
-    Frame replacement = stack_.back();
-    replacement.id = FunctionFrame(e.to, start);
-    replacement.function_start = start;
-    stack_.pop_back();
-    NoteClosed();
-    stack_.push_back(replacement);
-    Emit(RecordType::kBegin, t, replacement.id, false);
+    ReplaceTop(e.to, StartOf(e.to), t, false);
     return;
   }
   ++counters_.reanchors;
@@ -154,7 +155,7 @@ void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
   if (to_start == 0 || to_start == stack_.back().function_start) return;  // local or unknown
   if (e.to == to_start) {
     ++counters_.tail_calls;
-    ReplaceTop(e.to, to_start, t);
+    ReplaceTop(e.to, to_start, t, false);
     return;
   }
   size_t keep = FindLandingFrame(e.to, to_start, false);
@@ -166,10 +167,12 @@ void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
     return;
   }
   ++counters_.lateral_jumps;  // e.g. foo -> foo.cold, or a tail call into a non-entry
-  ReplaceTop(e.to, to_start, t);
+  ReplaceTop(e.to, to_start, t, false);
 }
 
 void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
+  bool was_out = !stack_.empty() && stack_.back().type == FrameType::kSynthetic;
+  uint64_t resume_ip = was_out ? stack_.back().resume_ip : 0;
   CloseSyntheticTop(t);
   if (stack_.empty()) {
     EnsureCurrent(e.to);
@@ -178,7 +181,21 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
   // Resuming at an open frame's return address: the untraced callee (or the signal handler whose
   // "return address" is the interrupted ip) has returned.
   size_t keep = FindLandingFrame(e.to, 0, true);
-  if (keep == kNotFound) return;
+  if (keep == kNotFound) {
+    uint64_t to_start = StartOf(e.to);
+    if (was_out && e.to != resume_ip && to_start == e.to &&
+        to_start != stack_.back().function_start) {
+      // Entered a function instead of resuming: a signal handler (user-only tracing).
+      ++counters_.async;
+      Frame f;
+      f.id = FunctionFrame(e.to, to_start);
+      f.function_start = to_start;
+      f.return_ip = resume_ip;
+      f.type = FrameType::kAsyncHandler;
+      Push(f, t, false);
+    }
+    return;
+  }
   if (stack_.size() - keep > 1) {
     ++counters_.unwinds;
     counters_.unwound_frames += stack_.size() - keep;
@@ -255,14 +272,14 @@ void StackTracker::PopTo(size_t new_size, uint64_t t) {
   while (stack_.size() > new_size) Pop(t);
 }
 
-void StackTracker::ReplaceTop(uint64_t ip, uint64_t start, uint64_t t) {
+void StackTracker::ReplaceTop(uint64_t ip, uint64_t start, uint64_t t, bool inferred) {
   Frame replacement = stack_.back();  // keeps return address, type and inlined wrappers
   Emit(RecordType::kEnd, t, replacement.id, false);
   stack_.pop_back();
   NoteClosed();
   replacement.id = FunctionFrame(ip, start);
   replacement.function_start = start;
-  Push(replacement, t, false);
+  Push(replacement, t, inferred);
 }
 
 void StackTracker::NoteClosed() {

@@ -19,6 +19,11 @@
 // - kAsync nests the handler under the interrupted frame; the handler frame's "return address" is
 //   the interrupted ip, so a return (or resumption after sigreturn) there closes it. If the handler
 //   returns elsewhere (the signal trampoline), the trampoline takes its place until resumption.
+//   With user-only tracing a signal shows as [syscall]/[untraced] followed by kEnable at the entry
+//   of a function: that function is treated as a handler resuming at the syscall's next
+//   instruction (syscall + 2) or at the kDisable ip.
+// - A call from outside the top frame's function means a transfer was missed (e.g. a tail call by
+//   conditional jump): the top frame is replaced by the caller's function, marked inferred.
 // - kGap closes everything at the gap time, leaves an instant naming the cause, and restarts
 //   inference after it; kTrigger leaves an instant; kEnd and Finish close everything.
 // - Inlined functions: at each call, the inlined frames of the call site (FrameNamer::Name of the
@@ -67,7 +72,8 @@ struct StackTrackerCounters {
   uint64_t inlined_slices = 0;
   uint64_t syscalls = 0;
   uint64_t untraced = 0;
-  uint64_t async = 0;
+  uint64_t async = 0;                 // signal handlers (kAsync, or entered on resumption)
+  uint64_t corrected_callers = 0;     // calls from outside the top frame's function
   uint64_t triggers = 0;
   std::array<uint64_t, 5> gaps_by_cause{};  // indexed by GapCause
   uint64_t folded_levels = 0;         // sum over folded excursions of their folded depth
@@ -97,6 +103,7 @@ class StackTracker {
     FrameId id;
     uint64_t function_start = 0;  // 0 when unknown
     uint64_t return_ip = 0;       // 0 when unknown (inferred bottom frame)
+    uint64_t resume_ip = 0;       // synthetic frames: where the traced code will resume
     FrameType type = FrameType::kFunction;
     uint16_t inlined_wrappers = 0;  // inlined slices opened just before this frame
   };
@@ -125,7 +132,7 @@ class StackTracker {
   void Pop(uint64_t t);
   void PopTo(size_t new_size, uint64_t t);
   // Replaces the top frame by the function at `ip` (tail call), keeping its return address.
-  void ReplaceTop(uint64_t ip, uint64_t start, uint64_t t);
+  void ReplaceTop(uint64_t ip, uint64_t start, uint64_t t, bool inferred);
   // Bookkeeping after a frame left the stack: written-out frames and the anchor.
   void NoteClosed();
   void CloseSyntheticTop(uint64_t t);

@@ -224,6 +224,31 @@ TEST_CASE("a handler returning straight to the interrupted ip closes it") {
         "    handler 20-30\n");
 }
 
+TEST_CASE("user-only tracing: a signal at syscall exit enters the handler on resumption") {
+  Harness h;  // syscall at 0x2030 resumes at 0x2032; tracing comes back at the handler's entry
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ev(K::kSyscall, 20, 0x2030),
+               Enable(25, 0x7000), Ret(30, 0x7050, 0x8000), Ev(K::kSyscall, 35, 0x8005),
+               Enable(40, 0x2032), Ret(50, 0x2050, 0x1015), End(60)}) ==
+        "main* 0-60\n"
+        "  a 10-50\n"
+        "    [syscall] 20-25\n"
+        "    handler 25-30\n"
+        "    __restore_rt 30-40\n"
+        "      [syscall] 35-40\n");
+  CHECK(h.tracker.counters().async == 1);
+}
+
+TEST_CASE("a call from outside the top frame's function replaces it with the caller, inferred") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x3010, 0x4000),
+               Ret(30, 0x4050, 0x3015), Ret(40, 0x3050, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-20\n"
+        "  b* 20-40\n"
+        "    c 20-30\n");
+  CHECK(h.tracker.counters().corrected_callers == 1);
+}
+
 TEST_CASE("a gap closes everything with an instant and restarts inference; triggers are instants") {
   Harness h;
   FlowEvent gap = Ev(K::kGap, 30);
