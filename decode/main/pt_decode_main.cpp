@@ -1,6 +1,257 @@
-// Placeholder until the decoder lands (issue #4).
+// pt-decode: .ptar (or perf.data) -> Perfetto trace / text / folded stacks / instruction list.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cinttypes>
 #include <cstdio>
-int main() {
-  std::fprintf(stderr, "pt-decode: not implemented yet (issue #4)\n");
-  return 2;
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "events.h"
+#include "pipeline.h"
+#include "ptscope/format.h"
+
+#if __has_include("ptscope/perf_data.h")
+#include "ptscope/perf_data.h"
+#define PTSCOPE_HAVE_PERF_IMPORT 1
+#endif
+
+namespace po = boost::program_options;
+using ptscope::decode::OutputFormat;
+
+namespace {
+
+constexpr const char* kUsage = "Usage: pt-decode [OPTIONS] INPUT...\n"
+                               "Decode a ptscope capture (.ptar) or an Intel PT perf.data into a "
+                               "trace of every function call.\n";
+
+struct Options {
+  std::vector<std::string> inputs;
+  std::string output, output_dir, format;
+  std::vector<std::string> symbol_dirs;
+  unsigned jobs = 1;
+};
+
+const char* Extension(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kText: return ".txt";
+    case OutputFormat::kFolded: return ".folded";
+    case OutputFormat::kInsns: return ".insns";
+    default: return ".pftrace";
+  }
+}
+
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+OutputFormat FormatFromPath(const std::string& path) {
+  if (EndsWith(path, ".txt")) return OutputFormat::kText;
+  if (EndsWith(path, ".folded")) return OutputFormat::kFolded;
+  if (EndsWith(path, ".insns")) return OutputFormat::kInsns;
+  return OutputFormat::kPerfetto;
+}
+
+std::string DefaultOutput(const std::string& input, const std::string& dir, OutputFormat format) {
+  std::string base = input;
+  if (!dir.empty()) {
+    size_t slash = base.rfind('/');
+    if (slash != std::string::npos) base = base.substr(slash + 1);
+  }
+  for (const char* ext : {".ptar", ".data"}) {
+    if (EndsWith(base, ext) && base.size() > std::string(ext).size()) {
+      base.resize(base.size() - std::string(ext).size());
+      break;
+    }
+  }
+  return (dir.empty() ? "" : dir + "/") + base + Extension(format);
+}
+
+bool IsPerfData(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8] = {};
+  return in.read(magic, 8) && std::string(magic, 8) == "PERFILE2";
+}
+
+ptscope::Result<ptscope::format::Archive> LoadInput(const std::string& path) {
+  if (IsPerfData(path)) {
+#ifdef PTSCOPE_HAVE_PERF_IMPORT
+    return ptscope::format::ImportPerfData(path);
+#else
+    return ptscope::Unexpected(ptscope::Errc::kUnsupported,
+                               path + ": perf.data input is not supported by this build; convert "
+                                      "it with `pt-archive import-perf`");
+#endif
+  }
+  return ptscope::format::ReadArchive(path);
+}
+
+std::string Count(uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i != 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string Duration(uint64_t ns) {
+  char text[64];
+  if (ns < 10'000) std::snprintf(text, sizeof text, "%" PRIu64 " ns", ns);
+  else if (ns < 10'000'000) std::snprintf(text, sizeof text, "%.3f us", ns / 1e3);
+  else if (ns < 10'000'000'000ull) std::snprintf(text, sizeof text, "%.3f ms", ns / 1e6);
+  else std::snprintf(text, sizeof text, "%.3f s", ns / 1e9);
+  return text;
+}
+
+void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary& s,
+                  OutputFormat format) {
+  std::fprintf(stderr, "pt-decode: %s: %s thread%s, %s instructions", input.c_str(),
+               Count(s.threads).c_str(), s.threads == 1 ? "" : "s", Count(s.instructions).c_str());
+  if (s.last_ns >= s.first_ns && s.first_ns != UINT64_MAX) {
+    std::fprintf(stderr, " over %s", Duration(s.last_ns - s.first_ns).c_str());
+  }
+  std::fprintf(stderr, "\n");
+  if (format != OutputFormat::kInsns && s.instructions != 0) {
+    std::fprintf(stderr, "  symbolized code: %.1f%% of instructions\n",
+                 100.0 * static_cast<double>(s.symbolized_instructions) / s.instructions);
+  }
+  std::string gaps;
+  for (size_t i = 0; i < s.gaps.size(); ++i) {
+    if (s.gaps[i] == 0) continue;
+    if (!gaps.empty()) gaps += ", ";
+    gaps += Count(s.gaps[i]) + " " +
+            ptscope::decode::GapCauseName(static_cast<ptscope::decode::GapCause>(i));
+  }
+  std::fprintf(stderr, "  gaps: %s\n", gaps.empty() ? "none" : gaps.c_str());
+  for (const auto& missing : s.missing) {
+    std::string hex = ptscope::format::ToHex(missing.build_id);
+    std::fprintf(stderr, "  missing module: %s (build id %s): its code was not found; pass "
+                 "--symbols DIR with a directory holding that exact build%s\n",
+                 missing.path.c_str(), hex.empty() ? "unknown" : hex.c_str(),
+                 hex.size() > 2 ? (" (or DIR/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) +
+                                   ")").c_str()
+                                : "");
+  }
+  for (const std::string& note : s.notes) std::fprintf(stderr, "  note: %s\n", note.c_str());
+  std::fprintf(stderr, "  wrote %s (%s)\n", s.output_path.c_str(),
+               ptscope::decode::OutputFormatName(format));
+  if (format == OutputFormat::kPerfetto) {
+    std::fprintf(stderr, "  view it: open https://ui.perfetto.dev and drop the file in (the UI "
+                         "reads it locally in the browser; nothing is uploaded)\n");
+  }
+}
+
+// Decodes one input; returns the exit status contribution (0 ok, 1 unusable input).
+int DecodeOne(const std::string& input, const std::string& output, OutputFormat format,
+              const Options& options) {
+  auto archive = LoadInput(input);
+  if (!archive) {
+    std::fprintf(stderr, "pt-decode: %s\n", archive.error().message.c_str());
+    return 1;
+  }
+  if (archive->damage) {
+    std::fprintf(stderr, "pt-decode: %s: damaged at file offset %" PRIu64 " (chunk %" PRIu64
+                 "): %s; decoding the %" PRIu64 " intact chunks before it\n",
+                 input.c_str(), archive->damage->offset, archive->damage->chunk_index,
+                 archive->damage->reason.c_str(), archive->damage->chunk_index);
+  } else if (!archive->complete) {
+    std::fprintf(stderr, "pt-decode: %s: the capture has no end marker (the recorder was "
+                 "stopped early?); decoding what is there\n", input.c_str());
+  }
+  ptscope::decode::PipelineOptions pipeline;
+  pipeline.symbol_dirs = options.symbol_dirs;
+  pipeline.jobs = options.jobs;
+  pipeline.format = format;
+  pipeline.output_path = output;
+  const bool tty = ::isatty(2) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  bool printed = false;
+  pipeline.progress = [&](uint64_t done, uint64_t total) {
+    if (!tty) return;
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds < 1.0) return;
+    std::fprintf(stderr, "\rpt-decode: %s: %" PRIu64 "/%" PRIu64 " threads decoded (%.1f s)",
+                 input.c_str(), done, total, seconds);
+    printed = true;
+  };
+  auto summary = ptscope::decode::RunPipeline(*archive, pipeline);
+  if (printed) std::fprintf(stderr, "\n");
+  if (!summary) {
+    std::fprintf(stderr, "pt-decode: %s\n", summary.error().message.c_str());
+    return 1;
+  }
+  PrintSummary(input, *summary, format);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  po::options_description visible("Options");
+  visible.add_options()
+      ("help,h", "show this help")
+      ("output,o", po::value(&options.output), "output file (one input); default: the input "
+       "name with the format's extension (.pftrace for perfetto)")
+      ("output-dir", po::value(&options.output_dir), "output directory (several inputs)")
+      ("format", po::value(&options.format), "perfetto|text|folded|insns; default from the "
+       "output's extension (.txt, .folded, .insns), else perfetto")
+      ("symbols", po::value(&options.symbol_dirs), "directory with binaries/debug files "
+       "(plain or .build-id layout); repeatable")
+      ("jobs,j", po::value(&options.jobs)->default_value(1), "threads decoded in parallel");
+  po::options_description hidden;
+  hidden.add_options()("input", po::value(&options.inputs));
+  po::options_description all;
+  all.add(visible).add(hidden);
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "pt-decode: %s\n%s(try --help)\n", e.what(), kUsage);
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage << visible;
+    return 0;
+  }
+  if (options.inputs.empty()) {
+    std::fprintf(stderr, "pt-decode: no input given\n%s(try --help)\n", kUsage);
+    return 2;
+  }
+  if (options.inputs.size() > 1 && !options.output.empty()) {
+    std::fprintf(stderr, "pt-decode: -o names one output but %zu inputs were given; use "
+                 "--output-dir DIR\n", options.inputs.size());
+    return 2;
+  }
+  if (options.jobs == 0) options.jobs = 1;
+  OutputFormat format = OutputFormat::kPerfetto;
+  bool format_given = !options.format.empty();
+  if (format_given) {
+    if (options.format == "perfetto") format = OutputFormat::kPerfetto;
+    else if (options.format == "text") format = OutputFormat::kText;
+    else if (options.format == "folded") format = OutputFormat::kFolded;
+    else if (options.format == "insns") format = OutputFormat::kInsns;
+    else {
+      std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded or insns\n",
+                   options.format.c_str());
+      return 2;
+    }
+  } else if (!options.output.empty()) {
+    format = FormatFromPath(options.output);
+  }
+  int status = 0;
+  for (const std::string& input : options.inputs) {
+    std::string output = !options.output.empty()
+                             ? options.output
+                             : DefaultOutput(input, options.output_dir, format);
+    status |= DecodeOne(input, output, format, options);
+  }
+  return status;
 }

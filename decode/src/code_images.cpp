@@ -1,0 +1,89 @@
+// Module resolution into libipt's shared section cache and per-thread image epochs.
+#include "code_images.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace ptscope::decode {
+
+CodeImages::CodeImages(const symbols::AddressSpace& address_space,
+                       symbols::ModuleResolver& resolver)
+    : address_space_(address_space), resolver_(resolver), iscache_(pt_iscache_alloc("ptscope")) {}
+
+CodeImages::~CodeImages() { pt_iscache_free(iscache_); }
+
+void CodeImages::Prepare(const std::vector<uint32_t>& pids) {
+  std::map<uint32_t, bool> reported_missing;
+  for (uint32_t pid : pids) {
+    if (isid_by_pid_.count(pid) != 0) continue;
+    std::vector<int>& isids = isid_by_pid_[pid];
+    for (const symbols::Mapping& mapping : address_space_.MappingsOf(pid)) {
+      const symbols::Module& module = address_space_.modules()[mapping.module];
+      std::string code_path;
+      if (module.path == "[vdso]") {
+        code_path = resolver_.VdsoPath(pid);
+      } else {
+        code_path = resolver_.Resolve(module.path, module.build_id).code_path;
+      }
+      int isid = -1;
+      struct stat st {};
+      if (!code_path.empty() && ::stat(code_path.c_str(), &st) == 0 &&
+          static_cast<uint64_t>(st.st_size) > mapping.pgoff) {
+        uint64_t size = std::min<uint64_t>(mapping.end - mapping.start,
+                                           static_cast<uint64_t>(st.st_size) - mapping.pgoff);
+        isid = pt_iscache_add_file(iscache_, code_path.c_str(), mapping.pgoff, size,
+                                   mapping.start);
+      }
+      if (isid < 0 && !reported_missing[mapping.module]) {
+        reported_missing[mapping.module] = true;
+        missing_.push_back(MissingModule{module.path, module.build_id});
+      }
+      isids.push_back(isid);
+    }
+  }
+}
+
+std::vector<int> CodeImages::SectionsAt(uint32_t pid, uint64_t time_ns,
+                                        uint64_t* next_change) const {
+  std::vector<int> sections;
+  *next_change = UINT64_MAX;
+  auto it = isid_by_pid_.find(pid);
+  if (it == isid_by_pid_.end()) return sections;
+  const std::vector<symbols::Mapping>& mappings = address_space_.MappingsOf(pid);
+  for (size_t i = 0; i < mappings.size() && i < it->second.size(); ++i) {
+    const symbols::Mapping& mapping = mappings[i];
+    if (mapping.valid_from > time_ns) {
+      *next_change = std::min(*next_change, mapping.valid_from);
+      continue;
+    }
+    if (mapping.valid_until <= time_ns) continue;
+    *next_change = std::min(*next_change, mapping.valid_until);
+    if (it->second[i] >= 0) sections.push_back(it->second[i]);
+  }
+  return sections;
+}
+
+ThreadImage::~ThreadImage() {
+  pt_image_free(image_);
+  pt_image_free(previous_);
+}
+
+pt_image* ThreadImage::At(uint64_t time_ns, bool* changed) {
+  *changed = false;
+  if (!NeedsSwitch(time_ns)) return image_;
+  uint64_t next_change = UINT64_MAX;
+  std::vector<int> sections = images_.SectionsAt(pid_, time_ns, &next_change);
+  pt_image* image = pt_image_alloc(nullptr);
+  // Later mappings were added later: adding in order lets a newer section replace an older one.
+  for (int isid : sections) pt_image_add_cached(image, images_.iscache(), isid, nullptr);
+  pt_image_free(previous_);
+  previous_ = image_;
+  image_ = image;
+  epoch_start_ = time_ns;
+  next_change_ = next_change;
+  *changed = true;
+  return image_;
+}
+
+}  // namespace ptscope::decode

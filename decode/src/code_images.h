@@ -1,0 +1,74 @@
+// Code bytes for libipt: every mapped module resolved once into a shared image-section cache,
+// and per-thread images that follow the process's address space over time (one image per epoch;
+// a new epoch starts whenever a mapping of the process begins or ends).
+#pragma once
+
+#include <intel-pt.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ptscope/symbols.h"
+
+namespace ptscope::decode {
+
+struct MissingModule {
+  std::string path;
+  std::vector<uint8_t> build_id;
+};
+
+// Shared by all decoding threads; immutable after Prepare().
+class CodeImages {
+ public:
+  CodeImages(const symbols::AddressSpace& address_space, symbols::ModuleResolver& resolver);
+  ~CodeImages();
+  CodeImages(const CodeImages&) = delete;
+  CodeImages& operator=(const CodeImages&) = delete;
+
+  // Resolves every module of `pids` and adds its executable sections to the cache.
+  void Prepare(const std::vector<uint32_t>& pids);
+  pt_image_section_cache* iscache() const { return iscache_; }
+  const std::vector<MissingModule>& missing() const { return missing_; }
+
+  // Section ids of `pid`'s mappings valid at `time_ns`; *next_change receives the next time at
+  // which that set changes (UINT64_MAX when never).
+  std::vector<int> SectionsAt(uint32_t pid, uint64_t time_ns, uint64_t* next_change) const;
+
+ private:
+  const symbols::AddressSpace& address_space_;
+  symbols::ModuleResolver& resolver_;
+  pt_image_section_cache* iscache_ = nullptr;
+  std::map<uint32_t, std::vector<int>> isid_by_pid_;  // parallel to MappingsOf(pid); -1 missing
+  std::vector<MissingModule> missing_;
+};
+
+// One decoder's view: owns the pt_image of the current epoch.
+class ThreadImage {
+ public:
+  ThreadImage(const CodeImages& images, uint32_t pid) : images_(images), pid_(pid) {}
+  ~ThreadImage();
+  ThreadImage(const ThreadImage&) = delete;
+  ThreadImage& operator=(const ThreadImage&) = delete;
+
+  // The image for `time_ns`; a new one when the epoch changed (the old one stays alive until the
+  // next switch so a decoder can still point at it). `changed` says whether to re-set it.
+  pt_image* At(uint64_t time_ns, bool* changed);
+  // Cheap check for the hot path: whether At(time_ns) would switch.
+  pt_image_section_cache* iscache() const { return images_.iscache(); }
+  bool NeedsSwitch(uint64_t time_ns) const {
+    return image_ == nullptr || time_ns >= next_change_ || time_ns < epoch_start_;
+  }
+
+ private:
+  const CodeImages& images_;
+  uint32_t pid_;
+  pt_image* image_ = nullptr;
+  pt_image* previous_ = nullptr;
+  uint64_t epoch_start_ = 0;
+  uint64_t next_change_ = 0;
+};
+
+}  // namespace ptscope::decode

@@ -1,0 +1,318 @@
+// Block-decoder loop, block classification and time interpolation (see flow_decoder.h).
+#include "flow_decoder.h"
+
+#include <cstring>
+
+namespace ptscope::decode {
+namespace {
+
+constexpr size_t kMaxWaiting = 1 << 16;  // bound memory when a stream has no timing at all
+constexpr uint64_t kNoTime = UINT64_MAX - 1;
+
+BranchClass FromIclass(pt_insn_class iclass) {
+  switch (iclass) {
+    case ptic_call: return BranchClass::kCall;
+    case ptic_return: return BranchClass::kReturn;
+    case ptic_jump: return BranchClass::kJump;
+    case ptic_cond_jump: return BranchClass::kCondJump;
+    case ptic_far_call: return BranchClass::kFarCall;
+    case ptic_far_return: return BranchClass::kFarReturn;
+    case ptic_far_jump: return BranchClass::kFarJump;
+    default: return BranchClass::kOther;
+  }
+}
+
+}  // namespace
+
+FlowDecoder::FlowDecoder(const DecoderSetup& setup, const CodeImages& images, uint32_t pid,
+                         FlowOutput& out)
+    : setup_(setup), out_(out), image_(images, pid) {
+  waiting_.reserve(256);
+  waiting_position_.reserve(256);
+}
+
+FlowDecoder::~FlowDecoder() = default;
+
+void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
+  if (size == 0) return;
+  pt_config config;
+  pt_config_init(&config);
+  setup_.Apply(config);
+  config.begin = const_cast<uint8_t*>(begin);
+  config.end = const_cast<uint8_t*>(begin) + size;
+  config.flags.variant.block.end_on_call = 1;
+  config.flags.variant.block.end_on_jump = 1;
+  config.flags.variant.block.enable_tick_events = 1;
+  decoder_ = pt_blk_alloc_decoder(&config);
+  if (decoder_ == nullptr) {
+    QueueGap(GapCause::kDecodeError, 0, "libipt refused the decoder configuration");
+    return;
+  }
+  int status = pt_blk_sync_forward(decoder_);
+  if (status < 0) {
+    QueueGap(GapCause::kDecodeError, 0,
+             "no PSB in " + std::to_string(size) + " bytes of trace: nothing to decode");
+  }
+  bool synced = status >= 0;
+  while (synced) {
+    uint64_t tsc = 0;
+    uint32_t lost_mtc = 0, lost_cyc = 0;
+    if (pt_blk_time(decoder_, &tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0) Anchor(tsc);
+    // Without any time yet, take the mappings in force at the end of the capture.
+    uint64_t image_time = have_anchor_ ? anchor_ns_ : kNoTime;
+    if (image_.NeedsSwitch(image_time)) SwitchImageIfNeeded(image_time);
+    for (;;) {
+      status = DrainEvents(decoder_, status);
+      if (status < 0 || (status & pts_eos) != 0) break;
+      pt_block block;
+      std::memset(&block, 0, sizeof block);
+      status = pt_blk_next(decoder_, &block, sizeof block);
+      if (block.ninsn > 0) HandleBlock(block);
+      if (status < 0) {
+        uint64_t offset = 0;
+        pt_blk_get_offset(decoder_, &offset);
+        HandleError(status, block, offset);
+        break;
+      }
+    }
+    if (status == -pte_eos || (status >= 0 && (status & pts_eos) != 0)) break;
+    if (status >= 0) break;
+    status = pt_blk_sync_forward(decoder_);
+    synced = status >= 0;
+  }
+  ResolvePending(0);
+  FlushExtrapolated();
+  pt_blk_free_decoder(decoder_);
+  decoder_ = nullptr;
+}
+
+int FlowDecoder::DrainEvents(pt_block_decoder* decoder, int status) {
+  while (status >= 0 && (status & pts_event_pending) != 0) {
+    pt_event event;
+    status = pt_blk_event(decoder, &event, sizeof event);
+    if (status < 0) {
+      uint64_t offset = 0;
+      pt_blk_get_offset(decoder, &offset);
+      pt_block none;
+      std::memset(&none, 0, sizeof none);
+      HandleError(status, none, offset);
+      return status;
+    }
+    HandleEvent(event);
+  }
+  return status;
+}
+
+void FlowDecoder::HandleEvent(const pt_event& event) {
+  switch (event.type) {
+    case ptev_enabled:
+      if (event.has_tsc) Anchor(event.tsc);
+      if (!event.status_update) Queue(FlowEvent::Kind::kEnable, 0, event.variant.enabled.ip);
+      break;
+    case ptev_disabled: {
+      uint64_t resume = event.ip_suppressed ? 0 : event.variant.disabled.ip;
+      ResolvePending(resume);
+      if (event.has_tsc) Anchor(event.tsc);
+      bool syscall = last_class_ == BranchClass::kFarCall;
+      Queue(syscall ? FlowEvent::Kind::kSyscall : FlowEvent::Kind::kDisable, last_end_ip_, resume);
+      break;
+    }
+    case ptev_async_disabled:
+      ResolvePending(event.variant.async_disabled.at);
+      if (event.has_tsc) Anchor(event.tsc);
+      Queue(FlowEvent::Kind::kDisable, event.variant.async_disabled.at, 0);
+      break;
+    case ptev_async_branch:
+      ResolvePending(event.variant.async_branch.from);
+      if (event.has_tsc) Anchor(event.tsc);
+      Queue(FlowEvent::Kind::kAsync, event.variant.async_branch.from,
+            event.variant.async_branch.to);
+      break;
+    case ptev_overflow:
+      ResolvePending(0);
+      FlushExtrapolated();
+      QueueGap(GapCause::kOverflow, event.ip_suppressed ? 0 : event.variant.overflow.ip,
+               "trace overflow: the CPU dropped trace data");
+      have_anchor_ = false;
+      if (event.has_tsc) Anchor(event.tsc);
+      break;
+    case ptev_tick:
+      if (event.has_tsc) Anchor(event.tsc);
+      break;
+    default:
+      if (event.has_tsc && !event.status_update) Anchor(event.tsc);
+      break;
+  }
+}
+
+BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) const {
+  uint8_t bytes[15];
+  size_t size = 0;
+  if (block.truncated) {
+    size = block.size;
+    std::memcpy(bytes, block.raw, size);
+  } else {
+    int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, block.isid, block.end_ip);
+    if (read <= 0) return {};
+    size = static_cast<size_t>(read);
+  }
+  return ClassifyBranch(bytes, size);
+}
+
+void FlowDecoder::HandleBlock(const pt_block& block) {
+  ResolvePending(block.ip);
+  position_ += block.ninsn;
+  stats_.instructions += block.ninsn;
+  last_end_ip_ = block.end_ip;
+  BranchClass branch_class = FromIclass(block.iclass);
+  uint8_t size = 0;
+  if (block.iclass == ptic_error || branch_class == BranchClass::kCall) {
+    BranchInsn insn = ClassifyLast(block);
+    if (block.iclass == ptic_error) branch_class = insn.branch_class;
+    size = insn.size;
+  }
+  last_class_ = branch_class;
+  switch (branch_class) {
+    case BranchClass::kCall:
+      pending_ = {true, FlowEvent::Kind::kCall, block.end_ip, block.end_ip + size};
+      break;
+    case BranchClass::kReturn:
+      pending_ = {true, FlowEvent::Kind::kReturn, block.end_ip, 0};
+      break;
+    case BranchClass::kJump:
+    case BranchClass::kFarJump:
+      pending_ = {true, FlowEvent::Kind::kJump, block.end_ip, 0};
+      break;
+    default:
+      break;
+  }
+}
+
+void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset) {
+  if (error == -pte_eos) return;
+  uint64_t at = block.ninsn == 0 ? block.ip : 0;
+  ResolvePending(at);
+  FlushExtrapolated();
+  std::string detail;
+  GapCause cause = GapCause::kDecodeError;
+  if (error == -pte_nomap) {
+    cause = GapCause::kMissingCode;
+    char text[96];
+    std::snprintf(text, sizeof text, "no code bytes for 0x%llx (module not found or not mapped)",
+                  static_cast<unsigned long long>(at));
+    detail = text;
+  } else {
+    detail = std::string(pt_errstr(pt_errcode(error))) + " at trace offset " +
+             std::to_string(offset);
+    if (stats_.first_error.empty()) stats_.first_error = detail;
+  }
+  QueueGap(cause, 0, std::move(detail));
+  FlushExtrapolated();
+  have_anchor_ = false;
+}
+
+void FlowDecoder::ResolvePending(uint64_t target) {
+  if (!pending_.active) return;
+  pending_.active = false;
+  Queue(pending_.kind, pending_.from, target, pending_.return_ip);
+}
+
+void FlowDecoder::Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip) {
+  FlowEvent& event = waiting_.emplace_back();
+  event.kind = kind;
+  event.from = from;
+  event.to = to;
+  event.return_ip = return_ip;
+  event.insn_count = position_ - last_event_position_;
+  last_event_position_ = position_;
+  waiting_position_.push_back(position_);
+  if (waiting_.size() >= kMaxWaiting) FlushExtrapolated();
+}
+
+void FlowDecoder::QueueGap(GapCause cause, uint64_t resume_ip, std::string detail) {
+  Queue(FlowEvent::Kind::kGap, 0, resume_ip);
+  waiting_.back().gap_cause = cause;
+  waiting_.back().detail = std::move(detail);
+  stats_.gaps[static_cast<size_t>(cause)]++;
+}
+
+void FlowDecoder::Anchor(uint64_t tsc) {
+  uint64_t ns = setup_.time.ToNs(tsc);
+  if (have_anchor_ && ns < anchor_ns_) ns = anchor_ns_;
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    uint64_t time = ns;
+    uint64_t span = position_ - anchor_position_;
+    if (have_anchor_ && span != 0) {
+      unsigned __int128 part = static_cast<unsigned __int128>(ns - anchor_ns_) *
+                               (waiting_position_[i] - anchor_position_);
+      time = anchor_ns_ + static_cast<uint64_t>(part / span);
+    }
+    Emit(waiting_[i], time);
+  }
+  waiting_.clear();
+  waiting_position_.clear();
+  if (have_anchor_ && position_ > anchor_position_) {
+    rate_ns_ = ns - anchor_ns_;
+    rate_insns_ = position_ - anchor_position_;
+  }
+  have_anchor_ = true;
+  anchor_ns_ = ns;
+  anchor_position_ = position_;
+  if (decoder_ != nullptr && image_.NeedsSwitch(ns)) SwitchImageIfNeeded(ns);
+}
+
+void FlowDecoder::FlushExtrapolated() {
+  for (size_t i = 0; i < waiting_.size(); ++i) {
+    uint64_t time = anchor_ns_;
+    if (have_anchor_ && rate_insns_ != 0) {
+      unsigned __int128 extra = static_cast<unsigned __int128>(rate_ns_) *
+                                (waiting_position_[i] - anchor_position_);
+      time += static_cast<uint64_t>(extra / rate_insns_);
+    }
+    Emit(waiting_[i], time);
+  }
+  waiting_.clear();
+  waiting_position_.clear();
+}
+
+void FlowDecoder::Emit(FlowEvent& event, uint64_t time_ns) {
+  if (time_ns < last_emitted_ns_) time_ns = last_emitted_ns_;  // non-decreasing per thread
+  while (next_trigger_ < triggers_.size() && triggers_[next_trigger_].time_ns <= time_ns) {
+    FlowEvent trigger;
+    trigger.kind = FlowEvent::Kind::kTrigger;
+    trigger.time_ns = std::max(triggers_[next_trigger_].time_ns, last_emitted_ns_);
+    trigger.to = triggers_[next_trigger_].address;
+    trigger.detail = triggers_[next_trigger_].text;
+    ++next_trigger_;
+    out_.OnFlowEvent(trigger);
+  }
+  event.time_ns = time_ns;
+  last_emitted_ns_ = time_ns;
+  if (time_ns < stats_.first_ns) stats_.first_ns = time_ns;
+  stats_.last_ns = time_ns;
+  stats_.events++;
+  out_.OnFlowEvent(event);
+}
+
+void FlowDecoder::SwitchImageIfNeeded(uint64_t time_ns) {
+  bool changed = false;
+  pt_image* image = image_.At(time_ns, &changed);
+  if (changed && decoder_ != nullptr) pt_blk_set_image(decoder_, image);
+}
+
+void FlowDecoder::LostData(const std::string& detail) {
+  ResolvePending(0);
+  FlushExtrapolated();
+  QueueGap(GapCause::kLostData, 0, detail);
+  FlushExtrapolated();
+  have_anchor_ = false;
+}
+
+void FlowDecoder::Finish() {
+  ResolvePending(0);
+  FlushExtrapolated();
+  Queue(FlowEvent::Kind::kEnd, last_end_ip_, 0);
+  FlushExtrapolated();
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,127 @@
+// Names for addresses (see frame_namer.h).
+#include "frame_namer.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace ptscope::decode {
+namespace {
+
+std::string Hex(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%" PRIx64, value);
+  return text;
+}
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
+const symbols::Mapping* SymbolsFrameNamer::FindMapping(uint32_t pid, uint64_t address,
+                                                       uint64_t time_ns) const {
+  if (const symbols::Mapping* m = address_space_.Lookup(pid, address, time_ns)) return m;
+  // Sideband times can trail the code they describe by a little: fall back to the newest
+  // mapping that ever held the address.
+  const std::vector<symbols::Mapping>& all = address_space_.MappingsOf(pid);
+  for (auto m = all.rbegin(); m != all.rend(); ++m) {
+    if (address >= m->start && address < m->end && m->valid_until > m->valid_from) return &*m;
+  }
+  return nullptr;
+}
+
+SymbolsFrameNamer::Location SymbolsFrameNamer::Locate(uint32_t pid, uint64_t address,
+                                                      uint64_t time_ns) {
+  Location location;
+  location.mapping = FindMapping(pid, address, time_ns);
+  if (location.mapping == nullptr) return location;
+  const symbols::Module& module = address_space_.modules()[location.mapping->module];
+  uint64_t file_offset = location.mapping->pgoff + (address - location.mapping->start);
+  if (module.path == "[vdso]") {
+    std::string path = resolver_.VdsoPath(pid);
+    if (path.empty()) return location;
+    location.code_path = location.debug_path = path;
+    Result<symbols::ElfInfo> elf = symbols::ReadElfInfo(path);
+    if (!elf) return location;
+    auto vaddr = symbols::FileOffsetToVaddr(*elf, file_offset);
+    location.has_vaddr = vaddr.has_value();
+    location.vaddr = vaddr.value_or(0);
+    return location;
+  }
+  const symbols::ModuleFiles& files = resolver_.Resolve(module.path, module.build_id);
+  if (files.code_path.empty()) return location;
+  location.code_path = files.code_path;
+  location.debug_path = files.debug_path;
+  auto vaddr = symbols::FileOffsetToVaddr(files.code_elf, file_offset);
+  location.has_vaddr = vaddr.has_value();
+  location.vaddr = vaddr.value_or(0);
+  return location;
+}
+
+FrameName SymbolsFrameNamer::Name(uint32_t pid, uint64_t address, uint64_t time_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto key = std::make_pair(pid, address);
+  if (auto it = names_.find(key); it != names_.end()) return it->second;
+  FrameName name;
+  Location location = Locate(pid, address, time_ns);
+  if (location.mapping == nullptr) {
+    name.name = Hex(address);
+  } else {
+    const symbols::Module& module = address_space_.modules()[location.mapping->module];
+    name.module = module.path;
+    if (location.has_vaddr && !location.debug_path.empty()) {
+      symbols::Symbol symbol = symbolizer_.Symbolize(location.debug_path, location.vaddr);
+      if (symbol.found) {
+        name.name = symbol.function;
+        name.file = symbol.file;
+        name.line = symbol.line;
+        name.symbolized = true;
+        for (const symbols::SourceFrame& frame : symbol.inlined) {
+          name.inlined.push_back(FrameName::Inlined{frame.function, frame.file, frame.line});
+        }
+      }
+    }
+    if (!name.symbolized) {
+      uint64_t offset = location.mapping->pgoff + (address - location.mapping->start);
+      name.name = Basename(module.path) + "+" + Hex(offset);
+    }
+  }
+  return names_.emplace(key, std::move(name)).first->second;
+}
+
+uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto key = std::make_pair(pid, address);
+  if (auto it = starts_.find(key); it != starts_.end()) return it->second;
+  uint64_t start = 0;
+  Location location = Locate(pid, address, time_ns);
+  if (location.has_vaddr && !location.debug_path.empty()) {
+    uint64_t vaddr_start = symbolizer_.FunctionStart(location.debug_path, location.vaddr);
+    if (vaddr_start != 0 && vaddr_start <= location.vaddr) start = address - (location.vaddr - vaddr_start);
+  }
+  starts_.emplace(key, start);
+  return start;
+}
+
+bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const symbols::Mapping* mapping = FindMapping(pid, address, time_ns);
+  if (mapping == nullptr) return false;
+  auto it = module_symbolized_.find(mapping->module);
+  if (it != module_symbolized_.end()) return it->second;
+  Location location = Locate(pid, address, time_ns);
+  bool symbolized = false;
+  if (!location.debug_path.empty()) {
+    Result<symbols::ElfInfo> elf = symbols::ReadElfInfo(location.debug_path);
+    symbolized = elf && (elf->has_symtab || elf->has_debug_info);
+    if (!symbolized && location.has_vaddr) {
+      symbolized = symbolizer_.FunctionStart(location.debug_path, location.vaddr) != 0;
+    }
+  }
+  module_symbolized_.emplace(mapping->module, symbolized);
+  return symbolized;
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,92 @@
+// Instruction listing with pt_insn (see insn_lister.h).
+#include "insn_lister.h"
+
+#include <cstring>
+
+namespace ptscope::decode {
+
+void InsnWriter::Write(uint32_t tid, uint64_t address) {
+  if (used_ + 48 > sizeof buffer_) Flush();
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + tid % 10);
+    tid /= 10;
+  } while (tid != 0);
+  while (n > 0) buffer_[used_++] = digits[--n];
+  buffer_[used_++] = ' ';
+  buffer_[used_++] = '0';
+  buffer_[used_++] = 'x';
+  static constexpr char kHex[] = "0123456789abcdef";
+  n = 0;
+  do {
+    digits[n++] = kHex[address & 0xf];
+    address >>= 4;
+  } while (address != 0);
+  while (n > 0) buffer_[used_++] = digits[--n];
+  buffer_[used_++] = '\n';
+}
+
+void InsnWriter::Flush() {
+  if (used_ != 0 && std::fwrite(buffer_, 1, used_, out_) != used_) failed_ = true;
+  used_ = 0;
+}
+
+void InsnLister::UpdateImage(pt_insn_decoder* decoder, uint64_t tsc, bool have_time) {
+  uint64_t time_ns = have_time ? setup_.time.ToNs(tsc) : UINT64_MAX - 1;
+  if (!image_.NeedsSwitch(time_ns)) return;
+  bool changed = false;
+  pt_image* image = image_.At(time_ns, &changed);
+  if (changed) pt_insn_set_image(decoder, image);
+}
+
+void InsnLister::NoteError(int error, pt_insn_decoder* decoder) {
+  if (error == -pte_eos) return;
+  ++errors_;
+  if (first_error_.empty()) {
+    uint64_t offset = 0;
+    pt_insn_get_offset(decoder, &offset);
+    first_error_ = std::string(pt_errstr(pt_errcode(error))) + " at trace offset " +
+                   std::to_string(offset);
+  }
+}
+
+void InsnLister::DecodeSegment(const uint8_t* begin, size_t size) {
+  if (size == 0) return;
+  pt_config config;
+  pt_config_init(&config);
+  setup_.Apply(config);
+  config.begin = const_cast<uint8_t*>(begin);
+  config.end = const_cast<uint8_t*>(begin) + size;
+  pt_insn_decoder* decoder = pt_insn_alloc_decoder(&config);
+  if (decoder == nullptr) return;
+  int status = pt_insn_sync_forward(decoder);
+  while (status >= 0) {
+    uint64_t tsc = 0;
+    uint32_t lost_mtc = 0, lost_cyc = 0;
+    bool have_time = pt_insn_time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0;
+    UpdateImage(decoder, tsc, have_time);
+    for (;;) {
+      while (status >= 0 && (status & pts_event_pending) != 0) {
+        pt_event event;
+        status = pt_insn_event(decoder, &event, sizeof event);
+        if (status >= 0 && event.has_tsc) UpdateImage(decoder, event.tsc, true);
+      }
+      if (status < 0 || (status & pts_eos) != 0) break;
+      pt_insn insn;
+      std::memset(&insn, 0, sizeof insn);
+      status = pt_insn_next(decoder, &insn, sizeof insn);
+      // An instruction and an error can come together: the instruction is valid unless ptic_error.
+      if (insn.iclass != ptic_error) {
+        writer_.Write(tid_, insn.ip);
+        ++instructions_;
+      }
+    }
+    if (status >= 0 || status == -pte_eos) break;
+    NoteError(status, decoder);
+    status = pt_insn_sync_forward(decoder);
+  }
+  pt_insn_free_decoder(decoder);
+}
+
+}  // namespace ptscope::decode

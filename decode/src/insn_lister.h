@@ -1,0 +1,56 @@
+// `--format insns`: every retired instruction as "TID 0xADDRESS", in program order, through
+// libipt's instruction decoder (exact by construction; the e2e corpus compares it with
+// pt-emulate's ground truth).
+#pragma once
+
+#include <intel-pt.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "code_images.h"
+#include "decoder_setup.h"
+
+namespace ptscope::decode {
+
+// Buffered writer of "TID 0xADDRESS\n" lines (no printf on the hot path).
+class InsnWriter {
+ public:
+  explicit InsnWriter(std::FILE* out) : out_(out) {}
+  ~InsnWriter() { Flush(); }
+  void Write(uint32_t tid, uint64_t address);
+  void Flush();
+  bool failed() const { return failed_; }
+
+ private:
+  std::FILE* out_;
+  char buffer_[1 << 16];
+  size_t used_ = 0;
+  bool failed_ = false;
+};
+
+class InsnLister {
+ public:
+  InsnLister(const DecoderSetup& setup, const CodeImages& images, uint32_t pid, uint32_t tid,
+             InsnWriter& writer)
+      : setup_(setup), image_(images, pid), tid_(tid), writer_(writer) {}
+  void DecodeSegment(const uint8_t* begin, size_t size);
+  uint64_t instructions() const { return instructions_; }
+  uint64_t errors() const { return errors_; }
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  void UpdateImage(pt_insn_decoder* decoder, uint64_t tsc, bool have_time);
+  void NoteError(int error, pt_insn_decoder* decoder);
+
+  const DecoderSetup& setup_;
+  ThreadImage image_;
+  uint32_t tid_;
+  InsnWriter& writer_;
+  uint64_t instructions_ = 0;
+  uint64_t errors_ = 0;
+  std::string first_error_;
+};
+
+}  // namespace ptscope::decode

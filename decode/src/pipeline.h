@@ -1,0 +1,45 @@
+// The only place that wires the decode stages together:
+//   Archive -> SidebandTimeline -> CodeImages -> per thread: FlowDecoder -> StackTracker -> sink
+// (or, for --format insns, per thread: InsnLister -> text lines).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "code_images.h"
+#include "ptscope/format.h"
+#include "ptscope/result.h"
+
+namespace ptscope::decode {
+
+enum class OutputFormat { kPerfetto, kText, kFolded, kInsns };
+const char* OutputFormatName(OutputFormat format);
+
+struct PipelineOptions {
+  std::vector<std::string> symbol_dirs;
+  unsigned jobs = 1;
+  OutputFormat format = OutputFormat::kPerfetto;
+  std::string output_path;
+  // Called now and then with (threads done, threads total); may be empty.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+struct DecodeSummary {
+  uint64_t threads = 0;
+  uint64_t instructions = 0;
+  uint64_t symbolized_instructions = 0;   // instructions retired in modules with symbols
+  uint64_t first_ns = UINT64_MAX, last_ns = 0;
+  std::array<uint64_t, 5> gaps{};         // by GapCause
+  std::vector<MissingModule> missing;     // modules whose code was not found
+  std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  std::string output_path;
+};
+
+// Decodes `archive` into options.output_path. Fails only when nothing usable can be produced
+// (no PT data, output not writable); trace damage is counted in the summary.
+Result<DecodeSummary> RunPipeline(const format::Archive& archive, const PipelineOptions& options);
+
+}  // namespace ptscope::decode

@@ -1,0 +1,85 @@
+// ELF facts through LLVM Object: build id, PT_LOAD segments, stripped or not, .gnu_debuglink.
+#include <llvm/Object/BuildID.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/Error.h>
+
+#include "ptscope/symbols.h"
+
+namespace ptscope::symbols {
+namespace {
+
+std::string ErrorText(llvm::Error error) { return llvm::toString(std::move(error)); }
+
+void ReadSections(const llvm::object::ELF64LEObjectFile& elf, ElfInfo& info) {
+  for (const llvm::object::SectionRef& section : elf.sections()) {
+    llvm::Expected<llvm::StringRef> name = section.getName();
+    if (!name) {
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    if (*name == ".symtab") info.has_symtab = true;
+    if (*name == ".debug_info") info.has_debug_info = true;
+    if (*name == ".text") {
+      info.code_is_nobits = llvm::object::ELFSectionRef(section).getType() == llvm::ELF::SHT_NOBITS;
+    }
+    if (*name == ".gnu_debuglink") {
+      llvm::Expected<llvm::StringRef> contents = section.getContents();
+      if (!contents) {
+        llvm::consumeError(contents.takeError());
+        continue;
+      }
+      // NUL-terminated file name, padded, then a CRC32 we do not need.
+      llvm::StringRef text = *contents;
+      size_t nul = text.find('\0');
+      info.debuglink = text.substr(0, nul == llvm::StringRef::npos ? text.size() : nul).str();
+    }
+  }
+}
+
+}  // namespace
+
+Result<ElfInfo> ReadElfInfo(const std::string& path) {
+  llvm::Expected<llvm::object::OwningBinary<llvm::object::ObjectFile>> owning =
+      llvm::object::ObjectFile::createObjectFile(path);
+  if (!owning) {
+    return Unexpected(Errc::kBadMagic, path + ": not a readable ELF file (" +
+                                           ErrorText(owning.takeError()) + ")");
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(owning->getBinary());
+  if (elf == nullptr) {
+    return Unexpected(Errc::kBadMagic, path + ": not a 64-bit little-endian ELF file");
+  }
+  ElfInfo info;
+  llvm::ArrayRef<uint8_t> build_id = llvm::object::getBuildID(elf);
+  info.build_id.assign(build_id.begin(), build_id.end());
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers) {
+    return Unexpected(Errc::kCorrupt,
+                      path + ": bad program headers (" + ErrorText(headers.takeError()) + ")");
+  }
+  for (const auto& phdr : *headers) {
+    if (phdr.p_type != llvm::ELF::PT_LOAD) continue;
+    info.segments.push_back(LoadSegment{phdr.p_vaddr, phdr.p_memsz, phdr.p_offset, phdr.p_filesz,
+                                        (phdr.p_flags & llvm::ELF::PF_X) != 0});
+  }
+  ReadSections(*elf, info);
+  return info;
+}
+
+std::optional<uint64_t> FileOffsetToVaddr(const ElfInfo& elf, uint64_t file_offset) {
+  // File bytes first: a segment's .bss tail can overlap the next segment's file offsets.
+  for (const LoadSegment& segment : elf.segments) {
+    if (file_offset >= segment.offset && file_offset - segment.offset < segment.filesz) {
+      return segment.vaddr + (file_offset - segment.offset);
+    }
+  }
+  for (const LoadSegment& segment : elf.segments) {
+    if (file_offset >= segment.offset && file_offset - segment.offset < segment.memsz) {
+      return segment.vaddr + (file_offset - segment.offset);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace ptscope::symbols

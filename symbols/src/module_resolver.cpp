@@ -1,0 +1,228 @@
+// Finding a module's code and debug files by build id (order documented in symbols.h).
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "ptscope/symbols.h"
+
+namespace ptscope::symbols {
+namespace fs = std::filesystem;
+namespace {
+
+bool IsRegularFile(const std::string& path) {
+  std::error_code ec;
+  return fs::is_regular_file(path, ec);
+}
+
+bool HasElfMagic(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  unsigned char magic[4] = {};
+  ssize_t got = ::read(fd, magic, sizeof magic);
+  ::close(fd);
+  return got == 4 && magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
+}
+
+// ".build-id/xx/rest" relative path of a build id (empty for ids shorter than 2 bytes).
+std::string BuildIdRelative(const std::string& hex) {
+  if (hex.size() < 4) return {};
+  return ".build-id/" + hex.substr(0, 2) + "/" + hex.substr(2);
+}
+
+}  // namespace
+
+ModuleResolver::ModuleResolver(std::vector<std::string> symbol_dirs)
+    : symbol_dirs_(std::move(symbol_dirs)) {}
+
+ModuleResolver::~ModuleResolver() {
+  if (!temp_dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(temp_dir_, ec);
+  }
+}
+
+void ModuleResolver::Note(std::string note) {
+  for (const std::string& existing : notes_) {
+    if (existing == note) return;
+  }
+  notes_.push_back(std::move(note));
+}
+
+std::string ModuleResolver::WriteTemp(const std::string& name, const std::vector<uint8_t>& data) {
+  if (temp_dir_.empty()) {
+    const char* base = std::getenv("TMPDIR");
+    std::string templ = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
+                        "/ptscope-modules-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      Note("cannot create a temporary directory under " + templ +
+           " for embedded binaries; set TMPDIR to a writable directory");
+      return {};
+    }
+    temp_dir_ = templ;
+  }
+  std::string path = temp_dir_ + "/" + name;
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    Note("cannot write " + path + " (embedded binary)");
+    return {};
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t wrote = ::write(fd, data.data() + done, data.size() - done);
+    if (wrote <= 0) break;
+    done += static_cast<size_t>(wrote);
+  }
+  ::close(fd);
+  if (done != data.size()) {
+    Note("short write to " + path + " (embedded binary); is the disk full?");
+    return {};
+  }
+  return path;
+}
+
+Status ModuleResolver::AddBlob(const format::BlobChunk& blob) {
+  std::string hex = format::ToHex(blob.build_id);
+  switch (blob.kind) {
+    case format::BlobKind::kElf: {
+      std::string path = WriteTemp(hex + ".elf", blob.data);
+      if (!path.empty()) embedded_code_[hex] = path;
+      break;
+    }
+    case format::BlobKind::kDebugInfo: {
+      std::string path = WriteTemp(hex + ".debug", blob.data);
+      if (!path.empty()) embedded_debug_[hex] = path;
+      break;
+    }
+    case format::BlobKind::kVdso: {
+      std::string path = WriteTemp("vdso-" + std::to_string(blob.pid) + ".so", blob.data);
+      if (!path.empty()) vdso_by_pid_[blob.pid] = path;
+      break;
+    }
+    default:
+      break;
+  }
+  return Ok();
+}
+
+std::string ModuleResolver::VdsoPath(uint32_t pid) const {
+  auto it = vdso_by_pid_.find(pid);
+  if (it != vdso_by_pid_.end()) return it->second;
+  // All processes of one host map the same vdso bytes.
+  return vdso_by_pid_.empty() ? std::string() : vdso_by_pid_.begin()->second;
+}
+
+std::optional<ModuleResolver::Candidate> ModuleResolver::Probe(
+    const std::string& path, const std::vector<uint8_t>& build_id, bool report_mismatch) {
+  if (path.empty() || !IsRegularFile(path)) return std::nullopt;
+  Result<ElfInfo> elf = ReadElfInfo(path);
+  if (!elf) return std::nullopt;
+  if (!build_id.empty() && elf->build_id != build_id) {
+    if (report_mismatch) {
+      Note("rebuilt binary: build id " + format::ToHex(elf->build_id) + " at " + path +
+           ", capture needs " + format::ToHex(build_id));
+    }
+    return std::nullopt;
+  }
+  return Candidate{path, std::move(*elf)};
+}
+
+void ModuleResolver::ScanSymbolDirs() {
+  if (scanned_) return;
+  scanned_ = true;
+  for (const std::string& dir : symbol_dirs_) {
+    std::error_code ec;
+    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+    if (ec) {
+      Note("--symbols " + dir + ": cannot read the directory (" + ec.message() + ")");
+      continue;
+    }
+    for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      if (it->path().filename() == ".build-id") {
+        it.disable_recursion_pending();  // looked up directly by name
+        continue;
+      }
+      std::string path = it->path().string();
+      if (!it->is_regular_file(ec) || !HasElfMagic(path)) continue;
+      Result<ElfInfo> elf = ReadElfInfo(path);
+      if (elf && !elf->build_id.empty()) scanned_files_.emplace(format::ToHex(elf->build_id), path);
+    }
+  }
+}
+
+std::string ModuleResolver::FindDebugFile(const Candidate& code,
+                                          const std::vector<uint8_t>& build_id) {
+  std::string hex = format::ToHex(build_id);
+  auto embedded = embedded_debug_.find(hex);
+  if (!hex.empty() && embedded != embedded_debug_.end()) return embedded->second;
+  std::vector<std::string> dirs = symbol_dirs_;
+  dirs.push_back("/usr/lib/debug");
+  std::string relative = BuildIdRelative(hex);
+  for (const std::string& dir : dirs) {
+    if (relative.empty()) break;
+    if (auto found = Probe(dir + "/" + relative + ".debug", build_id, true)) return found->path;
+  }
+  ScanSymbolDirs();
+  auto range = scanned_files_.equal_range(hex);
+  for (auto it = range.first; !hex.empty() && it != range.second; ++it) {
+    if (auto found = Probe(it->second, build_id, false); found && found->elf.has_symtab &&
+                                                           found->elf.code_is_nobits) {
+      return found->path;
+    }
+  }
+  if (!code.elf.debuglink.empty()) {
+    fs::path code_dir = fs::path(code.path).parent_path();
+    for (const fs::path& candidate :
+         {code_dir / code.elf.debuglink, code_dir / ".debug" / code.elf.debuglink,
+          fs::path("/usr/lib/debug") / code_dir.relative_path() / code.elf.debuglink}) {
+      if (auto found = Probe(candidate.string(), build_id, true)) return found->path;
+    }
+  }
+  return code.path;  // the binary itself: its symbol table (and DWARF, if not stripped)
+}
+
+const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
+                                           const std::vector<uint8_t>& build_id) {
+  std::string hex = format::ToHex(build_id);
+  std::string key = recorded_path + '\0' + hex;
+  auto cached = cache_.find(key);
+  if (cached != cache_.end()) return cached->second;
+
+  std::optional<Candidate> code;
+  std::string origin;
+  if (auto it = embedded_code_.find(hex); !hex.empty() && it != embedded_code_.end()) {
+    code = Probe(it->second, build_id, true);
+    origin = "archive";
+  }
+  if (!code) {
+    code = Probe(recorded_path, build_id, true);
+    origin = "recorded path";
+  }
+  std::string relative = BuildIdRelative(hex);
+  for (size_t i = 0; !code && !relative.empty() && i < symbol_dirs_.size(); ++i) {
+    code = Probe(symbol_dirs_[i] + "/" + relative, build_id, true);
+    origin = "--symbols " + symbol_dirs_[i];
+  }
+  if (!code && !hex.empty()) {
+    ScanSymbolDirs();
+    auto range = scanned_files_.equal_range(hex);
+    for (auto it = range.first; !code && it != range.second; ++it) {
+      code = Probe(it->second, build_id, false);
+      if (code && code->elf.code_is_nobits) code.reset();  // a debug file has no code bytes
+      origin = "--symbols";
+    }
+  }
+  ModuleFiles files;
+  if (code) {
+    files.debug_path = FindDebugFile(*code, build_id);
+    files.code_path = code->path;
+    files.code_elf = std::move(code->elf);
+    files.code_origin = origin;
+  }
+  return cache_.emplace(std::move(key), std::move(files)).first->second;
+}
+
+}  // namespace ptscope::symbols

@@ -1,0 +1,143 @@
+// Symbolizer facade: LLVMSymbolizer for names, lines and inlined frames; a sorted per-module
+// function table (from the ELF symbol tables) for fast function starts.
+#include <llvm/DebugInfo/Symbolize/Symbolize.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
+
+#include <algorithm>
+#include <set>
+
+#include "ptscope/symbols.h"
+
+namespace ptscope::symbols {
+namespace {
+
+struct FunctionEntry {
+  uint64_t start = 0;
+  uint64_t size = 0;
+};
+
+bool IsBad(const std::string& text) { return text.empty() || text == llvm::DILineInfo::BadString; }
+
+// Function symbols sorted by address; .symtab when present, else .dynsym.
+std::vector<FunctionEntry> LoadFunctionTable(const std::string& path, std::string* error) {
+  std::vector<FunctionEntry> table;
+  auto owning = llvm::object::ObjectFile::createObjectFile(path);
+  if (!owning) {
+    *error = llvm::toString(owning.takeError());
+    return table;
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
+  if (elf == nullptr) return table;
+  auto add = [&](const llvm::object::ELFSymbolRef& symbol) {
+    auto type = symbol.getType();
+    auto address = symbol.getAddress();
+    if (!type || !address) {
+      if (!type) llvm::consumeError(type.takeError());
+      if (!address) llvm::consumeError(address.takeError());
+      return;
+    }
+    if (*type == llvm::object::SymbolRef::ST_Function && *address != 0) {
+      table.push_back(FunctionEntry{*address, symbol.getSize()});
+    }
+  };
+  for (const llvm::object::ELFSymbolRef symbol : elf->symbols()) add(symbol);
+  if (table.empty()) {
+    for (const llvm::object::ELFSymbolRef symbol : elf->getDynamicSymbolIterators()) add(symbol);
+  }
+  std::sort(table.begin(), table.end(), [](const FunctionEntry& a, const FunctionEntry& b) {
+    return a.start != b.start ? a.start < b.start : a.size > b.size;
+  });
+  return table;
+}
+
+}  // namespace
+
+struct Symbolizer::Impl {
+  Impl() : llvm_symbolizer(MakeOptions()) {}
+  static llvm::symbolize::LLVMSymbolizer::Options MakeOptions() {
+    llvm::symbolize::LLVMSymbolizer::Options options;
+    options.Demangle = true;
+    options.UseSymbolTable = true;
+    options.RelativeAddresses = false;
+    return options;
+  }
+  std::mutex mutex;
+  llvm::symbolize::LLVMSymbolizer llvm_symbolizer;
+  std::unordered_map<std::string, std::vector<FunctionEntry>> function_tables;
+  std::map<std::pair<std::string, uint64_t>, Symbol> cache;
+  std::set<std::string> failed_modules;
+  std::vector<std::string> failures;
+
+  const std::vector<FunctionEntry>& Table(const std::string& path) {
+    auto it = function_tables.find(path);
+    if (it != function_tables.end()) return it->second;
+    std::string error;
+    std::vector<FunctionEntry> table = LoadFunctionTable(path, &error);
+    if (!error.empty()) Fail(path, error);
+    return function_tables.emplace(path, std::move(table)).first->second;
+  }
+  void Fail(const std::string& path, const std::string& reason) {
+    if (failed_modules.insert(path).second) failures.push_back(path + ": " + reason);
+  }
+  uint64_t StartFromTable(const std::string& path, uint64_t vaddr) {
+    const std::vector<FunctionEntry>& table = Table(path);
+    auto it = std::upper_bound(table.begin(), table.end(), vaddr,
+                               [](uint64_t a, const FunctionEntry& e) { return a < e.start; });
+    if (it == table.begin()) return 0;
+    --it;
+    if (it->size == 0 || vaddr - it->start < it->size) return it->start;
+    return 0;
+  }
+};
+
+Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) {}
+Symbolizer::~Symbolizer() = default;
+
+Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto key = std::make_pair(debug_path, vaddr);
+  auto cached = impl_->cache.find(key);
+  if (cached != impl_->cache.end()) return cached->second;
+  Symbol symbol;
+  if (impl_->failed_modules.count(debug_path) == 0) {
+    auto info = impl_->llvm_symbolizer.symbolizeInlinedCode(
+        debug_path, {vaddr, llvm::object::SectionedAddress::UndefSection});
+    if (!info) {
+      impl_->Fail(debug_path, llvm::toString(info.takeError()));
+    } else if (info->getNumberOfFrames() > 0) {
+      // Frame 0 is the innermost inlined frame; the last one is the real function.
+      uint32_t frames = info->getNumberOfFrames();
+      const llvm::DILineInfo& outer = info->getFrame(frames - 1);
+      if (!IsBad(outer.FunctionName)) {
+        symbol.found = true;
+        symbol.function = outer.FunctionName;
+        if (!IsBad(outer.FileName)) symbol.file = outer.FileName;
+        symbol.line = outer.Line;
+        if (outer.StartAddress) symbol.function_start = *outer.StartAddress;
+        for (uint32_t i = frames - 1; i-- > 0;) {
+          const llvm::DILineInfo& frame = info->getFrame(i);
+          symbol.inlined.push_back(SourceFrame{IsBad(frame.FunctionName) ? "" : frame.FunctionName,
+                                               IsBad(frame.FileName) ? "" : frame.FileName,
+                                               frame.Line});
+        }
+      }
+    }
+  }
+  uint64_t table_start = impl_->StartFromTable(debug_path, vaddr);
+  if (table_start != 0) symbol.function_start = table_start;
+  impl_->cache.emplace(std::move(key), symbol);
+  return symbol;
+}
+
+uint64_t Symbolizer::FunctionStart(const std::string& debug_path, uint64_t vaddr) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->StartFromTable(debug_path, vaddr);
+}
+
+std::vector<std::string> Symbolizer::failures() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->failures;
+}
+
+}  // namespace ptscope::symbols
