@@ -1,0 +1,320 @@
+// Unit tests of the perf.data reader and writer (format/PERF_DATA.md): in-memory round trips,
+// exact bytes of the documented layout, and exact errors for damaged or foreign input.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "ptscope/format.h"
+#include "ptscope/perf_data.h"
+#include "ptscope/perf_records.h"
+
+namespace fmt = ptscope::format;
+namespace perf = ptscope::perf;
+
+namespace {
+
+constexpr uint64_t kSidebandType = 0x10086;  // TID|TIME|CPU|IDENTIFIER, the team convention
+
+uint64_t Le(const std::vector<uint8_t>& b, size_t at, size_t n = 8) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= uint64_t{b.at(at + i)} << (8 * i);
+  return v;
+}
+void PutLe(std::vector<uint8_t>& b, size_t at, uint64_t v, size_t n) {
+  for (size_t i = 0; i < n; ++i) b.at(at + i) = static_cast<uint8_t>(v >> (8 * i));
+}
+
+std::vector<uint8_t> Rec(uint32_t type, uint16_t misc, perf::RecordBody body, uint32_t pid,
+                         uint32_t tid, uint64_t time, uint32_t cpu = 0) {
+  perf::Record r;
+  r.type = type;
+  r.misc = misc;
+  r.body = std::move(body);
+  perf::SampleId id;
+  id.pid = pid;
+  id.tid = tid;
+  id.time = time;
+  id.cpu = cpu;
+  id.id = 1;  // the exporter's id, so the round trip is byte-exact
+  r.sample_id = id;
+  return perf::BuildRecord(r, {kSidebandType, true});
+}
+
+const std::vector<uint8_t> kBuildId = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
+                                       7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+std::vector<uint8_t> ThreadSideband() {
+  perf::CommRecord comm{100, 100, "prog", true};
+  perf::MmapRecord mmap;
+  mmap.pid = mmap.tid = 100;
+  mmap.addr = 0x400000;
+  mmap.len = 0x1000;
+  mmap.build_id = kBuildId;
+  mmap.prot = 5;
+  mmap.flags = 2;
+  mmap.filename = "/opt/prog";
+  perf::TaskRecord fork{100, 100, 101, 100, 20, false};
+  perf::AuxRecord aux{0, 13, perf::kAuxFlagTruncated};
+  perf::TaskRecord exit{100, 100, 100, 100, 90, true};
+  std::vector<uint8_t> out;
+  for (const auto& r : {Rec(perf::kRecordComm, perf::kMiscCommExec, comm, 100, 100, 10),
+                        Rec(perf::kRecordMmap2, perf::kMiscUser | perf::kMiscMmapBuildId, mmap, 100, 100, 11),
+                        Rec(perf::kRecordFork, 0, fork, 100, 101, 20),
+                        Rec(perf::kRecordAux, 0, aux, 100, 100, 30),
+                        Rec(perf::kRecordExit, 0, exit, 100, 100, 90)}) {
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
+fmt::PtDataChunk Piece(uint32_t stream, int32_t cpu, uint32_t tid, uint64_t offset, size_t n,
+                       uint8_t fill, uint64_t reference) {
+  fmt::PtDataChunk c;
+  c.stream_id = stream;
+  c.cpu = cpu;
+  c.pid = tid;
+  c.tid = tid;
+  c.stream_offset = offset;
+  c.reference_tsc = reference;
+  c.data.assign(n, fill);
+  return c;
+}
+
+fmt::Archive ThreadArchive() {
+  fmt::Archive a;
+  a.path = "mem.ptar";
+  a.metadata = {{"pt.config", "0x2401"}, {"pt.pmu_type", "9"}, {"time.shift", "10"},
+                {"time.mult", "1024"}, {"time.zero", "5"}, {"time.cap_user_time_zero", "1"},
+                {"cpu.vendor", "GenuineIntel"}, {"cpu.family", "6"}, {"cpu.model", "85"},
+                {"cpu.stepping", "4"}, {"host.name", "h1"}, {"kernel.release", "6.1.0-test"}};
+  fmt::SidebandAttrChunk attr;
+  attr.attr_id = 3;
+  attr.sample_type = kSidebandType;
+  attr.ids = {1};
+  a.sideband_attrs.push_back(attr);
+  fmt::SidebandChunk sb;
+  sb.attr_id = 3;
+  sb.records = ThreadSideband();
+  a.sideband.push_back(sb);
+  a.pt_data.push_back(Piece(0, -1, 100, 0, 13, 0x11, 0x1234));
+  a.pt_data.push_back(Piece(0, -1, 100, 16, 16, 0x22, 0x1235));
+  a.pt_data.push_back(Piece(1, -1, 101, 0, 8, 0x33, 0x1236));
+  fmt::ModuleChunk m;
+  m.path = "/opt/prog";
+  m.build_id = kBuildId;
+  a.modules.push_back(m);
+  return a;
+}
+
+std::vector<uint8_t> Exported(const fmt::Archive& a) {
+  auto bytes = fmt::ExportPerfDataToBytes(a);
+  REQUIRE(bytes.has_value());
+  return *bytes;
+}
+
+std::string ImportError(std::vector<uint8_t> bytes) {
+  auto r = fmt::ImportPerfDataFromBytes(std::move(bytes), "t.data");
+  REQUIRE_FALSE(r.has_value());
+  return r.error().message;
+}
+
+std::vector<uint8_t> Padded(std::vector<uint8_t> v) {
+  v.resize((v.size() + 7) / 8 * 8, 0);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("export writes the documented header, attr and AUXTRACE_INFO bytes") {
+  auto b = Exported(ThreadArchive());
+  CHECK(std::memcmp(b.data(), "PERFILE2", 8) == 0);
+  CHECK(Le(b, 8) == 104);           // header size
+  CHECK(Le(b, 16) == 144);          // attr_size: 128-byte attr + ids section
+  CHECK(Le(b, 24) == 112);          // attrs.offset (after the 8-byte ids array)
+  CHECK(Le(b, 32) == 144);          // attrs.size
+  CHECK(Le(b, 40) == 256);          // data.offset
+  CHECK(Le(b, 104) == 1);           // the one id
+  CHECK(Le(b, 112, 4) == 9);        // attr.type = pt.pmu_type
+  CHECK(Le(b, 116, 4) == 128);      // attr.size
+  CHECK(Le(b, 120) == 0x2401);      // attr.config = pt.config
+  CHECK(Le(b, 136) == 0x10087);     // sample_type IP|TID|TIME|CPU|IDENTIFIER
+  CHECK((Le(b, 152) >> 18 & 1) == 1);  // sample_id_all
+  CHECK(Le(b, 240) == 104);         // ids section offset
+  CHECK(Le(b, 248) == 8);           // ids section size
+  CHECK(Le(b, 256, 4) == 70);       // AUXTRACE_INFO
+  CHECK(Le(b, 262, 2) == 16 + 17 * 8);
+  CHECK(Le(b, 264, 4) == 1);        // Intel PT
+  CHECK(Le(b, 272) == 9);           // priv[PMU_TYPE]
+  CHECK(Le(b, 280) == 10);          // TIME_SHIFT
+  CHECK(Le(b, 288) == 1024);        // TIME_MULT
+  CHECK(Le(b, 296) == 5);           // TIME_ZERO
+  CHECK(Le(b, 304) == 1);           // CAP_USER_TIME_ZERO
+  CHECK(Le(b, 72) == ((1u << 2) | (1u << 3) | (1u << 4) | (1u << 9) | (1u << 18)));
+}
+
+TEST_CASE("per-thread round trip keeps PT bytes (padded to 8), sideband and metadata") {
+  fmt::Archive in = ThreadArchive();
+  auto back = fmt::ImportPerfDataFromBytes(Exported(in), "rt.data");
+  REQUIRE(back.has_value());
+  REQUIRE(back->pt_data.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const auto& got = back->pt_data[i];
+    CHECK(got.data == Padded(in.pt_data[i].data));
+    CHECK(got.stream_offset == in.pt_data[i].stream_offset);
+    CHECK(got.reference_tsc == in.pt_data[i].reference_tsc);
+    CHECK(got.tid == in.pt_data[i].tid);
+    CHECK(got.pid == 100);  // 101 is a thread of 100 (FORK)
+    CHECK(got.cpu == -1);
+    CHECK(got.bytes_lost_before == 0);
+  }
+  CHECK(back->pt_data[0].stream_id == 0);
+  CHECK(back->pt_data[1].stream_id == 0);
+  CHECK(back->pt_data[2].stream_id == 1);
+  CHECK(back->pt_data[0].flags == fmt::kPtTruncated);  // the AUX record covers [0, 13)
+  CHECK(back->pt_data[1].flags == 0);
+  REQUIRE(back->sideband.size() == 1);
+  CHECK(back->sideband[0].records == in.sideband[0].records);
+  REQUIRE(back->sideband_attrs.size() == 1);
+  CHECK(back->sideband_attrs[0].sample_type == 0x10087);
+  CHECK(back->sideband_attrs[0].sample_id_all);
+  CHECK(back->sideband_attrs[0].ids == std::vector<uint64_t>{1});
+  CHECK(back->sideband[0].attr_id == back->sideband_attrs[0].attr_id);
+  for (const char* key : {"pt.config", "pt.pmu_type", "time.shift", "time.mult", "time.zero",
+                          "time.cap_user_time_zero", "cpu.vendor", "cpu.family", "cpu.model",
+                          "cpu.stepping", "host.name", "kernel.release"}) {
+    CAPTURE(key);
+    CHECK(back->Get(key) == in.Get(key));
+  }
+  CHECK(back->Get("capture.mode") == "full");
+  CHECK(back->Get("pt.tsc") == "1");
+  CHECK(back->Get("pt.user") == "1");
+  CHECK(back->Get("pt.kernel") == "0");
+  CHECK(back->Get("perf.per_cpu_mmaps") == "0");
+  REQUIRE(back->modules.size() == 1);
+  CHECK(back->modules[0].path == "/opt/prog");
+  CHECK(back->modules[0].build_id == kBuildId);
+  CHECK(back->header.features == fmt::kFeatureImportedPerf);
+}
+
+TEST_CASE("per-CPU snapshot round trip keeps cpus and the CPU-wide switch sideband") {
+  fmt::Archive a;
+  a.path = "cpu.ptar";
+  a.metadata = {{"capture.mode", "snapshot"}, {"pt.config", "0x2001"}};
+  perf::SwitchRecord sw;
+  sw.out = true;
+  sw.cpu_wide = true;
+  sw.next_prev_pid = sw.next_prev_tid = 7;
+  fmt::SidebandChunk sb;
+  sb.attr_id = 1;
+  sb.records = Rec(perf::kRecordSwitchCpuWide, perf::kMiscSwitchOut, sw, 5, 5, 40, 1);
+  fmt::SidebandAttrChunk attr;
+  attr.attr_id = 1;
+  attr.sample_type = kSidebandType;
+  a.sideband_attrs.push_back(attr);
+  a.sideband.push_back(sb);
+  a.pt_data.push_back(Piece(0, 0, 0, 0, 24, 0x44, 0));
+  a.pt_data.push_back(Piece(1, 1, 0, 0, 8, 0x55, 0));
+  a.pt_data[0].flags = a.pt_data[1].flags = fmt::kPtSnapshot;
+  auto back = fmt::ImportPerfDataFromBytes(Exported(a), "cpu.data");
+  REQUIRE(back.has_value());
+  REQUIRE(back->pt_data.size() == 2);
+  CHECK(back->pt_data[0].cpu == 0);
+  CHECK(back->pt_data[1].cpu == 1);
+  CHECK(back->pt_data[1].tid == 0);
+  CHECK(back->pt_data[0].flags == fmt::kPtSnapshot);
+  CHECK(back->pt_data[0].data == a.pt_data[0].data);
+  CHECK(back->sideband[0].records == sb.records);
+  CHECK(back->Get("perf.per_cpu_mmaps") == "1");
+  CHECK(back->Get("perf.have_sched_switch") == "3");
+  CHECK(back->Get("capture.mode") == "snapshot");
+  CHECK(back->header.features ==
+        (fmt::kFeatureImportedPerf | fmt::kFeatureSnapshot | fmt::kFeaturePerCpu));
+}
+
+TEST_CASE("export refuses archives perf.data cannot express") {
+  fmt::Archive a;
+  a.path = "x.ptar";
+  auto none = fmt::ExportPerfDataToBytes(a);
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().message ==
+        "export-perf: x.ptar: the archive holds no PT data chunks; nothing to export");
+  a.pt_data.push_back(Piece(0, 0, 0, 0, 8, 0, 0));
+  a.pt_data.push_back(Piece(1, -1, 5, 0, 8, 0, 0));
+  auto mixed = fmt::ExportPerfDataToBytes(a);
+  REQUIRE_FALSE(mixed.has_value());
+  CHECK(mixed.error().message ==
+        "export-perf: x.ptar: PT data mixes per-CPU (cpu >= 0) and per-thread (cpu -1) streams; "
+        "perf.data holds one kind");
+}
+
+TEST_CASE("foreign and damaged files give one exact error naming file and offset") {
+  const auto good = Exported(ThreadArchive());
+  const uint64_t data_offset = Le(good, 40), data_size = Le(good, 48);
+  const uint64_t table = data_offset + data_size;
+  CHECK(ImportError({}) == "t.data: offset 0: file is 0 bytes, too short for a perf.data header");
+  std::vector<uint8_t> junk(64);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<uint8_t>(i * 37 + 11);
+  CHECK(ImportError(junk) == "t.data: offset 0: not a perf.data file (magic is not 'PERFILE2')");
+  std::vector<uint8_t> pipe(good.begin(), good.begin() + 16);
+  PutLe(pipe, 8, 16, 8);
+  CHECK(ImportError(pipe) ==
+        "t.data: offset 8: pipe-mode perf.data (header size 16) is not supported; record to a "
+        "file with 'perf record -o FILE' instead of a pipe");
+  std::vector<uint8_t> swapped = good;
+  std::memcpy(swapped.data(), "2ELIFREP", 8);
+  CHECK(ImportError(swapped) ==
+        "t.data: offset 0: big-endian perf.data (magic '2ELIFREP') is not supported; convert it "
+        "on a big-endian host with 'perf inject'");
+  auto cut = [&](size_t n) { return std::vector<uint8_t>(good.begin(), good.begin() + n); };
+  CHECK(ImportError(cut(50)) == "t.data: offset 50: file is 50 bytes, shorter than the 104-byte "
+                                "perf.data header; the file is truncated");
+  CHECK(ImportError(cut(200)) == "t.data: offset 24: the attrs section [112, +144) runs past the "
+                                 "end of the file (200 bytes); the file is truncated");
+  CHECK(ImportError(cut(300)) == "t.data: offset 40: the data section [256, +" +
+                                     std::to_string(data_size) +
+                                     ") runs past the end of the file (300 bytes); the file is "
+                                     "truncated");
+  CHECK(ImportError(cut(table + 8)) ==
+        "t.data: offset " + std::to_string(table) +
+            ": feature section table entry for feature 2 runs past the end of the file; the file "
+            "is truncated");
+  std::vector<uint8_t> tiny = good;
+  PutLe(tiny, data_offset + 6, 4, 2);
+  CHECK(ImportError(tiny) == "t.data: offset 256: record type 70 has size 4 < 8");
+  std::vector<uint8_t> no_pt = good;
+  PutLe(no_pt, data_offset, 68, 4);  // AUXTRACE_INFO -> FINISHED_ROUND
+  CHECK(ImportError(no_pt) ==
+        "t.data: offset 256: no Intel PT data in this perf.data (no AUXTRACE_INFO record in the "
+        "data section); record with 'perf record -e intel_pt//u'");
+  std::vector<uint8_t> other_pmu = good;
+  PutLe(other_pmu, data_offset + 8, 3, 4);  // AUXTRACE_INFO.type 3 (ARM SPE/CoreSight family)
+  CHECK(ImportError(other_pmu) == "t.data: offset 256: AUXTRACE_INFO type 3 is not Intel PT (1); "
+                                  "only intel_pt captures can be imported");
+}
+
+TEST_CASE("a truncated AUXTRACE payload is reported at its record") {
+  auto b = Exported(ThreadArchive());
+  // The first AUXTRACE record follows AUXTRACE_INFO (152), TIME_CONV (56) and the sideband.
+  size_t at = Le(b, 40) + 152 + 56 + ThreadSideband().size();
+  REQUIRE(Le(b, at, 4) == 71);
+  PutLe(b, at + 8, 1u << 30, 8);
+  std::string err = ImportError(b);
+  CHECK(err.rfind("t.data: offset " + std::to_string(at) +
+                      ": AUXTRACE record announces 1073741824 bytes of trace but the data section "
+                      "ends after ", 0) == 0);
+  CHECK(err.find("; the file is truncated") != std::string::npos);
+}
+
+TEST_CASE("unknown feature sections are skipped") {
+  auto b = Exported(ThreadArchive());
+  uint64_t bits = Le(b, 72);
+  bits &= ~(1ull << 18);  // AUXTRACE index (the last section) ...
+  PutLe(b, 72, bits, 8);
+  PutLe(b, 80, 1ull << 36, 8);  // ... becomes feature 100, which we do not know
+  auto back = fmt::ImportPerfDataFromBytes(b, "f.data");
+  REQUIRE(back.has_value());
+  CHECK(back->pt_data.size() == 3);
+  CHECK(back->Get("host.name") == "h1");
+}

@@ -1,0 +1,174 @@
+// pt-archive import-perf / export-perf (issue #6): convert between Linux perf's perf.data and
+// .ptar. The conversion itself lives in the format library (ptscope/perf_data.h); this file does
+// the command line, the optional embedding of binaries, and the archive writing.
+//
+//   pt-archive import-perf perf.data -o OUT.ptar [--embed-binaries]
+//   pt-archive export-perf IN.ptar -o perf.data          (perf.data is created with mode 0600)
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "ptscope/format.h"
+#include "ptscope/perf_data.h"
+
+namespace ptscope::tools {
+namespace {
+
+namespace fmt = ptscope::format;
+
+struct Args {
+  std::string input, output;
+  bool embed_binaries = false;
+};
+
+// INPUT -o OUTPUT [--embed-binaries when allowed]; errors are one line naming the argument.
+Result<Args> ParseArgs(const std::vector<std::string>& argv, const char* command, bool allow_embed) {
+  Args args;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if ((a == "-o" || a == "--output") && i + 1 < argv.size()) {
+      args.output = argv[++i];
+    } else if (a.rfind("--output=", 0) == 0) {
+      args.output = a.substr(9);
+    } else if (allow_embed && a == "--embed-binaries") {
+      args.embed_binaries = true;
+    } else if (!a.empty() && a[0] == '-') {
+      return MakeError(Errc::kInvalidArgument, std::string(command) + ": unknown option '" + a + "'");
+    } else if (args.input.empty()) {
+      args.input = a;
+    } else {
+      return MakeError(Errc::kInvalidArgument,
+                       std::string(command) + ": unexpected argument '" + a + "'");
+    }
+  }
+  if (args.input.empty() || args.output.empty()) {
+    return MakeError(Errc::kInvalidArgument,
+                     std::string(command) + ": usage: pt-archive " + command +
+                         (allow_embed ? " perf.data -o OUT.ptar [--embed-binaries]"
+                                      : " IN.ptar -o perf.data"));
+  }
+  return args;
+}
+
+uint64_t Le(const std::vector<uint8_t>& b, size_t at, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= uint64_t{b[at + i]} << (8 * i);
+  return v;
+}
+
+// The NT_GNU_BUILD_ID note of an ELF64 little-endian file (from its PT_NOTE segments), or empty.
+std::vector<uint8_t> ElfBuildId(const std::vector<uint8_t>& elf) {
+  if (elf.size() < 64 || elf[0] != 0x7f || elf[1] != 'E' || elf[2] != 'L' || elf[3] != 'F' ||
+      elf[4] != 2 || elf[5] != 1) {
+    return {};
+  }
+  uint64_t phoff = Le(elf, 0x20, 8), phentsize = Le(elf, 0x36, 2), phnum = Le(elf, 0x38, 2);
+  for (uint64_t i = 0; i < phnum; ++i) {
+    uint64_t ph = phoff + i * phentsize;
+    if (ph + 56 > elf.size() || Le(elf, ph, 4) != 4) continue;  // PT_NOTE
+    uint64_t at = Le(elf, ph + 8, 8), end = at + Le(elf, ph + 32, 8);
+    if (end > elf.size() || end < at) continue;
+    while (at + 12 <= end) {
+      uint64_t namesz = Le(elf, at, 4), descsz = Le(elf, at + 4, 4), type = Le(elf, at + 8, 4);
+      uint64_t name_at = at + 12, desc_at = name_at + (namesz + 3) / 4 * 4;
+      uint64_t next = desc_at + (descsz + 3) / 4 * 4;
+      if (next > end) break;
+      if (type == 3 && namesz == 4 && elf[name_at] == 'G' && elf[name_at + 1] == 'N' &&
+          elf[name_at + 2] == 'U') {
+        return std::vector<uint8_t>(elf.begin() + desc_at, elf.begin() + desc_at + descsz);
+      }
+      at = next;
+    }
+  }
+  return {};
+}
+
+// Copies each module's local file into the archive when its build id matches (or the capture
+// did not know one). Mismatches and missing files are reported and skipped: the archive stays
+// usable, it just does not carry that binary.
+void EmbedBinaries(fmt::Archive& archive) {
+  for (fmt::ModuleChunk& module : archive.modules) {
+    std::ifstream in(module.path, std::ios::binary);
+    struct stat st {};
+    if (!in || ::stat(module.path.c_str(), &st) != 0) {
+      std::fprintf(stderr, "pt-archive: warning: %s: cannot read, not embedded\n", module.path.c_str());
+      continue;
+    }
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<uint8_t> local_id = ElfBuildId(bytes);
+    if (!module.build_id.empty() && local_id != module.build_id) {
+      std::fprintf(stderr,
+                   "pt-archive: warning: %s: build id %s on disk differs from %s in the capture, "
+                   "not embedded\n",
+                   module.path.c_str(), fmt::ToHex(local_id).c_str(), fmt::ToHex(module.build_id).c_str());
+      continue;
+    }
+    if (module.build_id.empty()) module.build_id = local_id;
+    module.size = bytes.size();
+    module.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    module.embedded = true;
+    fmt::BlobChunk blob;
+    blob.kind = fmt::BlobKind::kElf;
+    blob.name = module.path;
+    blob.build_id = module.build_id;
+    blob.data = std::move(bytes);
+    archive.blobs.push_back(std::move(blob));
+  }
+}
+
+Status WriteArchive(const fmt::Archive& archive, const std::string& path, uint64_t features) {
+  fmt::WriterOptions options;
+  options.features = features;
+  PTSCOPE_ASSIGN_OR_RETURN(auto writer, fmt::ArchiveWriter::Create(path, options));
+  PTSCOPE_TRY(writer->Write(fmt::MetadataChunk{archive.metadata}));
+  for (const auto& c : archive.sideband_attrs) PTSCOPE_TRY(writer->Write(c));
+  for (const auto& c : archive.sideband) PTSCOPE_TRY(writer->Write(c));
+  for (const auto& c : archive.modules) PTSCOPE_TRY(writer->Write(c));
+  for (const auto& c : archive.blobs) PTSCOPE_TRY(writer->Write(c));
+  for (const auto& c : archive.pt_data) PTSCOPE_TRY(writer->Write(c));
+  return writer->Close();
+}
+
+int Report(const Error& error) {
+  std::fprintf(stderr, "pt-archive: %s\n", error.message.c_str());
+  return error.code == Errc::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace
+
+int RunImportPerf(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, "import-perf", true);
+  if (!args) return Report(args.error());
+  auto archive = fmt::ImportPerfData(args->input);
+  if (!archive) return Report(archive.error());
+  uint64_t features = archive->header.features;
+  if (args->embed_binaries) {
+    EmbedBinaries(*archive);
+    features |= fmt::kFeatureEmbeddedBinaries;
+  }
+  if (auto st = WriteArchive(*archive, args->output, features); !st) return Report(st.error());
+  std::fprintf(stderr, "pt-archive: %s: %zu PT pieces, %zu sideband chunks, %zu modules -> %s\n",
+               args->input.c_str(), archive->pt_data.size(), archive->sideband.size(),
+               archive->modules.size(), args->output.c_str());
+  return 0;
+}
+
+int RunExportPerf(const std::vector<std::string>& argv) {
+  auto args = ParseArgs(argv, "export-perf", false);
+  if (!args) return Report(args.error());
+  auto archive = fmt::ReadArchive(args->input);
+  if (!archive) return Report(archive.error());
+  if (archive->damage) {
+    std::fprintf(stderr, "pt-archive: warning: %s: %s; exporting the %llu intact chunks before it\n",
+                 args->input.c_str(), archive->damage->reason.c_str(),
+                 static_cast<unsigned long long>(archive->chunks_read));
+  }
+  if (auto st = fmt::ExportPerfData(*archive, args->output); !st) return Report(st.error());
+  return 0;
+}
+
+}  // namespace ptscope::tools
