@@ -53,7 +53,8 @@ void OutputFile::Drain() {
         int code = 0;
         error_ = path_ + ": gzip write failed: " + gzerror(static_cast<gzFile>(gz_), &code);
       }
-    } else if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
+    } else if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size() ||
+               std::fflush(file_) != 0) {  // our buffer is large: stdio's adds nothing
       error_ = path_ + ": write failed: " + std::strerror(errno) + " (disk full?)";
     }
   }

@@ -65,8 +65,9 @@ void StackTracker::OnEvent(const FlowEvent& e) {
       Frame f;
       f.id.kind = syscall ? FrameId::Kind::kSyscall : FrameId::Kind::kUntraced;
       f.type = FrameType::kSynthetic;
-      // syscall, sysenter and int 0x80 are all 2 bytes long.
-      f.resume_ip = syscall ? e.from + 2 : e.from;
+      // `to` is the resume ip when the decoder knows it; else syscall, sysenter and int 0x80 are
+      // all 2 bytes long, and an asynchronous disable resumes where it stopped.
+      f.resume_ip = e.to != 0 ? e.to : syscall ? e.from + 2 : e.from;
       Push(f, t, false);
       break;
     }

@@ -20,8 +20,8 @@
 //   the interrupted ip, so a return (or resumption after sigreturn) there closes it. If the handler
 //   returns elsewhere (the signal trampoline), the trampoline takes its place until resumption.
 //   With user-only tracing a signal shows as [syscall]/[untraced] followed by kEnable at the entry
-//   of a function: that function is treated as a handler resuming at the syscall's next
-//   instruction (syscall + 2) or at the kDisable ip.
+//   of a function: that function is treated as a handler resuming where the kSyscall/kDisable
+//   said (`to`; when 0: the syscall's next instruction, from + 2, or the kDisable's `from`).
 // - A call from outside the top frame's function means a transfer was missed (e.g. a tail call by
 //   conditional jump): the top frame is replaced by the caller's function, marked inferred.
 // - kGap closes everything at the gap time, leaves an instant naming the cause, and restarts

@@ -30,6 +30,16 @@ gunzip -c "$work/small_tree.pftrace.gz" | cmp - "$work/small_tree.pftrace" \
   || fail ".gz output does not decompress to the plain output"
 python3 "$checker" "$work/small_tree.pftrace.gz" > /dev/null || fail "checker rejects the .gz trace"
 
+# StackTracker into PerfettoSink: recursion folded at 500 levels, a gap, a tail call, a signal.
+"$sample" deep "$work/deep.pftrace"
+# The dump as "depth name [start +dur]"; the 498 emitted rec levels are counted, the rest compared.
+python3 "$checker" "$work/deep.pftrace" --dump |
+  awk '{ match($0, /^ */); printf "%d %s\n", RLENGTH / 2, substr($0, RLENGTH + 1) }' \
+  > "$work/deep.levels"
+[ "$(grep -c '^[0-9]* rec \[' "$work/deep.levels")" = 498 ] || fail "deep: want 498 rec slices"
+grep -v '^[0-9]* rec \[' "$work/deep.levels" > "$work/deep.outline"
+same "$golden/deep.outline" "$work/deep.outline"
+
 # Damaged traces must be rejected: drop packet N, or cut the file.
 drop_packet() {
   python3 - "$work/small_tree.pftrace" "$1" "$2" <<'PY'

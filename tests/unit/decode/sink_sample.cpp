@@ -6,12 +6,16 @@
 //        > [syscall] [120,130]; trigger instant at 160; a again [170,180]
 //   7/9: b [105,140] > a [115,125]; gap instant at 150
 //   20/20: c [50,60]
+// `decode_sink_sample deep PATH` instead runs a StackTracker into a PerfettoSink: main calls rec
+// 600 levels deep (folded past 500), a gap, then a tail call and a signal handler.
 #include <cstdio>
 #include <string>
 
 #include "fake_frames.h"
 #include "sink/sink_factory.h"
+#include "stack/stack_tracker.h"
 
+using ptscope::decode::FlowEvent;
 using ptscope::decode::FrameId;
 using ptscope::decode::SliceSink;
 using ptscope::decode::ThreadKey;
@@ -44,27 +48,66 @@ void WriteSample(SliceSink& sink) {
   sink.End(t8, 200);
   sink.Finish();
 }
+FlowEvent Ev(FlowEvent::Kind kind, uint64_t t, uint64_t from, uint64_t to) {
+  FlowEvent e;
+  e.kind = kind;
+  e.time_ns = t;
+  e.from = from;
+  e.to = to;
+  e.return_ip = kind == FlowEvent::Kind::kCall ? from + 5 : 0;
+  return e;
+}
+
+void WriteDeep(SliceSink& sink, ptscope::decode::FrameNamer& namer) {
+  using K = FlowEvent::Kind;
+  ThreadKey thread{30, 31};
+  sink.BeginThread(thread, "deep", "deep");
+  ptscope::decode::StackTracker tracker(thread, namer, sink);
+  uint64_t t = 1000;
+  tracker.OnEvent(Ev(K::kEnable, t++, 0, 0x1000));
+  tracker.OnEvent(Ev(K::kCall, t++, 0x1010, 0x5000));
+  for (int i = 0; i < 599; ++i) tracker.OnEvent(Ev(K::kCall, t++, 0x5010, 0x5000));
+  for (int i = 0; i < 599; ++i) tracker.OnEvent(Ev(K::kReturn, t++, 0x5050, 0x5015));
+  FlowEvent gap = Ev(K::kGap, t++, 0, 0);
+  gap.gap_cause = ptscope::decode::GapCause::kOverflow;
+  tracker.OnEvent(gap);
+  tracker.OnEvent(Ev(K::kEnable, t++, 0, 0x2010));
+  tracker.OnEvent(Ev(K::kJump, t++, 0x2020, 0x3000));                // tail call a -> b
+  tracker.OnEvent(Ev(K::kAsync, t++, 0x3010, 0x4000));               // signal into c
+  tracker.OnEvent(Ev(K::kReturn, t++, 0x4050, 0x3010));              // handler returns
+  tracker.OnEvent(Ev(K::kReturn, t++, 0x3050, 0x1040));              // b returns into main
+  tracker.Finish(t);
+  sink.Finish();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s perfetto|text|folded PATH\n", argv[0]);
+    std::fprintf(stderr, "usage: %s perfetto|text|folded|deep PATH\n", argv[0]);
     return 2;
   }
   ptscope::decode::testing::FakeNamer namer(
-      {{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}, {"c", 0x4000}});
+      {{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}, {"c", 0x4000}, {"rec", 0x5000}});
   namer.AddInlined(0x1010, {{"helper", "helper.h", 7}});
-  auto sink = ptscope::decode::CreateSink(argv[1], argv[2], namer);
+  std::string format = std::string(argv[1]) == "deep" ? "perfetto" : argv[1];
+  auto sink = ptscope::decode::CreateSink(format, argv[2], namer);
   if (!sink) {
     std::fprintf(stderr, "decode_sink_sample: %s\n", sink.error().message.c_str());
     return 1;
   }
-  WriteSample(**sink);
+  if (std::string(argv[1]) == "deep") {
+    WriteDeep(**sink, namer);
+  } else {
+    WriteSample(**sink);
+  }
   std::string error = (*sink)->OutputError();
   if (!error.empty()) {
     std::fprintf(stderr, "decode_sink_sample: %s\n", error.c_str());
     return 1;
   }
+  // The sink names each frame once. (In "deep" mode the tracker also asks for call sites'
+  // inlined frames, a second consumer, so the count is checked for the sink-only sample.)
+  if (std::string(argv[1]) == "deep") return 0;
   for (const auto& [address, calls] : namer.name_calls) {
     if (calls != 1) {
       std::fprintf(stderr, "decode_sink_sample: Name(0x%llx) called %d times, want once\n",

@@ -238,6 +238,16 @@ TEST_CASE("user-only tracing: a signal at syscall exit enters the handler on res
   CHECK(h.tracker.counters().async == 1);
 }
 
+TEST_CASE("a handler entered after kDisable resumes at the disable's resume ip") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ev(K::kDisable, 20, 0x2030, 0x2034),
+               Enable(25, 0x7000), Ret(30, 0x7050, 0x2034), Ret(40, 0x2050, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-40\n"
+        "    [untraced] 20-25\n"
+        "    handler 25-30\n");
+}
+
 TEST_CASE("a call from outside the top frame's function replaces it with the caller, inferred") {
   Harness h;
   CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x3010, 0x4000),

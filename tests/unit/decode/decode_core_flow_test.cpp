@@ -1,0 +1,157 @@
+// FlowDecoder on PT written with libipt's encoder over a small hand-assembled code image:
+// exact FlowEvents (kind, addresses, instruction counts, interpolated times).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "code_images.h"
+#include "decode_core_pt_builder.h"
+#include "decoder_setup.h"
+#include "flow_decoder.h"
+
+namespace ptscope::decode {
+namespace {
+
+using testing::CodeFile;
+using testing::PtBuilder;
+using Kind = FlowEvent::Kind;
+
+constexpr uint64_t kBase = 0x1000;
+
+// 0x1000 nop; call 0x1010; jmp 0x1020 ... 0x1010 nop; jz 0x1014; nop; 0x1014 ret
+// 0x1020 nop; syscall; 0x1023 nop; 0x1024 ret; 0x1025 jmp *%rax; 0x1027 nop; jmp 0x1025
+std::vector<uint8_t> TestCode() {
+  std::vector<uint8_t> code(0x40, 0x90);
+  const std::vector<uint8_t> call = {0xe8, 0x0a, 0x00, 0x00, 0x00};
+  const std::vector<uint8_t> jmp = {0xe9, 0x15, 0x00, 0x00, 0x00};
+  std::copy(call.begin(), call.end(), code.begin() + 0x01);
+  std::copy(jmp.begin(), jmp.end(), code.begin() + 0x06);
+  code[0x11] = 0x74;  // jz +1
+  code[0x12] = 0x01;
+  code[0x14] = 0xc3;
+  code[0x21] = 0x0f;  // syscall
+  code[0x22] = 0x05;
+  code[0x24] = 0xc3;
+  code[0x25] = 0xff;  // jmp *%rax
+  code[0x26] = 0xe0;
+  code[0x28] = 0xeb;  // jmp 0x1025
+  code[0x29] = 0xfb;
+  return code;
+}
+
+struct Recorder : FlowOutput {
+  std::vector<FlowEvent> events;
+  void OnFlowEvent(const FlowEvent& event) override { events.push_back(event); }
+};
+
+std::string Describe(const std::vector<FlowEvent>& events) {
+  static const char* kNames[] = {"call", "return", "jump", "syscall", "disable",
+                                 "enable", "async", "gap", "trigger", "end"};
+  std::ostringstream out;
+  for (const FlowEvent& e : events) {
+    out << kNames[static_cast<int>(e.kind)] << std::hex << " 0x" << e.from << "->0x" << e.to;
+    if (e.kind == Kind::kCall) out << " ret=0x" << e.return_ip;
+    if (e.kind == Kind::kGap) out << " cause=" << GapCauseName(e.gap_cause);
+    out << std::dec << " t=" << e.time_ns << " n=" << e.insn_count << "\n";
+  }
+  return out.str();
+}
+
+// Decodes `trace` over TestCode() mapped at kBase for pid 1 and returns the events as text.
+std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode()) {
+  CodeFile file(code);
+  symbols::AddressSpace space;
+  uint32_t module = space.InternModule(file.path(), {});
+  space.Map(1, 0, kBase, code.size(), 0, module);
+  symbols::ModuleResolver resolver({});
+  CodeImages images(space, resolver);
+  images.Prepare({1});
+  DecoderSetup setup;
+  setup.nom_freq = 1;  // with CBR 1: one CYC cycle = one TSC tick
+  Recorder recorder;
+  FlowDecoder decoder(setup, images, 1, recorder);
+  decoder.DecodeSegment(trace.data(), trace.size());
+  decoder.Finish();
+  return Describe(recorder.events);
+}
+
+TEST_CASE("call, compressed return, jump, syscall, re-enable: exact events and CYC times") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(4);             // jz retires at 1004
+  pt.Tnt({true, true});  // jz taken, ret compressed
+  pt.Cyc(4);             // syscall retires at 1008
+  pt.Ip(ppt_tip_pgd, 0);
+  pt.Tsc(2000);
+  pt.Mode64();
+  pt.Ip(ppt_tip_pge, 0x1023);
+  pt.Cyc(2);             // ret retires at 2002
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "call 0x1001->0x1010 ret=0x1006 t=1002 n=2\n"
+        "return 0x1014->0x1006 t=1005 n=3\n"
+        "jump 0x1006->0x1020 t=1006 n=1\n"
+        "syscall 0x1021->0x0 t=1008 n=2\n"
+        "enable 0x0->0x1023 t=2000 n=0\n"
+        "return 0x1024->0x0 t=2002 n=2\n"
+        "disable 0x1024->0x0 t=2002 n=0\n"
+        "end 0x1024->0x0 t=2002 n=0\n");
+}
+
+TEST_CASE("an indirect jump loop (block cache, ptic_error path) gives exact jumps and times") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip, 0x1027);  // jmp *%rax retires at 1001
+  pt.Cyc(3);
+  pt.Ip(ppt_tip, 0x1027);  // second time at 1004
+  pt.Cyc(3);
+  pt.Ip(ppt_tip_pgd, 0);   // third time at 1007: tracing stops
+  CHECK(Decode(pt.bytes()) ==
+        "jump 0x1025->0x1027 t=1001 n=1\n"
+        "jump 0x1028->0x1025 t=1003 n=2\n"
+        "jump 0x1025->0x1027 t=1004 n=1\n"
+        "jump 0x1028->0x1025 t=1006 n=2\n"
+        "jump 0x1025->0x0 t=1007 n=1\n"
+        "disable 0x1025->0x0 t=1007 n=0\n"
+        "end 0x1025->0x0 t=1007 n=0\n");
+}
+
+TEST_CASE("overflow is a gap that resumes at the FUP address") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(3);
+  pt.Simple(ppt_ovf);
+  pt.Ip(ppt_fup, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "call 0x1001->0x1010 ret=0x1006 t=1002 n=2\n"
+        "gap 0x0->0x1020 cause=overflow t=1003 n=1\n"
+        "syscall 0x1021->0x0 t=1005 n=2\n"
+        "end 0x1021->0x0 t=1005 n=0\n");
+}
+
+TEST_CASE("a branch to an address without code is a missing-code gap, then decoding resumes") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip, 0x9000);  // no code mapped there
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "jump 0x1025->0x9000 t=1001 n=1\n"
+        "gap 0x0->0x0 cause=missing code t=1001 n=0\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n");
+}
+
+TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
+  std::vector<uint8_t> garbage(64, 0xd9);
+  CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");
+}
+
+}  // namespace
+}  // namespace ptscope::decode
