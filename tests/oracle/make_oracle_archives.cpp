@@ -118,11 +118,12 @@ perf::Record MakeRecord(uint32_t type, uint16_t misc, perf::RecordBody body, uin
   return record;
 }
 
-perf::Record Mmap2(const std::string& path, uint32_t prot, uint64_t time) {
+perf::Record Mmap2(const std::string& path, uint32_t prot, uint64_t time,
+                   uint64_t addr = kCodeBase) {
   perf::MmapRecord mmap;
   mmap.pid = kPid;
   mmap.tid = kPid;
-  mmap.addr = kCodeBase;
+  mmap.addr = addr;
   mmap.len = 0x1000;  // page-sized like a real mapping; the file is shorter
   mmap.prot = prot;
   mmap.flags = MAP_PRIVATE;
@@ -144,6 +145,7 @@ std::vector<uint8_t> Sideband(const std::string& dir) {
       MakeRecord(perf::kRecordComm, perf::kMiscCommExec, comm, 2),
       Mmap2(dir + "/code.bin", PROT_READ | PROT_EXEC, 3),
       Mmap2(dir + "/decoy.bin", PROT_READ | PROT_WRITE, 4),  // data mapping: not code
+      Mmap2("[vdso]", PROT_READ | PROT_EXEC, 5, kVdsoBase),   // its bytes are the vdso blob
   };
   std::vector<uint8_t> bytes;
   for (const auto& record : records) {
