@@ -318,3 +318,28 @@ TEST_CASE("unknown feature sections are skipped") {
   CHECK(back->pt_data.size() == 3);
   CHECK(back->Get("host.name") == "h1");
 }
+
+TEST_CASE("every single-byte corruption imports or fails with a located error, never crashes") {
+  const auto good = Exported(ThreadArchive());
+  size_t failures = 0;
+  for (size_t at = 0; at < good.size(); ++at) {
+    for (uint8_t value : {uint8_t{0}, uint8_t{0xff}, static_cast<uint8_t>(good[at] + 1)}) {
+      std::vector<uint8_t> b = good;
+      b[at] = value;
+      auto r = fmt::ImportPerfDataFromBytes(std::move(b), "m.data");
+      if (r.has_value()) continue;
+      ++failures;
+      INFO("byte " << at << " = " << int(value) << ": " << r.error().message);
+      CHECK(r.error().message.rfind("m.data: offset ", 0) == 0);
+      CHECK(r.error().message.find('\n') == std::string::npos);
+    }
+  }
+  CHECK(failures > 0);
+}
+
+TEST_CASE("export of an imported export reproduces the perf.data byte for byte") {
+  const auto first = Exported(ThreadArchive());
+  auto imported = fmt::ImportPerfDataFromBytes(first, "a.data");
+  REQUIRE(imported.has_value());
+  CHECK(Exported(*imported) == first);
+}

@@ -135,6 +135,11 @@ class Exporter {
                                                  ": record at offset " + std::to_string(at) +
                                                  " has a bad size " + std::to_string(size));
         }
+        if (size - in.size + 32 > 0xffff) {
+          return ExportError(Errc::kUnsupported, a_.path + ": sideband chunk " + std::to_string(ci) +
+                                                     ": record at offset " + std::to_string(at) +
+                                                     " is too large for the exported trailer");
+        }
         AppendRecord(w, std::span<const uint8_t>(&b[at], size), in);
         at += size;
       }
