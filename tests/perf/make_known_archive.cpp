@@ -1,11 +1,12 @@
-// make_known_archive BINARY OUT.ptar [--timed]: a .ptar for tests/perf/known_loop whose PT bytes
+// make_known_archive BINARY OUT.ptar [--timed|--per-cpu]: a .ptar for tests/perf/known_loop whose PT bytes
 // are produced by libipt's encoder (pt_enc_next) from the program's known control flow: enable at
 // the entry point, six conditional outcomes (ret T, jnz T, ret T, jnz T, ret T, jnz N), disable at
 // the exit syscall. known_loop.expected lists the instructions this decodes to.
 //
 // --timed adds a TSC packet and pt.tsc but deliberately leaves out the time.* keys and the
 // pieces' reference TSC, so the exporter's derivation of both (virtual clock, sideband time) is
-// exercised too.
+// exercised too. --per-cpu (timed) puts the trace in a CPU 1 stream (tid 0) and adds the
+// SWITCH_CPU_WIDE record that tells a decoder which thread runs there.
 #include <intel-pt.h>
 #include <sys/mman.h>
 
@@ -122,9 +123,13 @@ std::vector<uint8_t> EncodeKnownLoop(uint64_t entry, bool timed) {
   return enc.Bytes();
 }
 
+void PutLe32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+  for (size_t i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
 // The timed variant's MMAP2 carries the build id (misc 0x4000); the untimed one the inode form.
 std::vector<uint8_t> Sideband(const std::string& path, const ExecSegment& seg, uint64_t t0,
-                              uint64_t t1, bool mmap_build_id) {
+                              uint64_t t1, bool mmap_build_id, bool per_cpu) {
   perf::RecordLayout layout{0x10086, true};
   auto make = [&](uint32_t type, uint16_t misc, perf::RecordBody body, uint64_t time) {
     perf::Record r;
@@ -134,6 +139,7 @@ std::vector<uint8_t> Sideband(const std::string& path, const ExecSegment& seg, u
     perf::SampleId id;
     id.pid = id.tid = kPid;
     id.time = time;
+    id.cpu = per_cpu ? 1 : 0;
     id.id = 1;
     r.sample_id = id;
     return perf::BuildRecord(r, layout);
@@ -157,6 +163,16 @@ std::vector<uint8_t> Sideband(const std::string& path, const ExecSegment& seg, u
   exit.time = t1;
   exit.is_exit = true;
   std::vector<uint8_t> out;
+  if (per_cpu) {  // idle (pid 0) switches out to known_loop on CPU 1 just before the trace
+    perf::SwitchRecord sw;
+    sw.out = true;
+    sw.cpu_wide = true;
+    sw.next_prev_pid = sw.next_prev_tid = kPid;
+    auto rec = make(perf::kRecordSwitchCpuWide, perf::kMiscSwitchOut, sw, t0 - 1);
+    PutLe32(rec, rec.size() - 32, 0);  // trailer pid/tid of the switch-out: the idle task
+    PutLe32(rec, rec.size() - 28, 0);
+    out.insert(out.end(), rec.begin(), rec.end());
+  }
   for (auto& rec : {make(perf::kRecordComm, perf::kMiscCommExec, comm, t0),
                     make(perf::kRecordMmap2, mmap_misc, mmap, t0),
                     make(perf::kRecordExit, 0, exit, t1)}) {
@@ -168,8 +184,9 @@ std::vector<uint8_t> Sideband(const std::string& path, const ExecSegment& seg, u
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || argc > 4 || (argc == 4 && std::strcmp(argv[3], "--timed") != 0)) {
-    std::fprintf(stderr, "usage: make_known_archive BINARY OUT.ptar [--timed]\n");
+  bool per_cpu = argc == 4 && std::strcmp(argv[3], "--per-cpu") == 0;
+  if (argc < 3 || argc > 4 || (argc == 4 && !per_cpu && std::strcmp(argv[3], "--timed") != 0)) {
+    std::fprintf(stderr, "usage: make_known_archive BINARY OUT.ptar [--timed|--per-cpu]\n");
     return 2;
   }
   bool timed = argc == 4;
@@ -200,7 +217,7 @@ int main(int argc, char** argv) {
   chunks.push_back(attr);
   fmt::SidebandChunk sideband;
   sideband.attr_id = 1;
-  sideband.records = Sideband(path, seg, t0, t1, timed);
+  sideband.records = Sideband(path, seg, t0, t1, timed, per_cpu);
   chunks.push_back(sideband);
   fmt::ModuleChunk module;
   module.path = path;
@@ -208,8 +225,8 @@ int main(int argc, char** argv) {
   chunks.push_back(module);
   fmt::PtDataChunk piece;
   piece.stream_id = 0;
-  piece.cpu = -1;
-  piece.pid = piece.tid = kPid;
+  piece.cpu = per_cpu ? 1 : -1;
+  piece.pid = piece.tid = per_cpu ? 0 : kPid;
   piece.reference_tsc = 0;
   piece.data = EncodeKnownLoop(seg.entry, timed);
   chunks.push_back(piece);

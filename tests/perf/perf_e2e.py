@@ -101,6 +101,17 @@ def check_known(pt_archive, known_loop, make_known, ipt, srcdir, work):
         check_equal(f'ipt_insns after round trip {tag}', run([ipt, back]).stdout.splitlines(), want)
         check_branches(data, known_loop, timed)
 
+    # 3. per-CPU: the trace sits in a CPU 1 stream; only the SWITCH_CPU_WIDE sideband tells perf
+    # which thread ran, so the right tid proves the switch record survived the export.
+    ptar, data = work / 'known-cpu.ptar', work / 'known-cpu.data'
+    subprocess.run([str(make_known), known_loop, ptar, '--per-cpu'], check=True)
+    r = run([pt_archive, 'export-perf', ptar, '-o', data])
+    if r.returncode != 0:
+        fail(f'export-perf {ptar}: {r.stderr.strip()}')
+    else:
+        check_equal('perf script on per-CPU export-perf', perf_insns(data),
+                    expected_lines(known_loop, srcdir, 4243))
+
 
 def check_branches(data, known_loop, timed):
     """The branch view magic-trace uses, and -F +addr (needs the AUXTRACE index feature)."""
