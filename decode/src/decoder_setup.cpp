@@ -45,6 +45,18 @@ bool ApplyOwnErrata(const pt_cpu& cpu, pt_errata& errata) {
 
 }  // namespace
 
+int64_t FindNextPsb(const uint8_t* begin, size_t size, uint64_t after) {
+  static constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                       0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
+  uint64_t from = after == UINT64_MAX ? 0 : after + 1;
+  for (uint64_t at = from; at + sizeof kPsb <= size; ++at) {
+    if (begin[at] == 0x02 && std::memcmp(begin + at, kPsb, sizeof kPsb) == 0) {
+      return static_cast<int64_t>(at);
+    }
+  }
+  return -1;
+}
+
 void DecoderSetup::Apply(pt_config& config) const {
   config.cpu = cpu;
   config.errata = errata;

@@ -40,6 +40,11 @@ struct DecoderSetup {
   void Apply(pt_config& config) const;
 };
 
+// Offset of the first PSB packet that starts after `after` (or at 0 when `after` is UINT64_MAX),
+// or -1. Used to resync after a decode error without skipping a PSB that libipt's look-ahead
+// already read past.
+int64_t FindNextPsb(const uint8_t* begin, size_t size, uint64_t after);
+
 // Reads the metadata keys (FORMAT.md "Metadata keys"). Errors name the bad key and value.
 Result<DecoderSetup> SetupFromMetadata(const format::Archive& archive);
 

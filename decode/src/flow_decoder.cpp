@@ -77,7 +77,12 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     }
     if (status == -pte_eos || (status >= 0 && (status & pts_eos) != 0)) break;
     if (status >= 0) break;
-    status = pt_blk_sync_forward(decoder_);
+    // Resync at the next PSB after the one we last synced at (libipt's own sync_forward would
+    // start after its look-ahead and can skip a PSB).
+    uint64_t last_sync = 0;
+    if (pt_blk_get_sync_offset(decoder_, &last_sync) < 0) last_sync = UINT64_MAX;
+    int64_t next = FindNextPsb(begin, size, last_sync);
+    status = next < 0 ? -pte_eos : pt_blk_sync_set(decoder_, static_cast<uint64_t>(next));
     synced = status >= 0;
   }
   ResolvePending(0);
@@ -106,27 +111,27 @@ int FlowDecoder::DrainEvents(pt_block_decoder* decoder, int status) {
 void FlowDecoder::HandleEvent(const pt_event& event) {
   switch (event.type) {
     case ptev_enabled:
-      if (event.has_tsc) Anchor(event.tsc);
       if (!event.status_update) Queue(FlowEvent::Kind::kEnable, 0, event.variant.enabled.ip);
+      if (event.has_tsc) Anchor(event.tsc);
       break;
     case ptev_disabled: {
       uint64_t resume = event.ip_suppressed ? 0 : event.variant.disabled.ip;
       ResolvePending(resume);
-      if (event.has_tsc) Anchor(event.tsc);
       bool syscall = last_class_ == BranchClass::kFarCall;
       Queue(syscall ? FlowEvent::Kind::kSyscall : FlowEvent::Kind::kDisable, last_end_ip_, resume);
+      if (event.has_tsc) Anchor(event.tsc);
       break;
     }
     case ptev_async_disabled:
       ResolvePending(event.variant.async_disabled.at);
-      if (event.has_tsc) Anchor(event.tsc);
       Queue(FlowEvent::Kind::kDisable, event.variant.async_disabled.at, 0);
+      if (event.has_tsc) Anchor(event.tsc);
       break;
     case ptev_async_branch:
       ResolvePending(event.variant.async_branch.from);
-      if (event.has_tsc) Anchor(event.tsc);
       Queue(FlowEvent::Kind::kAsync, event.variant.async_branch.from,
             event.variant.async_branch.to);
+      if (event.has_tsc) Anchor(event.tsc);
       break;
     case ptev_overflow:
       ResolvePending(0);

@@ -118,7 +118,11 @@ std::optional<ModuleResolver::Candidate> ModuleResolver::Probe(
     const std::string& path, const std::vector<uint8_t>& build_id, bool report_mismatch) {
   if (path.empty() || !IsRegularFile(path)) return std::nullopt;
   Result<ElfInfo> elf = ReadElfInfo(path);
-  if (!elf) return std::nullopt;
+  if (!elf) {
+    // Raw code bytes (no ELF) are usable only when the capture did not name a build id.
+    if (build_id.empty()) return Candidate{path, ElfInfo{}};
+    return std::nullopt;
+  }
   if (!build_id.empty() && elf->build_id != build_id) {
     if (report_mismatch) {
       Note("rebuilt binary: build id " + format::ToHex(elf->build_id) + " at " + path +
