@@ -99,6 +99,11 @@ def check_known(pt_archive, known_loop, make_known, ipt, srcdir, work):
             fail(f'import-perf {data}: {r.stderr.strip()}')
             continue
         check_equal(f'ipt_insns after round trip {tag}', run([ipt, back]).stdout.splitlines(), want)
+        embedded = work / f'known-{tag}-embedded.ptar'
+        r = run([pt_archive, 'import-perf', data, '-o', embedded, '--embed-binaries'])
+        info = run([pt_archive, 'info', embedded]).stdout
+        if r.returncode != 0 or 'embedded-binaries' not in info or r.stderr.count('warning'):
+            fail(f'import-perf --embed-binaries {data}: rc {r.returncode}: {r.stderr.strip()}')
         check_branches(data, known_loop, timed)
 
     # 3. per-CPU: the trace sits in a CPU 1 stream; only the SWITCH_CPU_WIDE sideband tells perf

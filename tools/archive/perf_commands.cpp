@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_data.h"
 
@@ -19,40 +20,6 @@ namespace ptscope::tools {
 namespace {
 
 namespace fmt = ptscope::format;
-
-struct Args {
-  std::string input, output;
-  bool embed_binaries = false;
-};
-
-// INPUT -o OUTPUT [--embed-binaries when allowed]; errors are one line naming the argument.
-Result<Args> ParseArgs(const std::vector<std::string>& argv, const char* command, bool allow_embed) {
-  Args args;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    if ((a == "-o" || a == "--output") && i + 1 < argv.size()) {
-      args.output = argv[++i];
-    } else if (a.rfind("--output=", 0) == 0) {
-      args.output = a.substr(9);
-    } else if (allow_embed && a == "--embed-binaries") {
-      args.embed_binaries = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return MakeError(Errc::kInvalidArgument, std::string(command) + ": unknown option '" + a + "'");
-    } else if (args.input.empty()) {
-      args.input = a;
-    } else {
-      return MakeError(Errc::kInvalidArgument,
-                       std::string(command) + ": unexpected argument '" + a + "'");
-    }
-  }
-  if (args.input.empty() || args.output.empty()) {
-    return MakeError(Errc::kInvalidArgument,
-                     std::string(command) + ": usage: pt-archive " + command +
-                         (allow_embed ? " perf.data -o OUT.ptar [--embed-binaries]"
-                                      : " IN.ptar -o perf.data"));
-  }
-  return args;
-}
 
 uint64_t Le(const std::vector<uint8_t>& b, size_t at, size_t n) {
   uint64_t v = 0;
@@ -133,42 +100,56 @@ Status WriteArchive(const fmt::Archive& archive, const std::string& path, uint64
   return writer->Close();
 }
 
-int Report(const Error& error) {
-  std::fprintf(stderr, "pt-archive: %s\n", error.message.c_str());
-  return error.code == Errc::kInvalidArgument ? 2 : 1;
-}
-
 }  // namespace
 
-int RunImportPerf(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, "import-perf", true);
-  if (!args) return Report(args.error());
-  auto archive = fmt::ImportPerfData(args->input);
-  if (!archive) return Report(archive.error());
+int RunImportPerf(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description options("import-perf options");
+  options.add_options()("output,o", po::value<std::string>()->required(), "the .ptar to write")(
+      "embed-binaries", "copy each mapped binary whose build id matches into the archive");
+  po::variables_map vm;
+  if (auto status = ParseCommandLine("import-perf", "perf.data -o OUT.ptar [--embed-binaries]", args,
+                                     options, {"input"}, vm)) {
+    return *status;
+  }
+  const std::string input = vm["input"].as<std::string>();
+  const std::string output = vm["output"].as<std::string>();
+  auto archive = fmt::ImportPerfData(input);
+  if (!archive) return ReportError(archive.error());
   uint64_t features = archive->header.features;
-  if (args->embed_binaries) {
+  if (vm.count("embed-binaries")) {
     EmbedBinaries(*archive);
     features |= fmt::kFeatureEmbeddedBinaries;
   }
-  if (auto st = WriteArchive(*archive, args->output, features); !st) return Report(st.error());
+  if (auto st = WriteArchive(*archive, output, features); !st) return ReportError(st.error());
   std::fprintf(stderr, "pt-archive: %s: %zu PT pieces, %zu sideband chunks, %zu modules -> %s\n",
-               args->input.c_str(), archive->pt_data.size(), archive->sideband.size(),
-               archive->modules.size(), args->output.c_str());
-  return 0;
+               input.c_str(), archive->pt_data.size(), archive->sideband.size(),
+               archive->modules.size(), output.c_str());
+  return kExitOk;
 }
 
-int RunExportPerf(const std::vector<std::string>& argv) {
-  auto args = ParseArgs(argv, "export-perf", false);
-  if (!args) return Report(args.error());
-  auto archive = fmt::ReadArchive(args->input);
-  if (!archive) return Report(archive.error());
+int RunExportPerf(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description options("export-perf options");
+  options.add_options()("output,o", po::value<std::string>()->required(),
+                        "the perf.data to write (mode 0600)");
+  po::variables_map vm;
+  if (auto status = ParseCommandLine("export-perf", "IN.ptar -o perf.data", args, options,
+                                     {"input"}, vm)) {
+    return *status;
+  }
+  const std::string input = vm["input"].as<std::string>();
+  auto archive = fmt::ReadArchive(input);
+  if (!archive) return ReportError(archive.error());
   if (archive->damage) {
     std::fprintf(stderr, "pt-archive: warning: %s: %s; exporting the %llu intact chunks before it\n",
-                 args->input.c_str(), archive->damage->reason.c_str(),
+                 input.c_str(), archive->damage->reason.c_str(),
                  static_cast<unsigned long long>(archive->chunks_read));
   }
-  if (auto st = fmt::ExportPerfData(*archive, args->output); !st) return Report(st.error());
-  return 0;
+  if (auto st = fmt::ExportPerfData(*archive, vm["output"].as<std::string>()); !st) {
+    return ReportError(st.error());
+  }
+  return kExitOk;
 }
 
 }  // namespace ptscope::tools
