@@ -75,6 +75,21 @@ def check_known(pt_archive, known_loop, make_known, ipt, srcdir, work):
         check_equal(f'ipt_insns on imported make_perf_data.py {tag}',
                     run([ipt, ptar]).stdout.splitlines(), want)
 
+    # 1b. a perf-record-shaped per-CPU file (two attrs, ID_INDEX, FINISHED_ROUND, unknown
+    # features): perf decodes it, and so does perf after our import + re-export, which needs the
+    # SWITCH_CPU_WIDE sideband and the per-CPU stream to survive the import.
+    data, again = work / 'py-cpu.data', work / 'py-cpu-again.data'
+    subprocess.run([sys.executable, str(srcdir / 'make_perf_data.py'), '--binary', str(known_loop),
+                    '--out', str(data), '--per-cpu'], check=True)
+    want = expected_lines(known_loop, srcdir, 4242)
+    check_equal('perf script on make_perf_data.py --per-cpu', perf_insns(data), want)
+    r = run([pt_archive, 'import-perf', data, '-o', work / 'py-cpu.ptar'])
+    r2 = run([pt_archive, 'export-perf', work / 'py-cpu.ptar', '-o', again])
+    if r.returncode or r2.returncode:
+        fail(f'per-CPU import/export: {r.stderr.strip()} {r2.stderr.strip()}')
+    else:
+        check_equal('perf script after per-CPU import + export', perf_insns(again), want)
+
     # 2. libipt-encoded archive -> our writer -> perf; and round trip -> libipt
     for timed in (False, True):
         tag = 'timed' if timed else 'untimed'
