@@ -102,7 +102,7 @@ Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& 
   }
   FileHeader header;
   header.features = options.features;
-  header.created_unix_ns = NowUnixNs();
+  header.created_unix_ns = options.created_unix_ns ? options.created_unix_ns : NowUnixNs();
   std::vector<uint8_t> bytes = EncodeFileHeader(header);
   Status written = WriteAll(fd, path, bytes.data(), bytes.size());
   if (!written) {

@@ -168,6 +168,7 @@ struct WriterOptions {
   bool compress = true;        // lz4 a payload when that makes it smaller
   uint64_t features = 0;       // FeatureBits for the header
   bool sync_each_chunk = false;  // fdatasync after each chunk (recorders that may be killed)
+  uint64_t created_unix_ns = 0;  // header timestamp; 0 = now (set it for reproducible files)
 };
 
 // Appends chunks to a new archive. The file is created with mode 0600 (replacing an existing

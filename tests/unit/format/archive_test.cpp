@@ -112,7 +112,7 @@ void RoundTrip(bool compress) {
     std::optional<Chunk> got = (*reader)->Next();
     REQUIRE(got);
     CheckSameChunk(*got, chunks[i]);
-    // The repetitive 3000-byte PT payload must shrink under lz4; the 44-byte Marker is below the
+    // The repetitive 3000-byte PT payload must shrink under lz4; the 40-byte Marker is below the
     // 64-byte threshold; without compression nothing is compressed.
     uint16_t lz4 = (*reader)->last_location().flags & 1;
     if (!compress || i == 6) CHECK(lz4 == 0);

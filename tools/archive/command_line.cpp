@@ -1,0 +1,47 @@
+// Shared command-line plumbing for the pt-archive subcommands. Boost.Program_options reports
+// problems by exception; they are caught here and turned into a usage message (exit 2).
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+
+namespace ptscope::tools {
+
+namespace po = boost::program_options;
+
+int ReportError(const Error& error) {
+  std::fprintf(stderr, "pt-archive: %s\n", error.message.c_str());
+  return kExitBadInput;
+}
+
+std::optional<int> ParseCommandLine(const char* command, const char* synopsis,
+                                    const std::vector<std::string>& args,
+                                    po::options_description options,
+                                    const std::vector<const char*>& positionals,
+                                    po::variables_map& vm) {
+  options.add_options()("help,h", "show this help");
+  po::options_description all;
+  all.add(options);
+  po::options_description hidden;
+  po::positional_options_description positional;
+  for (const char* name : positionals) {
+    hidden.add_options()(name, po::value<std::string>()->required());
+    positional.add(name, 1);
+  }
+  all.add(hidden);
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: pt-archive " << command << " " << synopsis << "\n" << options;
+      return kExitOk;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "pt-archive %s: %s\nusage: pt-archive %s %s\n", command, e.what(),
+                 command, synopsis);
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ptscope::tools

@@ -1,0 +1,42 @@
+// pt-archive subcommands. Each command is one function taking the arguments after its name and
+// returning the process exit status; pt_archive_main.cpp holds the table that names them.
+// To add a command: define `int RunX(const std::vector<std::string>& args)` in a new source
+// file, declare it here, list the file in meson.build and add one row to kCommands.
+//
+// Exit status convention: 0 success, 1 bad or damaged input (one line on stderr:
+// "pt-archive: FILE: <reason>"), 2 usage error.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "ptscope/result.h"
+
+namespace ptscope::tools {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitBadInput = 1;
+inline constexpr int kExitUsage = 2;
+
+int RunInfo(const std::vector<std::string>& args);
+int RunVerify(const std::vector<std::string>& args);
+int RunExtract(const std::vector<std::string>& args);
+int RunImportPerf(const std::vector<std::string>& args);  // perf_commands.cpp (issue #6)
+int RunExportPerf(const std::vector<std::string>& args);  // perf_commands.cpp (issue #6)
+
+// Prints "pt-archive: <message>" on stderr and returns kExitBadInput.
+int ReportError(const Error& error);
+
+// Parses a command's arguments: `options` (plus -h/--help, added here) and the positional
+// arguments named in `positionals`, all required. On --help or a usage error, prints and returns
+// the exit status; otherwise fills `vm` and returns std::nullopt.
+std::optional<int> ParseCommandLine(const char* command, const char* synopsis,
+                                    const std::vector<std::string>& args,
+                                    boost::program_options::options_description options,
+                                    const std::vector<const char*>& positionals,
+                                    boost::program_options::variables_map& vm);
+
+}  // namespace ptscope::tools
