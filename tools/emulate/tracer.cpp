@@ -1,0 +1,274 @@
+#include "tracer.h"
+
+#include <fcntl.h>
+#include <algorithm>
+#include <sys/ptrace.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+
+#include "tracer_util.h"
+#include "vdso.h"
+
+namespace ptscope::emulate {
+
+volatile std::sig_atomic_t g_stop_requested = 0;
+volatile std::sig_atomic_t g_snapshot_requested = 0;
+
+namespace {
+
+constexpr unsigned kPtraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC |
+                                    PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL;
+constexpr uint64_t kTimeSyncEvery = 1000000;
+
+Error PtraceError(const std::string& what, pid_t pid) {
+  const int err = errno;
+  if (err == EPERM || err == EACCES) {
+    return MakeError(Errc::kPermission,
+                     what + " " + std::to_string(pid) + ": " + std::strerror(err) +
+                         " (ptrace is restricted: run as root or with CAP_SYS_PTRACE, set "
+                         "/proc/sys/kernel/yama/ptrace_scope to 0, or allow ptrace in the "
+                         "container's seccomp profile)");
+  }
+  if (err == ESRCH) {
+    return MakeError(Errc::kNotFound, "no process " + std::to_string(pid) + " (it is gone)");
+  }
+  return MakeError(Errc::kIo, what + " " + std::to_string(pid) + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+
+// ---- ground truth ----
+
+Result<std::unique_ptr<GroundTruthWriter>> GroundTruthWriter::Create(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (!file) {
+    return MakeError(Errc::kIo, "cannot write ground truth file " + path + ": " +
+                                    std::strerror(errno));
+  }
+  return std::unique_ptr<GroundTruthWriter>(new GroundTruthWriter(file, path));
+}
+
+GroundTruthWriter::~GroundTruthWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void GroundTruthWriter::Add(uint32_t tid, uint64_t ip) {
+  char line[48];
+  char* p = line + sizeof(line);
+  *--p = '\n';
+  do {
+    *--p = "0123456789abcdef"[ip & 15];
+    ip >>= 4;
+  } while (ip != 0);
+  *--p = 'x';
+  *--p = '0';
+  *--p = ' ';
+  do {
+    *--p = static_cast<char>('0' + tid % 10);
+    tid /= 10;
+  } while (tid != 0);
+  buffer_.insert(buffer_.end(), p, line + sizeof(line));
+  if (buffer_.size() >= (1u << 20)) Drain();
+}
+
+void GroundTruthWriter::Drain() {
+  if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
+    failed_ = true;
+  buffer_.clear();
+}
+
+Status GroundTruthWriter::Close() {
+  Drain();
+  const bool bad = std::fclose(file_) != 0 || failed_;
+  file_ = nullptr;
+  if (bad) return MakeError(Errc::kIo, "writing ground truth file " + path_ + " failed (disk full?)");
+  return Ok();
+}
+
+// ---- setup ----
+
+Tracer::Tracer(const EmulateOptions& options, record::CaptureWriter* writer,
+               GroundTruthWriter* truth, TimeConversion time)
+    : options_(options), writer_(writer), truth_(truth), time_(time) {
+  stepping_ = options_.start_at.empty();
+}
+
+Tracer::~Tracer() = default;
+
+ProcessState* Tracer::Process(pid_t pid) {
+  auto it = processes_.find(pid);
+  return it == processes_.end() ? nullptr : it->second.get();
+}
+
+Tracer::Thread& Tracer::AddThread(pid_t tid, pid_t pid) {
+  auto thread = std::make_unique<Thread>();
+  thread->tid = tid;
+  thread->pid = pid;
+  thread->process = Process(pid);
+  const uint32_t id = next_stream_id_++;
+  thread->output = std::make_unique<StreamOutput>(writer_, id, static_cast<uint32_t>(pid),
+                                                  static_cast<uint32_t>(tid),
+                                                  options_.snapshot_size);
+  thread->model = std::make_unique<PtEncoderModel>(options_.encoder, thread->output.get());
+  ++summary_.threads;
+  Thread& ref = *thread;
+  threads_[tid] = std::move(thread);
+  return ref;
+}
+
+// A process whose address space we start tracking: mappings, vdso bytes, COMM.
+Status Tracer::StartProcess(pid_t pid, pid_t tid, bool exec) {
+  auto& slot = processes_[pid];
+  if (!slot) slot = std::make_unique<ProcessState>(pid);
+  ProcessState& process = *slot;
+  PTSCOPE_TRY(process.OpenMemory());
+  process.comm = Comm(pid, tid);
+  PTSCOPE_TRY(writer_->AddComm(static_cast<uint32_t>(pid), static_cast<uint32_t>(tid),
+                               process.comm, exec, Ns()));
+  PTSCOPE_TRY(process.RefreshMaps(writer_, tid, Ns(), true));
+  if (auto vdso = record::ReadVdso(pid, process.maps())) {
+    format::BlobChunk blob;
+    blob.kind = format::BlobKind::kVdso;
+    blob.name = "vdso64";
+    blob.pid = static_cast<uint32_t>(pid);
+    blob.vaddr = vdso->vaddr;
+    blob.data = std::move(vdso->bytes);
+    PTSCOPE_TRY(writer_->WriteChunk(blob));
+  }
+  return Ok();
+}
+
+Status Tracer::Launch() {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return MakeError(Errc::kIo, "pipe2 failed");
+  const pid_t pid = fork();
+  if (pid < 0) return MakeError(Errc::kIo, std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    raise(SIGSTOP);  // wait here until the parent has seized us
+    std::vector<char*> argv;
+    for (const auto& arg : options_.command) argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    const int err = errno;
+    (void)!write(pipe_fds[1], &err, sizeof(err));
+    _exit(127);
+  }
+  close(pipe_fds[1]);
+  launched_pid_ = pid;
+  int status = 0;
+  if (waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
+    close(pipe_fds[0]);
+    return MakeError(Errc::kInternal, "the child process did not start");
+  }
+  if (ptrace(PTRACE_SEIZE, pid, nullptr, kPtraceOptions) != 0) {
+    Error err = PtraceError("cannot trace child", pid);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    close(pipe_fds[0]);
+    return err;
+  }
+  kill(pid, SIGCONT);
+  // Let it run (untraced) until its exec completes.
+  for (;;) {
+    if (waitpid(pid, &status, __WALL) != pid) {
+      if (errno == EINTR) continue;
+      close(pipe_fds[0]);
+      return MakeError(Errc::kInternal, "waitpid on the child failed");
+    }
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      int err = 0;
+      const bool got = read(pipe_fds[0], &err, sizeof(err)) == sizeof(err);
+      close(pipe_fds[0]);
+      return MakeError(Errc::kNotFound, "cannot run " + options_.command[0] + ": " +
+                                            (got ? std::strerror(err) : "it exited before exec"));
+    }
+    if ((status >> 16) == PTRACE_EVENT_EXEC) break;
+    const int sig = WSTOPSIG(status);
+    const bool deliver = (status >> 16) == 0 && sig != SIGCONT && sig != SIGSTOP;
+    ptrace(PTRACE_CONT, pid, nullptr, deliver ? sig : 0);
+  }
+  close(pipe_fds[0]);
+  PTSCOPE_TRY(StartProcess(pid, pid, true));
+  Thread& t = AddThread(pid, pid);
+  ptrace(PTRACE_GETREGS, pid, nullptr, &t.regs);
+  t.ip = t.regs.rip;
+  t.started = true;
+  t.exec_trap = true;
+  if (!stepping_) PTSCOPE_TRY(ArmStartAt(*Process(pid), t));
+  Resume(t, 0);
+  return Ok();
+}
+
+Status Tracer::Attach() {
+  for (pid_t pid : options_.pids) {
+    // Seize every thread; list again until no new thread appeared meanwhile.
+    std::vector<int> seized;
+    for (int round = 0; round < 10; ++round) {
+      PTSCOPE_ASSIGN_OR_RETURN(auto tids, record::ListThreads(pid));
+      bool added = false;
+      for (int tid : tids) {
+        if (std::find(seized.begin(), seized.end(), tid) != seized.end()) continue;
+        if (ptrace(PTRACE_SEIZE, tid, nullptr, kPtraceOptions & ~PTRACE_O_EXITKILL) != 0) {
+          if (errno == ESRCH && !seized.empty()) continue;  // that thread just exited
+          return PtraceError("cannot attach to", tid);
+        }
+        ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+        seized.push_back(tid);
+        added = true;
+      }
+      if (!added) break;
+    }
+    PTSCOPE_TRY(StartProcess(pid, pid, false));
+    for (int tid : seized) {
+      Thread& t = AddThread(tid, pid);
+      t.running = true;  // its interrupt stop is on the way
+      if (tid != pid) {
+        PTSCOPE_TRY(writer_->AddComm(static_cast<uint32_t>(pid), static_cast<uint32_t>(tid),
+                                     Comm(pid, tid), false, Ns()));
+      }
+    }
+    if (!stepping_ && !seized.empty()) PTSCOPE_TRY(ArmStartAt(*Process(pid), *threads_[pid]));
+  }
+  return Ok();
+}
+
+// --start-at: an int3 at the symbol; the process runs untraced (PTRACE_CONT) until it hits it.
+Status Tracer::ArmStartAt(ProcessState& process, Thread& t) {
+  auto address = process.ResolveSymbol(options_.start_at);
+  if (!address) {
+    return MakeError(Errc::kNotFound, "--start-at: symbol '" + options_.start_at +
+                                          "' not found in the program or its loaded libraries");
+  }
+  errno = 0;
+  const long word = ptrace(PTRACE_PEEKTEXT, t.tid, *address, nullptr);
+  if (errno != 0) return PtraceError("cannot read code of", t.tid);
+  const long patched = (word & ~0xffL) | 0xcc;
+  if (ptrace(PTRACE_POKETEXT, t.tid, *address, patched) != 0)
+    return PtraceError("cannot set a breakpoint in", t.tid);
+  start_at_address_ = *address;
+  start_at_saved_word_ = word;
+  start_at_pid_ = process.pid();
+  return Ok();
+}
+
+void Tracer::Resume(Thread& t, int signal) {
+  t.injected = signal;
+  t.injected_caught = signal != 0 && t.process && t.process->SignalCaught(signal);
+  const auto request = stepping_ ? PTRACE_SINGLESTEP : PTRACE_CONT;
+  if (ptrace(request, t.tid, nullptr, signal) == 0) t.running = true;
+}
+
+void Tracer::SampleTimeSync() {
+  summary_.time_sync.push_back({clock_, MonotonicNs()});
+  next_time_sync_ = summary_.instructions + kTimeSyncEvery;
+}
+
+}  // namespace ptscope::emulate

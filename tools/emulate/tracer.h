@@ -1,0 +1,152 @@
+// The ptrace side of pt-emulate: runs or attaches to the target, single-steps every thread,
+// classifies each retired instruction and feeds the per-thread PtEncoderModel, and turns what it
+// observes (syscalls, clone/fork/exec/exit, signals) into sideband. Writes through CaptureWriter.
+#pragma once
+
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capture_writer.h"
+#include "process_state.h"
+#include "pt_encoder_model.h"
+#include "stream_output.h"
+
+namespace ptscope::emulate {
+
+struct EmulateOptions {
+  std::vector<std::string> command;  // run mode
+  std::vector<pid_t> pids;           // attach mode
+  std::string output;
+  uint64_t snapshot_size = 4u << 20;  // 0: --full
+  std::string trigger;
+  bool multi_snapshot = false;
+  std::string start_at;
+  uint64_t max_instructions = 0;
+  EncoderConfig encoder;
+  double virtual_ghz = 1.0;
+  bool follow_fork = false;
+  std::string ground_truth;
+};
+
+// Virtual clock ↔ perf time: ns = zero + (tsc * mult) >> shift, as perf converts TSC.
+struct TimeConversion {
+  uint16_t shift = 20;
+  uint32_t mult = 1u << 20;
+  uint64_t zero = 0;
+  uint64_t ToNs(uint64_t tsc) const {
+    const uint64_t quot = tsc >> shift, rem = tsc & ((uint64_t{1} << shift) - 1);
+    return zero + quot * mult + ((rem * mult) >> shift);
+  }
+};
+
+// Set from pt-emulate's signal handlers.
+extern volatile std::sig_atomic_t g_stop_requested;      // SIGINT/SIGTERM
+extern volatile std::sig_atomic_t g_snapshot_requested;  // SIGUSR2
+
+// Buffered "TID 0xADDRESS" lines.
+class GroundTruthWriter {
+ public:
+  static Result<std::unique_ptr<GroundTruthWriter>> Create(const std::string& path);
+  ~GroundTruthWriter();
+  void Add(uint32_t tid, uint64_t ip);
+  Status Close();
+
+ private:
+  explicit GroundTruthWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  void Drain();
+  std::FILE* file_;
+  std::string path_;
+  std::vector<char> buffer_;
+  bool failed_ = false;
+};
+
+struct TraceSummary {
+  uint64_t instructions = 0;
+  uint64_t threads = 0;
+  uint64_t pt_bytes = 0;
+  uint64_t snapshots = 0;
+  uint64_t unexpected_flow = 0;  // next ip impossible for the instruction: encoded as async
+  double seconds = 0;
+  std::string stop_reason = "exit";
+  std::vector<std::pair<uint64_t, uint64_t>> time_sync;  // (virtual tsc, CLOCK_MONOTONIC ns)
+};
+
+class Tracer {
+ public:
+  static constexpr uint64_t kTscBase = 1000000000;  // the virtual clock starts here
+
+  Tracer(const EmulateOptions& options, record::CaptureWriter* writer, GroundTruthWriter* truth,
+         TimeConversion time);
+  ~Tracer();
+
+  Status Launch();  // fork + exec options.command under ptrace
+  Status Attach();  // PTRACE_SEIZE every thread of options.pids
+  Status Run();     // until every traced thread is gone, or tracing stops; then writes PT data
+  const TraceSummary& summary() const { return summary_; }
+
+ private:
+  struct Thread {
+    pid_t tid = 0;
+    pid_t pid = 0;
+    ProcessState* process = nullptr;
+    std::unique_ptr<StreamOutput> output;
+    std::unique_ptr<PtEncoderModel> model;
+    uint64_t ip = 0;           // next instruction to execute (rip at the last stop)
+    bool started = false;      // has had its first stop
+    bool running = false;      // resumed, no stop reported yet
+    bool exec_trap = false;    // the syscall-exit trap after an exec retires nothing
+    bool exited = false;
+    int injected = 0;          // signal passed at the last resume
+    bool injected_caught = false;
+    int pending_signal = 0;    // to pass on when detaching
+    user_regs_struct regs{};
+  };
+
+  Status HandleStop(pid_t tid, int status);
+  Status HandleStepTrap(Thread& t);
+  Status HandleEvent(Thread& t, int event);
+  Status OnExec(Thread& t, pid_t former_tid);
+  Status OnSyscallRetired(Thread& t, uint64_t nr);
+  Status OnThreadExit(Thread& t);
+  Status StartProcess(pid_t pid, pid_t tid, bool exec);
+  Thread& AddThread(pid_t tid, pid_t pid);
+  ProcessState* Process(pid_t pid);
+  void Resume(Thread& t, int signal);
+  Status TakeSnapshot(const std::string& reason, uint64_t address);
+  Status BeginStop(const std::string& reason);
+  Status DetachAll();
+  Status WriteStreams();
+  Status ArmStartAt(ProcessState& process, Thread& t);
+  Status CheckDeferred();
+  void SampleTimeSync();
+  uint64_t Ns() const { return time_.ToNs(clock_); }
+
+  EmulateOptions options_;
+  record::CaptureWriter* writer_;
+  GroundTruthWriter* truth_;
+  TimeConversion time_;
+  std::map<pid_t, std::unique_ptr<Thread>> threads_;
+  std::vector<std::unique_ptr<Thread>> finished_;  // exited threads keep their streams
+  std::map<pid_t, std::unique_ptr<ProcessState>> processes_;
+  uint64_t clock_ = kTscBase;
+  uint32_t next_stream_id_ = 1;
+  bool stepping_ = true;    // false until --start-at's breakpoint is hit
+  bool stopping_ = false;   // detaching: resume nothing, detach when all are stopped
+  bool trigger_done_ = false;
+  uint64_t start_at_address_ = 0;
+  long start_at_saved_word_ = 0;
+  pid_t start_at_pid_ = 0;
+  uint64_t next_time_sync_ = 0;
+  pid_t launched_pid_ = 0;
+  TraceSummary summary_;
+};
+
+}  // namespace ptscope::emulate
