@@ -1,0 +1,202 @@
+#include "synth_capture.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "code_graph.h"
+#include "elf_code.h"
+#include "ptscope/format.h"
+#include "ptscope/perf_records.h"
+#include "walker.h"
+
+namespace ptscope::synth {
+namespace {
+
+constexpr uint32_t kPid = 4242;
+constexpr uint64_t kTscBase = 1000000000;  // the virtual clock starts here, as pt-emulate's
+constexpr uint64_t kSampleType = 0x10086;  // TID|TIME|CPU|IDENTIFIER
+constexpr uint32_t kAttrId = 1;
+constexpr uint64_t kSampleId = 1;
+constexpr uint16_t kTimeShift = 20;        // ns = (tsc * mult) >> shift: 1 tick = 1 ns
+constexpr uint32_t kTimeMult = 1u << 20;
+
+// Collects one thread's PT bytes and writes a PtDataChunk whenever piece_size bytes are full.
+class PieceWriter : public ByteSink {
+ public:
+  PieceWriter(format::ArchiveWriter* writer, uint32_t stream_id, uint32_t tid, uint64_t piece_size)
+      : writer_(writer), piece_size_(piece_size) {
+    chunk_.stream_id = stream_id;
+    chunk_.pid = kPid;
+    chunk_.tid = tid;
+    chunk_.data.reserve(piece_size + 64);
+  }
+  void Append(const uint8_t* bytes, size_t size) override {
+    chunk_.data.insert(chunk_.data.end(), bytes, bytes + size);
+    if (chunk_.data.size() >= piece_size_) WritePiece();
+  }
+  Status Finish(uint64_t reference_tsc) {
+    reference_tsc_ = reference_tsc;
+    if (!chunk_.data.empty()) WritePiece();
+    return status_;
+  }
+
+ private:
+  void WritePiece() {
+    chunk_.reference_tsc = reference_tsc_;
+    if (status_) status_ = writer_->Write(chunk_);  // Append cannot return it: kept for Finish
+    chunk_.stream_offset += chunk_.data.size();
+    chunk_.data.clear();
+  }
+  format::ArchiveWriter* writer_;
+  uint64_t piece_size_;
+  uint64_t reference_tsc_ = kTscBase;
+  format::PtDataChunk chunk_;
+  Status status_;
+};
+
+std::vector<std::pair<std::string, std::string>> Metadata(const SynthOptions& o) {
+  const EncoderOptions& e = o.encoder;
+  const bool tsc = e.timing != Timing::kNone, mtc = e.timing >= Timing::kMtc,
+             cyc = e.timing == Timing::kCyc;
+  uint64_t psb_code = 0;  // perf's psb_period field: 2^(code + 11) bytes
+  while (psb_code < 15 && (uint64_t{1} << (psb_code + 12)) <= e.psb_period) ++psb_code;
+  const uint64_t config = 1 | (uint64_t{1} << 13) | (tsc ? 1u << 10 : 0) | (mtc ? 1u << 9 : 0) |
+                          (cyc ? 1u << 1 : 0) | (e.return_compression ? 0 : 1u << 11) |
+                          (mtc ? uint64_t{e.mtc_freq} << 14 : 0) | (psb_code << 24);
+  char hex[32];
+  std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(config));
+  auto u = [](uint64_t v) { return std::to_string(v); };
+  return {
+      {"tool", "pt-synth"}, {"tool.version", "0.1.0"}, {"command", o.command_line},
+      {"capture.emulated", "1"}, {"capture.mode", "full"}, {"trigger.reason", "max-instructions"},
+      {"cpu.vendor", "GenuineIntel"}, {"cpu.family", "6"}, {"cpu.model", "0"},
+      {"cpu.stepping", "0"},
+      {"pt.config", hex}, {"pt.tsc", u(tsc)}, {"pt.mtc", u(mtc)}, {"pt.mtc_period", u(e.mtc_freq)},
+      {"pt.cyc", u(cyc)}, {"pt.cyc_thresh", "0"}, {"pt.psb_period", u(e.psb_period)},
+      {"pt.noretcomp", u(!e.return_compression)}, {"pt.branch", "1"}, {"pt.user", "1"},
+      {"pt.kernel", "0"}, {"pt.filters", ""}, {"pt.max_nonturbo_ratio", u(e.cbr)},
+      {"pt.cpuid15_eax", "1"}, {"pt.cpuid15_ebx", u(e.tsc_per_ctc)},
+      {"time.shift", u(kTimeShift)}, {"time.mult", u(kTimeMult)}, {"time.zero", "0"},
+      {"time.cap_user_time_zero", "1"}, {"emulate.virtual_ghz", "1"},
+      {"synth.seed", u(o.seed)}, {"synth.binary", o.binary},
+  };
+}
+
+std::vector<uint8_t> Record(uint32_t type, perf::RecordBody body, uint32_t tid, uint64_t time) {
+  perf::Record record;
+  record.type = type;
+  record.misc = perf::kMiscUser;
+  record.body = std::move(body);
+  perf::SampleId id;
+  id.pid = kPid;
+  id.tid = tid;
+  id.time = time;  // ns == tsc under this clock
+  id.id = kSampleId;
+  record.sample_id = id;
+  return perf::BuildRecord(record, perf::RecordLayout{kSampleType, true});
+}
+
+// COMM(exec), one MMAP2 per executable segment (build id form), a FORK per extra thread.
+format::SidebandChunk StartSideband(const ElfCode& elf, uint32_t threads) {
+  format::SidebandChunk chunk;
+  chunk.attr_id = kAttrId;
+  auto add = [&chunk](const std::vector<uint8_t>& r) {
+    chunk.records.insert(chunk.records.end(), r.begin(), r.end());
+  };
+  const std::string comm = elf.path.substr(elf.path.rfind('/') + 1).substr(0, 15);
+  add(Record(perf::kRecordComm, perf::CommRecord{kPid, kPid, comm, true}, kPid, kTscBase - 100));
+  for (const ExecSegment& seg : elf.segments) {
+    perf::MmapRecord m;
+    m.pid = kPid;
+    m.tid = kPid;
+    m.addr = elf.load_base + (seg.vaddr & ~uint64_t{0xfff});
+    m.pgoff = seg.offset & ~uint64_t{0xfff};
+    m.len = ((seg.vaddr & 0xfff) + seg.memsz + 0xfff) & ~uint64_t{0xfff};
+    m.build_id = elf.build_id;
+    m.prot = 5;   // PROT_READ | PROT_EXEC
+    m.flags = 2;  // MAP_PRIVATE
+    m.filename = elf.path;
+    add(Record(perf::kRecordMmap2, std::move(m), kPid, kTscBase - 50));
+  }
+  for (uint32_t t = 1; t < threads; ++t) {
+    perf::TaskRecord fork{kPid, kPid, kPid + t, kPid, kTscBase - 10, false};
+    add(Record(perf::kRecordFork, fork, kPid + t, kTscBase - 10));
+  }
+  return chunk;
+}
+
+}  // namespace
+
+Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
+  const auto started = std::chrono::steady_clock::now();
+  PTSCOPE_ASSIGN_OR_RETURN(ElfCode elf, LoadElfCode(o.binary));
+  CodeGraph graph(elf);
+  graph.CollectEntries();
+  if (graph.entries().empty()) {
+    return Unexpected(Errc::kInvalidArgument,
+                      o.binary + ": no decodable function entry to start a walk at (is it x86-64 code?)");
+  }
+  std::unique_ptr<GroundTruthWriter> truth;
+  if (!o.ground_truth.empty()) {
+    PTSCOPE_ASSIGN_OR_RETURN(truth, GroundTruthWriter::Create(o.ground_truth));
+  }
+  format::WriterOptions writer_options;
+  writer_options.features = format::kFeatureEmulated;
+  PTSCOPE_ASSIGN_OR_RETURN(auto writer, format::ArchiveWriter::Create(o.output, writer_options));
+  format::MetadataChunk metadata;
+  metadata.entries = Metadata(o);
+  PTSCOPE_TRY(writer->Write(metadata));
+  format::SidebandAttrChunk attr;
+  attr.attr_id = kAttrId;
+  attr.sample_type = kSampleType;
+  attr.sample_id_all = true;
+  attr.ids = {kSampleId};
+  PTSCOPE_TRY(writer->Write(attr));
+  PTSCOPE_TRY(writer->Write(StartSideband(elf, o.threads)));
+  PTSCOPE_TRY(writer->Write(format::ModuleChunk{elf.path, elf.build_id, elf.bytes.size(),
+                                                elf.mtime_ns, false}));
+  SynthSummary summary;
+  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> exits;  // (time, EXIT record)
+  for (uint32_t t = 0; t < o.threads; ++t) {
+    const uint32_t tid = kPid + t;
+    PieceWriter pieces(writer.get(), t + 1, tid, o.piece_size);
+    SynthEncoder encoder(o.encoder, &pieces);
+    WalkOptions walk;
+    walk.instructions = o.instructions / o.threads + (t < o.instructions % o.threads ? 1 : 0);
+    walk.seed = o.seed * 1000003 + t;
+    walk.tid = tid;
+    walk.start_tsc = kTscBase;
+    PTSCOPE_ASSIGN_OR_RETURN(WalkStats stats, Walk(graph, encoder, walk, truth.get()));
+    PTSCOPE_TRY(pieces.Finish(stats.end_tsc));
+    summary.instructions += stats.instructions;
+    summary.calls += stats.calls;
+    summary.returns += stats.returns;
+    summary.syscalls += stats.syscalls;
+    summary.restarts += stats.restarts;
+    summary.library_calls += stats.library_calls;
+    summary.max_depth = std::max(summary.max_depth, stats.max_depth);
+    summary.pt_bytes += encoder.stats().bytes;
+    summary.psbs += encoder.stats().psbs;
+    summary.compressed_returns += encoder.stats().compressed_returns;
+    perf::TaskRecord exit{kPid, kPid, tid, kPid, stats.end_tsc, true};
+    exits.emplace_back(stats.end_tsc, Record(perf::kRecordExit, exit, tid, stats.end_tsc));
+  }
+  std::stable_sort(exits.begin(), exits.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  format::SidebandChunk end_sideband;  // sideband records stay in time order
+  end_sideband.attr_id = kAttrId;
+  for (const auto& [time, record] : exits) {
+    end_sideband.records.insert(end_sideband.records.end(), record.begin(), record.end());
+  }
+  PTSCOPE_TRY(writer->Write(end_sideband));
+  if (truth) PTSCOPE_TRY(truth->Close());
+  PTSCOPE_TRY(writer->Close());
+  summary.blocks_decoded = graph.block_count();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return summary;
+}
+
+}  // namespace ptscope::synth

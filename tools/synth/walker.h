@@ -1,0 +1,68 @@
+// The random walk of one thread over a CodeGraph, reported block by block to a SynthEncoder (and,
+// optionally, instruction by instruction to a ground-truth file).
+//
+// Conditional branches go either way (a backward branch, usually a loop's back edge, is taken 7
+// times in 8); direct calls push the return address on a shadow call stack and returns pop it;
+// indirect jumps and calls land on a random function entry (TIP), except that a jump through the
+// GOT (PLT stub) is a call into an untraced library that returns (TIP.PGD, then TIP.PGE at the
+// return address); a syscall is TIP.PGD, then
+// TIP.PGE at the next instruction. A return with an empty shadow stack returns to untraced code
+// (TIP.PGD with that address) and the walk resumes at a random function entry (TIP.PGE), as does a
+// branch into a dead block (int3, ud2, undecodable bytes). The walk ends at the first
+// packet-producing branch after the requested instruction count, with TIP.PGD at that branch.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "code_graph.h"
+#include "synth_encoder.h"
+#include "ptscope/result.h"
+
+namespace ptscope::synth {
+
+// Buffered `TID 0xADDRESS` lines, formatted without printf (one per instruction).
+class GroundTruthWriter {
+ public:
+  static Result<std::unique_ptr<GroundTruthWriter>> Create(const std::string& path);
+  ~GroundTruthWriter();
+  void Add(uint32_t tid, uint64_t ip);
+  Status Close();
+
+ private:
+  GroundTruthWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
+  void Drain();
+  std::FILE* file_;
+  std::string path_;
+  std::vector<char> buffer_;
+  bool failed_ = false;
+};
+
+struct WalkOptions {
+  uint64_t instructions = 0;  // at least this many (the walk ends at the next packet)
+  uint64_t seed = 1;
+  uint32_t tid = 0;
+  uint64_t start_tsc = 0;
+  uint64_t untraced_ticks = 200;  // virtual time spent outside the trace (syscalls, untraced code)
+};
+
+struct WalkStats {
+  uint64_t instructions = 0;
+  uint64_t blocks = 0;
+  uint64_t calls = 0;
+  uint64_t returns = 0;
+  uint64_t syscalls = 0;
+  uint64_t library_calls = 0;  // PLT jumps: untraced code that returned to the caller
+  uint64_t restarts = 0;    // TIP.PGD to untraced code, then TIP.PGE at a new function
+  uint64_t max_depth = 0;
+  uint64_t end_tsc = 0;
+};
+
+// Fails only when the binary has no function entry a walk can start at.
+Result<WalkStats> Walk(CodeGraph& graph, SynthEncoder& encoder, const WalkOptions& options,
+                       GroundTruthWriter* truth);
+
+}  // namespace ptscope::synth
