@@ -5,6 +5,7 @@
 #include <sys/ioctl.h>
 #include <x86intrin.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -44,33 +45,6 @@ uint64_t NowNs(clockid_t clock) {
   timespec ts{};
   clock_gettime(clock, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-Result<std::vector<int>> OnlineCpus() {
-  PTSCOPE_ASSIGN_OR_RETURN(std::string text, ReadProcFile("/sys/devices/system/cpu/online"));
-  std::vector<int> cpus;
-  int first = -1, value = 0;
-  bool in_number = false;
-  for (char c : text) {
-    if (c >= '0' && c <= '9') {
-      value = value * 10 + (c - '0');
-      in_number = true;
-      continue;
-    }
-    if (in_number && c == '-') {
-      first = value;
-    } else if (in_number) {
-      for (int cpu = first < 0 ? value : first; cpu <= value; ++cpu) cpus.push_back(cpu);
-      first = -1;
-    }
-    value = 0;
-    in_number = false;
-  }
-  if (in_number)
-    for (int cpu = first < 0 ? value : first; cpu <= value; ++cpu) cpus.push_back(cpu);
-  if (cpus.empty())
-    return MakeError(Errc::kCorrupt, "/sys/devices/system/cpu/online lists no CPU: '" + text + "'");
-  return cpus;
 }
 
 struct SidebandRing {
@@ -292,8 +266,8 @@ Status Session::OpenTrigger(const std::vector<int>& tids) {
 }
 
 Status Session::SynthesizeAndVdso() {
-  std::vector<int> pids = target_.pids();
-  if (opts_.mode == RecordOptions::Mode::kAllCpus) pids = {};  // the kernel + per-CPU sideband
+  bool all = opts_.mode == RecordOptions::Mode::kAllCpus;
+  std::vector<int> pids = all ? ListProcesses() : target_.pids();
   std::vector<uint8_t> records;
   std::vector<uint8_t> vdso_id;
   auto own_maps = ReadProcMaps(0);
@@ -304,7 +278,9 @@ Status Session::SynthesizeAndVdso() {
   }
   for (int pid : pids) {
     SynthesisContext context{0, 0, ids_.front(), target_.launched(), vdso_id};
-    PTSCOPE_TRY(SynthesizeProcess(pid, context, &build_ids_, &records));
+    Status synthesized = SynthesizeProcess(pid, context, &build_ids_, &records);
+    if (all) continue;  // processes come and go; one vdso (our own, below) serves them all
+    PTSCOPE_TRY(synthesized);
     PTSCOPE_ASSIGN_OR_RETURN(std::vector<MapEntry> maps, ReadProcMaps(pid));
     auto vdso = ReadVdso(pid, maps);
     if (!vdso) {
@@ -319,6 +295,18 @@ Status Session::SynthesizeAndVdso() {
     blob.build_id = vdso_id;
     blob.data = std::move(vdso->bytes);
     PTSCOPE_TRY(writer_->Write(blob));
+  }
+  if (all && own_maps) {
+    // Every 64-bit process maps the same vdso image; each one's address is in its MMAP2.
+    if (auto own_vdso = ReadVdso(0, *own_maps)) {
+      format::BlobChunk blob;
+      blob.kind = format::BlobKind::kVdso;
+      blob.name = "vdso64";
+      blob.vaddr = own_vdso->vaddr;
+      blob.build_id = vdso_id;
+      blob.data = std::move(own_vdso->bytes);
+      PTSCOPE_TRY(writer_->Write(blob));
+    }
   }
   return FlushSideband(&records, -1);
 }
@@ -521,29 +509,6 @@ Result<RecordSummary> Session::Run() {
 }
 
 }  // namespace
-
-uint64_t DefaultAuxBytes(const HostFacts& facts) {
-  bool unlimited = facts.privileges.root() || facts.privileges.cap_ipc_lock();
-  return unlimited ? (4u << 20) : (256u << 10);
-}
-
-Result<uint64_t> ParseBufferSize(const std::string& text) {
-  uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  std::string suffix(ptr, text.data() + text.size());
-  uint64_t scale = suffix.empty() ? 1
-                   : (suffix == "K" || suffix == "k" || suffix == "KiB") ? 1024
-                   : (suffix == "M" || suffix == "m" || suffix == "MiB") ? 1024 * 1024
-                   : (suffix == "G" || suffix == "g" || suffix == "GiB") ? 1024ull * 1024 * 1024
-                                                                          : 0;
-  if (ec != std::errc() || scale == 0 || value == 0 || value > (1ull << 34) / scale)
-    return MakeError(Errc::kInvalidArgument, "--snapshot-size '" + text +
-                                                 "' is not a size like 256K, 4M or 1G");
-  uint64_t bytes = value * scale;
-  uint64_t rounded = PageSize();
-  while (rounded < bytes) rounded <<= 1;
-  return rounded;
-}
 
 Result<RecordSummary> RunRecording(const RecordOptions& options, const HostFacts& facts,
                                    const std::function<void(const std::string&)>& note) {

@@ -174,6 +174,48 @@ Result<std::vector<int>> ListThreads(int pid) {
   return tids;
 }
 
+Result<std::vector<int>> OnlineCpus() {
+  PTSCOPE_ASSIGN_OR_RETURN(std::string text, ReadProcFile("/sys/devices/system/cpu/online"));
+  std::vector<int> cpus;
+  int first = -1, value = 0;
+  bool in_number = false;
+  for (char c : text) {
+    if (c >= '0' && c <= '9') {
+      value = value * 10 + (c - '0');
+      in_number = true;
+      continue;
+    }
+    if (in_number && c == '-') {
+      first = value;
+    } else if (in_number) {
+      for (int cpu = first < 0 ? value : first; cpu <= value; ++cpu) cpus.push_back(cpu);
+      first = -1;
+    }
+    value = 0;
+    in_number = false;
+  }
+  if (in_number)
+    for (int cpu = first < 0 ? value : first; cpu <= value; ++cpu) cpus.push_back(cpu);
+  if (cpus.empty())
+    return MakeError(Errc::kCorrupt, "/sys/devices/system/cpu/online lists no CPU: '" + text + "'");
+  return cpus;
+}
+
+std::vector<int> ListProcesses() {
+  std::vector<int> pids;
+  if (DIR* dir = opendir("/proc")) {
+    while (dirent* ent = readdir(dir)) {
+      int pid = 0;
+      std::string_view name = ent->d_name;
+      auto [ptr, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
+      if (ec == std::errc() && ptr == name.data() + name.size() && pid > 0) pids.push_back(pid);
+    }
+    closedir(dir);
+  }
+  std::sort(pids.begin(), pids.end());
+  return pids;
+}
+
 const MapEntry* FindVdso(const std::vector<MapEntry>& maps) {
   for (const MapEntry& m : maps)
     if (m.is_vdso()) return &m;

@@ -44,6 +44,12 @@ Result<std::vector<MapEntry>> ReadProcMaps(int pid);
 // The thread ids of a process from /proc/PID/task, ascending (pid 0 = the calling process).
 Result<std::vector<int>> ListThreads(int pid);
 
+// Every process id in /proc, ascending (processes that vanish meanwhile are simply listed).
+std::vector<int> ListProcesses();
+
+// The online CPUs from /sys/devices/system/cpu/online ("0-3,6").
+Result<std::vector<int>> OnlineCpus();
+
 // The first "[vdso]" mapping, or nullptr.
 const MapEntry* FindVdso(const std::vector<MapEntry>& maps);
 

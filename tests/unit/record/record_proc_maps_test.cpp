@@ -96,3 +96,16 @@ TEST_CASE("ListThreads lists this process's tid and fails cleanly for a missing 
 }
 
 }  // namespace ptscope::record
+
+namespace ptscope::record {
+
+TEST_CASE("OnlineCpus matches getconf, ListProcesses includes us") {
+  auto cpus = OnlineCpus();
+  REQUIRE(cpus);
+  CHECK(cpus->size() == std::stoul(test::RunCommand("getconf _NPROCESSORS_ONLN")));
+  auto pids = ListProcesses();
+  CHECK(std::find(pids.begin(), pids.end(), getpid()) != pids.end());
+  CHECK(std::is_sorted(pids.begin(), pids.end()));
+}
+
+}  // namespace ptscope::record
