@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   for (const auto& b : archive->blobs)
     std::printf("blob %s %s pid %u size %zu\n", format::BlobKindName(b.kind), b.name.c_str(), b.pid,
                 b.data.size());
+  for (const auto& m : archive->markers)
+    std::printf("marker %s value 0x%llx %s\n", format::MarkerKindName(m.kind),
+                static_cast<unsigned long long>(m.value), m.text.c_str());
   std::printf("pt_chunks %zu\n", archive->pt_data.size());
   perf::RecordLayout layout;
   layout.sample_type = perf::kSampleTid | perf::kSampleTime | perf::kSampleCpu | perf::kSampleIdentifier;

@@ -49,4 +49,20 @@ done
 grep -qxF "mmap2 $lib_real $(build_id "$lib_real")" "$tmp/dump.txt" || fail "no MMAP2 with build id for $lib_real"
 grep -q "^comm record_dlopen_t" "$tmp/dump.txt" || fail "no COMM for the target"
 grep -q "^blob vdso vdso64 pid [0-9]* size [1-9]" "$tmp/dump.txt" || fail "no vdso blob"
+
+# --trigger works without Intel PT too (hardware execute breakpoint): main is hit, the capture
+# stops with reason trigger and the target still runs to completion.
+"$pt_record" --sideband-only --trigger main -o "$tmp/trig.ptar" -- "$target" "$library" > "$tmp/trig.out" 2> "$tmp/trig.err" \
+  || fail "--trigger main failed: $(cat "$tmp/trig.err")"
+grep -qx "answer 42" "$tmp/trig.out" || fail "the triggered target did not run to completion"
+"$dump" "$tmp/trig.ptar" > "$tmp/trig.txt" || fail "cannot read the trigger archive"
+grep -qx "meta trigger.reason=trigger" "$tmp/trig.txt" || fail "trigger: $(grep trigger.reason "$tmp/trig.txt")"
+main_addr=$(sed -n 's/^marker trigger value 0x\([0-9a-f]*\) .*/\1/p' "$tmp/trig.txt")
+[ -n "$main_addr" ] || fail "no trigger marker with the address: $(grep ^marker "$tmp/trig.txt")"
+# Unknown symbol: a one-line error, exit 1, and the program never ran.
+"$pt_record" --sideband-only --trigger no_such_symbol_xyz -o "$tmp/bad.ptar" -- "$target" "$library" > "$tmp/bad.out" 2> "$tmp/bad.err"; status=$?
+[ $status -eq 1 ] || fail "unknown trigger symbol exited $status"
+grep -qx "pt-record: --trigger no_such_symbol_xyz: not found in the target ($target_real: no defined symbol 'no_such_symbol_xyz')" "$tmp/bad.err" \
+  || fail "unknown trigger message: $(cat "$tmp/bad.err")"
+[ ! -s "$tmp/bad.out" ] || fail "the target ran although setup failed"
 echo "PASS"
