@@ -162,8 +162,12 @@ bad-input)
   expect 2 /dev/null \
     "pt-archive: unknown command 'frobnicate' (commands: info, verify, extract, import-perf, export-perf)" \
     -- frobnicate
-  expect 2 /dev/null "pt-archive verify: the option '--file' is required but missing
+  expect 2 /dev/null "pt-archive verify: missing argument FILE
 usage: pt-archive verify FILE" -- verify
+  expect 2 /dev/null "pt-archive extract: missing argument DIR
+usage: pt-archive extract FILE DIR" -- extract "$tmp/s.ptar"
+  expect 2 /dev/null "pt-archive info: too many positional options have been specified on the command line
+usage: pt-archive info FILE [--pieces]" -- info a b
   ;;
 *) echo "unknown group $group"; exit 2 ;;
 esac

@@ -1,5 +1,6 @@
 // Shared command-line plumbing for the pt-archive subcommands. Boost.Program_options reports
 // problems by exception; they are caught here and turned into a usage message (exit 2).
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 
@@ -36,6 +37,14 @@ std::optional<int> ParseCommandLine(const char* command, const char* synopsis,
       return kExitOk;
     }
     po::notify(vm);
+  } catch (const po::required_option& e) {
+    // A missing positional argument: name it the way the synopsis does (FILE, DIR).
+    std::string name = e.get_option_name();
+    name = name.substr(name.find_first_not_of('-'));
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    std::fprintf(stderr, "pt-archive %s: missing argument %s\nusage: pt-archive %s %s\n", command,
+                 name.c_str(), command, synopsis);
+    return kExitUsage;
   } catch (const po::error& e) {
     std::fprintf(stderr, "pt-archive %s: %s\nusage: pt-archive %s %s\n", command, e.what(),
                  command, synopsis);
