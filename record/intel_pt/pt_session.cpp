@@ -109,6 +109,7 @@ class Session {
   uint32_t snapshot_index_ = 0;
   uint64_t start_realtime_ns_ = 0;
   std::string trigger_where_;
+  uint64_t trigger_address_ = 0;
   bool stop_ = false;
   sigset_t run_mask_{};
 };
@@ -254,6 +255,7 @@ Status Session::OpenTrigger(const std::vector<int>& tids) {
   PTSCOPE_ASSIGN_OR_RETURN(std::vector<MapEntry> maps, ReadProcMaps(target_.pids().front()));
   PTSCOPE_ASSIGN_OR_RETURN(ResolvedTrigger resolved, ResolveTrigger(*opts_.trigger, exe, maps));
   trigger_where_ = resolved.where;
+  trigger_address_ = resolved.address;
   perf_event_attr attr = BuildBreakpointAttr(resolved.address);
   for (int tid : tids) {
     PTSCOPE_ASSIGN_OR_RETURN(PerfEvent bp, PerfEvent::Open(attr, tid, -1,
@@ -398,7 +400,8 @@ Status Session::Act(Stimulus stimulus) {
   TriggerAction action = policy_.On(stimulus);
   std::string text = StimulusName(stimulus);
   if (stimulus == Stimulus::kTriggerHit) text += ": " + trigger_where_;
-  PTSCOPE_TRY(Marker(format::MarkerKind::kTrigger, text));
+  PTSCOPE_TRY(Marker(format::MarkerKind::kTrigger, text,
+                     stimulus == Stimulus::kTriggerHit ? trigger_address_ : 0));
   if (action.snapshot && !pt_.empty()) PTSCOPE_TRY(Snapshot(!action.stop));
   if (action.stop) {
     stop_ = true;

@@ -126,9 +126,14 @@ Target& Target::operator=(Target&& other) noexcept {
 }
 
 Target::~Target() {
-  // A launched child we never resumed is still stopped at exec: let it go rather than leave it
-  // stopped forever (the error path of a failed setup).
-  if (child_ > 0 && !resumed_) ptrace(PTRACE_DETACH, child_, nullptr, nullptr);
+  // A launched child we never resumed is still stopped at exec, before its first instruction:
+  // setup failed, so the program must not run untraced as if the capture were happening.
+  if (child_ > 0 && !resumed_) {
+    kill(child_, SIGKILL);
+    int status = 0;
+    while (waitpid(child_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
   for (int fd : pidfds_) close(fd);
 }
 

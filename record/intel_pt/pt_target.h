@@ -1,7 +1,8 @@
 // The traced program: started by us (run mode) or already running (-p). Run mode starts the
 // child stopped at its exec (PTRACE_TRACEME) so that events, /proc synthesis and the trigger
 // address are set up before its first instruction, then detaches: after Resume() the child is
-// not a tracee, and nothing pt-record does (including dying) stops or kills it.
+// not a tracee, and nothing pt-record does (including dying) stops or kills it. If setup fails
+// before Resume(), the child is killed before it executed a single instruction of its own.
 #pragma once
 
 #include <signal.h>
