@@ -16,6 +16,7 @@
 #include "frame_namer.h"
 #include "insn_lister.h"
 #include "sideband_timeline.h"
+#include "sink/sink_factory.h"
 #include "stack/stack_tracker.h"
 
 namespace ptscope::decode {
@@ -193,60 +194,18 @@ const char* OutputFormatName(OutputFormat format) {
 
 namespace {
 
-// Placeholder until decode/src/sink lands: one line per slice event.
-class StubTextSink : public SliceSink {
- public:
-  StubTextSink(std::FILE* out, FrameNamer& namer) : out_(out), namer_(namer) {}
-  void BeginThread(const ThreadKey& thread, const std::string& process_name,
-                   const std::string& thread_name) override {
-    std::fprintf(out_, "thread %u/%u %s %s\n", thread.pid, thread.tid, process_name.c_str(),
-                 thread_name.c_str());
-  }
-  void Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
-             bool inferred) override {
-    std::string name = frame.kind == FrameId::Kind::kFunction
-                           ? namer_.Name(thread.pid, frame.address, time_ns).name
-                           : "[other]";
-    std::fprintf(out_, "%u %" PRIu64 " B %s%s\n", thread.tid, time_ns, name.c_str(),
-                 inferred ? " (inferred)" : "");
-  }
-  void End(const ThreadKey& thread, uint64_t time_ns) override {
-    std::fprintf(out_, "%u %" PRIu64 " E\n", thread.tid, time_ns);
-  }
-  void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) override {
-    std::fprintf(out_, "%u %" PRIu64 " I %s\n", thread.tid, time_ns, text.c_str());
-  }
-  void Finish() override {}
-
- private:
-  std::FILE* out_;
-  FrameNamer& namer_;
-};
-
-struct OpenSink {
-  std::FILE* file = nullptr;
-  std::unique_ptr<SliceSink> sink;
-  ~OpenSink() {
-    sink.reset();
-    if (file != nullptr) std::fclose(file);
-  }
-};
-
-Result<std::unique_ptr<OpenSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
-  auto open = std::make_unique<OpenSink>();
-  open->file = std::fopen(options.output_path.c_str(), "wb");
-  if (open->file == nullptr) {
-    return Unexpected(Errc::kIo, options.output_path + ": cannot create the output file (" +
-                                     std::strerror(errno) + ")");
-  }
-  open->sink = std::make_unique<StubTextSink>(open->file, namer);
-  return open;
+Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
+  SinkFormat format = options.format == OutputFormat::kText     ? SinkFormat::kText
+                      : options.format == OutputFormat::kFolded ? SinkFormat::kFolded
+                                                                : SinkFormat::kPerfetto;
+  return CreateSink(format, options.output_path, namer);
 }
 
 Result<DecodeSummary> RunInsns(const std::vector<ThreadStream>& streams, const DecoderSetup& setup,
                                const CodeImages& images, const PipelineOptions& options,
                                DecodeSummary summary) {
-  std::FILE* file = std::fopen(options.output_path.c_str(), "wb");
+  const bool to_stdout = options.output_path == "-";
+  std::FILE* file = to_stdout ? stdout : std::fopen(options.output_path.c_str(), "wb");
   if (file == nullptr) {
     return Unexpected(Errc::kIo, options.output_path + ": cannot create the output file (" +
                                      std::strerror(errno) + ")");
@@ -272,7 +231,7 @@ Result<DecodeSummary> RunInsns(const std::vector<ThreadStream>& streams, const D
     writer.Flush();
     failed = writer.failed();
   }
-  if (std::fclose(file) != 0 || failed) {
+  if ((to_stdout ? std::fflush(file) : std::fclose(file)) != 0 || failed) {
     return Unexpected(Errc::kIo, options.output_path + ": write failed (disk full?)");
   }
   return summary;
@@ -308,7 +267,7 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
   } else {
     symbols::Symbolizer symbolizer;
     SymbolsFrameNamer namer(timeline.address_space(), resolver, symbolizer);
-    PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<OpenSink> sink, MakeSink(options, namer));
+    PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SliceSink> sink, MakeSink(options, namer));
     unsigned jobs = std::max(1u, std::min<unsigned>(options.jobs, streams.size()));
     std::vector<ThreadResult> results(streams.size());
     if (jobs > 1) {
@@ -328,8 +287,8 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
     }
     for (size_t i = 0; i < streams.size(); ++i) {
       const ThreadKey& key = streams[i].key;
-      sink->sink->BeginThread(key, timeline.ProcessName(key.pid), timeline.ThreadName(key.tid));
-      StackTracker tracker(key, namer, *sink->sink);
+      sink->BeginThread(key, timeline.ProcessName(key.pid), timeline.ThreadName(key.tid));
+      StackTracker tracker(key, namer, *sink);
       if (jobs > 1) {
         for (const FlowEvent& event : results[i].events) tracker.OnEvent(event);
         results[i].events = {};
@@ -341,8 +300,8 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
       summary.symbolized_instructions += results[i].symbolized;
       if (options.progress) options.progress(i + 1, streams.size());
     }
-    sink->sink->Finish();
-    std::string output_error = sink->sink->OutputError();
+    sink->Finish();
+    std::string output_error = sink->OutputError();
     if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
     for (const std::string& failure : symbolizer.failures()) {
       summary.notes.push_back("cannot load symbols: " + failure);
