@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 #include <x86intrin.h>
 
 #include <algorithm>
@@ -505,7 +506,14 @@ Result<RecordSummary> Session::Run() {
   for (int sig : {SIGINT, SIGTERM, SIGUSR2}) sigaction(sig, &sa, nullptr);
   sa.sa_handler = HandleChild;
   sigaction(SIGCHLD, &sa, nullptr);
-  PTSCOPE_TRY(Setup());
+  if (Status setup = Setup(); !setup) {
+    // Nothing was recorded: do not leave a half-written archive behind.
+    if (writer_) {
+      writer_.reset();
+      unlink(opts_.output.c_str());
+    }
+    return std::move(setup).error();
+  }
   PTSCOPE_TRY(Loop());
   PTSCOPE_TRY(Finish());
   return summary_;

@@ -54,6 +54,8 @@ grep -q "^blob vdso vdso64 pid [0-9]* size [1-9]" "$tmp/dump.txt" || fail "no vd
 # stops with reason trigger and the target still runs to completion.
 "$pt_record" --sideband-only --trigger main -o "$tmp/trig.ptar" -- "$target" "$library" > "$tmp/trig.out" 2> "$tmp/trig.err" \
   || fail "--trigger main failed: $(cat "$tmp/trig.err")"
+# pt-record returns once the capture is complete; the detached target finishes on its own.
+for _ in $(seq 1 100); do grep -qx "answer 42" "$tmp/trig.out" && break; sleep 0.05; done
 grep -qx "answer 42" "$tmp/trig.out" || fail "the triggered target did not run to completion"
 "$dump" "$tmp/trig.ptar" > "$tmp/trig.txt" || fail "cannot read the trigger archive"
 grep -qx "meta trigger.reason=trigger" "$tmp/trig.txt" || fail "trigger: $(grep trigger.reason "$tmp/trig.txt")"
@@ -65,4 +67,5 @@ main_addr=$(sed -n 's/^marker trigger value 0x\([0-9a-f]*\) .*/\1/p' "$tmp/trig.
 grep -qx "pt-record: --trigger no_such_symbol_xyz: not found in the target ($target_real: no defined symbol 'no_such_symbol_xyz')" "$tmp/bad.err" \
   || fail "unknown trigger message: $(cat "$tmp/bad.err")"
 [ ! -s "$tmp/bad.out" ] || fail "the target ran although setup failed"
+[ ! -e "$tmp/bad.ptar" ] || fail "a failed setup left $tmp/bad.ptar behind"
 echo "PASS"
