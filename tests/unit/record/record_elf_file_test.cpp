@@ -146,3 +146,42 @@ TEST_CASE("FindGnuBuildIdNote skips other notes and refuses an overlong descript
 }
 
 }  // namespace ptscope::record
+
+namespace ptscope::record {
+
+TEST_CASE("ElfFile never crashes on corrupted headers, program or section tables") {
+  std::vector<uint8_t> original = ReadWholeFile("/bin/true");
+  REQUIRE(original.size() > 4096);
+  auto clean = ElfFile::FromBytes(original, "true");
+  REQUIRE(clean);
+  // Offsets to damage: the ELF header, the program headers and the section header table.
+  std::vector<uint64_t> offsets;
+  for (uint64_t i = 0; i < 64 + 56 * 16 && i < original.size(); ++i) offsets.push_back(i);
+  uint64_t shoff = 0;
+  for (int b = 0; b < 8; ++b) shoff |= static_cast<uint64_t>(original[40 + b]) << (8 * b);
+  for (uint64_t i = shoff; i < shoff + 64 * 8 && i < original.size(); ++i) offsets.push_back(i);
+  int parsed = 0, refused = 0;
+  for (uint64_t offset : offsets) {
+    for (uint8_t value : {uint8_t{0x00}, uint8_t{0xff}, uint8_t{0x7f}}) {
+      if (original[offset] == value) continue;
+      std::vector<uint8_t> bytes = original;
+      bytes[offset] = value;
+      auto elf = ElfFile::FromBytes(std::move(bytes), "damaged");
+      if (!elf) {
+        ++refused;
+        CHECK(!elf.error().message.empty());
+        continue;
+      }
+      ++parsed;
+      (void)elf->LoadSegments();
+      auto sym = elf->FindSymbol("__libc_start_main");
+      if (!sym) CHECK(!sym.error().message.empty());
+      auto all = elf->Symbols();
+      if (!all) CHECK(!all.error().message.empty());
+    }
+  }
+  CHECK(parsed > 0);
+  CHECK(refused > 0);
+}
+
+}  // namespace ptscope::record
