@@ -52,6 +52,29 @@ def compare(name, truth, got):
     return problems
 
 
+def check_snapshot(pt_emulate, pt_archive, work):
+    """Snapshot mode (SNAPSHOT_MODE=1, a 4 KiB ring): perf must decode the end of the run, i.e.
+    a non-empty suffix of the ground truth, per thread."""
+    gt, ptar, data = work / 'snap.gt', work / 'snap.ptar', work / 'snap.data'
+    prog = os.environ['PTSCOPE_PROG_CALLS']
+    r = run([pt_emulate, '--snapshot-size', '4096', '--ground-truth', gt, '-o', ptar, '--', prog])
+    if r.returncode != 0:
+        return [f'snapshot: pt-emulate rc {r.returncode}: {r.stderr.strip()[:300]}']
+    r = run([pt_archive, 'export-perf', ptar, '-o', data])
+    if r.returncode != 0:
+        return [f'snapshot: export-perf: {r.stderr.strip()}']
+    truth, (result, got) = per_thread(gt.read_text().splitlines()), perf_threads(data)
+    problems = []
+    for tid, want in truth.items():
+        have = got.get(tid, [])
+        if not have or len(have) >= len(want) or want[-len(have):] != have:
+            problems.append(f'snapshot: tid {tid}: perf decoded {len(have)} instructions, not a '
+                            f'proper suffix of the {len(want)}-instruction ground truth')
+    print(f'snapshot (calls, 4 KiB ring): perf decoded {sum(map(len, got.values()))} instructions: '
+          f'{"MISMATCH" if problems else "a suffix of the ground truth"}')
+    return problems
+
+
 def main():
     pt_emulate, pt_archive = sys.argv[1:3]
     programs = sys.argv[3:] or DEFAULT_PROGRAMS
@@ -91,6 +114,8 @@ def main():
             total = sum(len(v) for v in truth.values())
             print(f'{name}: {len(truth)} threads, {total} instructions: '
                   f'{"MISMATCH" if problems else "perf == ground truth"}')
+        if checked:
+            failures += check_snapshot(pt_emulate, pt_archive, work)
     for f in failures:
         print('FAIL: ' + f, file=sys.stderr)
     return 1 if failures else 0
