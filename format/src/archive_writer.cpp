@@ -140,7 +140,14 @@ Status ArchiveWriter::Write(const Chunk& chunk) {
     }
   }
   FinishChunk(buf, TypeOf(chunk), flags, raw_size);
-  PTSCOPE_TRY(WriteAll(fd_, path_, buf.data(), buf.size()));
+  if (Status written = WriteAll(fd_, path_, buf.data(), buf.size()); !written) {
+    // Cut a partly written chunk off again (e.g. after ENOSPC), so that chunks written later by
+    // a caller that retries do not land behind a torn one where readers would never reach them.
+    if (::ftruncate(fd_, static_cast<off_t>(bytes_written_)) == 0) {
+      ::lseek(fd_, static_cast<off_t>(bytes_written_), SEEK_SET);
+    }
+    return written;
+  }
   if (options_.sync_each_chunk && ::fdatasync(fd_) != 0) {
     return ErrnoError(path_, "fdatasync failed", errno);
   }

@@ -3,6 +3,7 @@
 #include "crc32c.h"
 
 #include <array>
+#include <cstring>
 
 namespace ptscope::format {
 namespace {
@@ -29,7 +30,7 @@ constexpr Tables kTables = MakeTables();
 
 }  // namespace
 
-uint32_t Crc32cExtend(uint32_t crc, const uint8_t* data, size_t size) {
+uint32_t Crc32cExtendSoftware(uint32_t crc, const uint8_t* data, size_t size) {
   crc = ~crc;
   while (size >= 8) {
     // Assemble little-endian words bytewise: no alignment or endianness assumptions.
@@ -46,5 +47,37 @@ uint32_t Crc32cExtend(uint32_t crc, const uint8_t* data, size_t size) {
   while (size-- > 0) crc = (crc >> 8) ^ kTables[0][(crc ^ *data++) & 0xFF];
   return ~crc;
 }
+
+#if defined(__x86_64__)
+namespace {
+
+// The crc32 instruction computes exactly CRC32C; 8 bytes per instruction.
+__attribute__((target("sse4.2"))) uint32_t Crc32cExtendSse42(uint32_t crc, const uint8_t* data,
+                                                             size_t size) {
+  uint64_t c = ~crc;
+  while (size >= 8) {
+    uint64_t word;
+    std::memcpy(&word, data, 8);  // x86 is little-endian, as the instruction expects
+    c = __builtin_ia32_crc32di(c, word);
+    data += 8;
+    size -= 8;
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  while (size-- > 0) c32 = __builtin_ia32_crc32qi(c32, *data++);
+  return ~c32;
+}
+
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+
+}  // namespace
+
+uint32_t Crc32cExtend(uint32_t crc, const uint8_t* data, size_t size) {
+  return kHaveSse42 ? Crc32cExtendSse42(crc, data, size) : Crc32cExtendSoftware(crc, data, size);
+}
+#else
+uint32_t Crc32cExtend(uint32_t crc, const uint8_t* data, size_t size) {
+  return Crc32cExtendSoftware(crc, data, size);
+}
+#endif
 
 }  // namespace ptscope::format

@@ -2,9 +2,11 @@
 // errors for files that are not archives.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 
@@ -217,6 +219,36 @@ TEST_CASE("an archive without Close reads back incomplete with every chunk") {
   CHECK(!archive->complete);
   CHECK(!archive->damage);
   CHECK(archive->chunks_read == 8);
+}
+
+TEST_CASE("a failed write leaves no torn chunk behind (file size limit hit mid-chunk)") {
+  std::string path = TempDir() + "/limited.ptar";
+  auto writer = ArchiveWriter::Create(path, WriterOptions{.compress = false});
+  REQUIRE(writer);
+  REQUIRE((*writer)->Write(MarkerChunk{}));
+  uint64_t good_size = (*writer)->bytes_written();
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit limited = old;
+  limited.rlim_cur = good_size + 100;  // the next chunk is written only partly
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &limited) == 0);
+  PtDataChunk big;
+  big.data = testing::NoiseBytes(1000, 3);
+  Status s = (*writer)->Write(big);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  REQUIRE(!s);
+  CHECK(s.error().code == Errc::kIo);
+  CHECK(s.error().message == path + ": write failed: File too large");
+  CHECK(ReadFile(path).size() == good_size);
+  REQUIRE((*writer)->Write(MarkerChunk{}));  // writing goes on after the cut
+  REQUIRE((*writer)->Close());
+  auto archive = ReadArchive(path);
+  REQUIRE(archive);
+  CHECK(archive->complete);
+  CHECK(!archive->damage);
+  CHECK(archive->markers.size() == 2);
 }
 
 TEST_CASE("files that are not archives are refused with a one-line reason") {

@@ -36,5 +36,19 @@ TEST_CASE("crc32c extends across any split point") {
   }
 }
 
+TEST_CASE("the software and the dispatched (hardware) crc32c agree") {
+  CHECK(Crc32cExtendSoftware(0, reinterpret_cast<const uint8_t*>("123456789"), 9) == 0xE3069283u);
+  std::vector<uint8_t> bytes(300);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t start = 0; start < 9; ++start) {  // every alignment
+    for (size_t len = 0; start + len <= bytes.size(); len += 7) {
+      CAPTURE(start);
+      CAPTURE(len);
+      CHECK(Crc32cExtend(0x12345678u, bytes.data() + start, len) ==
+            Crc32cExtendSoftware(0x12345678u, bytes.data() + start, len));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ptscope::format
