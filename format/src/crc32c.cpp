@@ -67,7 +67,12 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cExtendSse42(uint32_t crc, const
   return ~c32;
 }
 
-const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+// __builtin_cpu_init first: this initializer may run before libgcc's own CPU-model constructor.
+// (A call from another static initializer that runs even earlier sees false: still correct.)
+const bool kHaveSse42 = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("sse4.2") != 0;
+}();
 
 }  // namespace
 

@@ -154,6 +154,8 @@ bad-input)
     "pt-archive: $tmp/t.ptar: chunk 1 at offset 0x78: truncated chunk header (10 of 32 bytes; the writer was cut off)" \
     -- info "$tmp/t.ptar"
   grep -qx 'status: damaged (see the error below)' "$tmp/out" || fail "info: damaged status"
+  expect 1 /dev/null "pt-archive: $tmp/empty.ptar/x.ptar: cannot open: Not a directory" \
+    -- verify "$tmp/empty.ptar/x.ptar"
   if [ "$(id -u)" != 0 ]; then  # root reads mode-000 files anyway
     cp "$tmp/s.ptar" "$tmp/locked.ptar" && chmod 000 "$tmp/locked.ptar"
     expect 1 /dev/null "pt-archive: $tmp/locked.ptar: cannot open: Permission denied" \
