@@ -31,6 +31,8 @@ class WireError(Exception):
 
 
 def read_varint(buf, pos):
+    if pos < len(buf) and buf[pos] < 0x80:  # fast path: one byte
+        return buf[pos], pos + 1
     value = shift = 0
     while True:
         if pos >= len(buf):
@@ -179,8 +181,8 @@ class Checker:
     def track_event(self, seq, seq_id, flags, ts, e):
         etype = one(e, 9, 0)
         uuid = one(e, 11, seq.default_track)
-        uses_iids = 10 in e or 3 in e or any(
-            1 in message(a) or 17 in message(a) for a in e.get(4, []))
+        annotations = [message(a) for a in e.get(4, [])]
+        uses_iids = 10 in e or 3 in e or any(1 in a or 17 in a for a in annotations)
         if uses_iids and (seq_id == 0 or not flags & SEQ_NEEDS):
             self.problem("packet uses interned ids without SEQ_NEEDS_INCREMENTAL_STATE on a "
                          "non-zero sequence")
@@ -197,8 +199,7 @@ class Checker:
             name = self.lookup(seq, 2, one(e, 10), "event name")
         elif 23 in e:
             name = one(e, 23).decode("utf-8", "replace")
-        for a in e.get(4, []):
-            am = message(a)
+        for am in annotations:
             if 1 in am:
                 self.lookup(seq, 3, one(am, 1), "debug annotation name")
             if 17 in am:

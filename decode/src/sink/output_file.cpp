@@ -21,7 +21,7 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {
     out->file_ = stdout;
     out->is_stdout_ = true;
   } else if (EndsWith(path, ".gz")) {
-    out->gz_ = gzopen(path.c_str(), "wb6");
+    out->gz_ = gzopen(path.c_str(), "wb1");
     if (out->gz_ == nullptr) {
       return Unexpected(Errc::kIo, path + ": cannot create gzip output: " + std::strerror(errno) +
                                        " (check the directory exists and is writable)");

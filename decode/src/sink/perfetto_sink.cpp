@@ -46,9 +46,10 @@ void PerfettoSink::BeginThread(const ThreadKey& thread, const std::string& proce
 }
 
 PerfettoSink::ThreadState& PerfettoSink::StateFor(const ThreadKey& thread) {
+  if (last_state_ != nullptr && last_state_->key == thread) return *last_state_;  // runs of calls
   auto it = thread_index_.find(ThreadIndexKey(thread));
-  if (it != thread_index_.end()) return *it->second;
-  return CreateThread(thread, "", "");
+  last_state_ = it != thread_index_.end() ? it->second : &CreateThread(thread, "", "");
+  return *last_state_;
 }
 
 PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
@@ -115,8 +116,10 @@ void PerfettoSink::WritePacket() {
   if (!interned_.empty()) packet_.Message(packet::kInternedData, interned_);
   interned_.Clear();
   frame_bytes_.Clear();
-  frame_bytes_.Message(1, packet_);  // Trace.packet = 1
+  frame_bytes_.PutVarint((1 << 3) | 2);  // Trace.packet = 1, length-delimited
+  frame_bytes_.PutVarint(packet_.view().size());
   out_->Write(frame_bytes_.view());
+  out_->Write(packet_.view());
 }
 
 uint64_t PerfettoSink::StringIid(ThreadState& state, const std::string& s) {
@@ -130,19 +133,26 @@ uint64_t PerfettoSink::StringIid(ThreadState& state, const std::string& s) {
   return it->second;
 }
 
-void PerfettoSink::AddAnnotations(ThreadState& state, const ResolvedFrame& frame, bool inferred) {
-  auto add = [&](uint64_t name_iid, uint32_t value_field, uint64_t value) {
+std::string PerfettoSink::EncodeFrameFields(ThreadState& state, const ResolvedFrame& frame) {
+  uint64_t name_iid = state.next_name_iid++;
+  entry_.Clear();
+  entry_.Varint(interned::kIid, name_iid);
+  entry_.Bytes(interned::kName, *frame.name);
+  interned_.Message(interned::kEventNames, entry_);
+  ProtoBuffer fields;
+  fields.Varint(event::kNameIid, name_iid);
+  auto add = [&](uint64_t annotation_name, uint32_t value_field, uint64_t value) {
     annotation_.Clear();
-    annotation_.Varint(annotation::kNameIid, name_iid);
+    annotation_.Varint(annotation::kNameIid, annotation_name);
     annotation_.Varint(value_field, value);
-    event_.Message(event::kDebugAnnotations, annotation_);
+    fields.Message(event::kDebugAnnotations, annotation_);
   };
   if (!frame.file->empty()) add(kFile, annotation::kStringIid, StringIid(state, *frame.file));
   if (frame.line != 0) add(kLine, annotation::kUint, frame.line);
   if (!frame.module->empty()) add(kModule, annotation::kStringIid, StringIid(state, *frame.module));
   if (frame.has_address) add(kAddress, annotation::kPointer, frame.address);
-  if (inferred) add(kInferred, annotation::kBool, 1);
   if (frame.inlined) add(kInlined, annotation::kBool, 1);
+  return std::string(fields.view());
 }
 
 void PerfettoSink::Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
@@ -152,19 +162,20 @@ void PerfettoSink::Begin(const ThreadKey& thread, uint64_t time_ns, const FrameI
   time_ns = std::max(time_ns, state.last_time);
   state.last_time = time_ns;
   StartPacket(state, true, time_ns, true);  // interned_ is fresh (or holds annotation names)
-  auto [it, inserted] = state.name_iids.try_emplace(FrameKey{frame}, state.name_iids.size() + 1);
-  ResolvedFrame resolved = names_.Resolve(thread.pid, frame, time_ns);
+  auto [it, inserted] = state.frame_fields.try_emplace(FrameKey{frame});
   if (inserted) {
-    entry_.Clear();
-    entry_.Varint(interned::kIid, it->second);
-    entry_.Bytes(interned::kName, *resolved.name);
-    interned_.Message(interned::kEventNames, entry_);
+    it->second = EncodeFrameFields(state, names_.Resolve(thread.pid, frame, time_ns));
   }
   event_.Clear();
   event_.Varint(event::kType, event::kSliceBegin);
   event_.Varint(event::kTrackUuid, state.track_uuid);
-  event_.Varint(event::kNameIid, it->second);
-  AddAnnotations(state, resolved, inferred);
+  event_.Append(it->second);
+  if (inferred) {
+    annotation_.Clear();
+    annotation_.Varint(annotation::kNameIid, kInferred);
+    annotation_.Varint(annotation::kBool, 1);
+    event_.Message(event::kDebugAnnotations, annotation_);
+  }
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();
   ++state.open_slices;

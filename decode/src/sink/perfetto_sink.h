@@ -51,7 +51,9 @@ class PerfettoSink : public SliceSink {
     bool sequence_started = false;
     uint64_t last_time = 0;
     uint32_t open_slices = 0;
-    std::unordered_map<FrameKey, uint64_t, FrameKeyHash> name_iids;
+    // Per distinct frame: its TrackEvent fields (name_iid and debug annotations) encoded once.
+    std::unordered_map<FrameKey, std::string, FrameKeyHash> frame_fields;
+    uint64_t next_name_iid = 1;
     std::unordered_map<std::string, uint64_t> string_iids;
   };
 
@@ -62,7 +64,8 @@ class PerfettoSink : public SliceSink {
   void StartPacket(ThreadState& state, bool needs_interned, uint64_t time_ns, bool has_time);
   void WritePacket();
   uint64_t StringIid(ThreadState& state, const std::string& s);
-  void AddAnnotations(ThreadState& state, const ResolvedFrame& frame, bool inferred);
+  // Interns the frame's name and strings on the sequence and encodes its event fields.
+  std::string EncodeFrameFields(ThreadState& state, const ResolvedFrame& frame);
   void EndLocked(ThreadState& state, uint64_t time_ns);
 
   std::mutex mutex_;
@@ -71,6 +74,7 @@ class PerfettoSink : public SliceSink {
   std::vector<std::unique_ptr<ThreadState>> threads_;  // in order of appearance
   std::unordered_map<uint64_t, ThreadState*> thread_index_;  // pid << 32 | tid
   std::unordered_map<uint32_t, uint64_t> process_uuids_;
+  ThreadState* last_state_ = nullptr;  // states never move (unique_ptr)
   uint64_t next_uuid_ = 1;
   bool finished_ = false;
   std::string error_;

@@ -2,7 +2,9 @@
 // Nested messages are built in their own ProtoBuffer and appended with Message().
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -10,9 +12,9 @@ namespace ptscope::decode {
 
 class ProtoBuffer {
  public:
-  void Clear() { buf_.clear(); }
-  bool empty() const { return buf_.empty(); }
-  std::string_view view() const { return buf_; }
+  void Clear() { size_ = 0; }
+  bool empty() const { return size_ == 0; }
+  std::string_view view() const { return std::string_view(buf_.data(), size_); }
 
   void Varint(uint32_t field, uint64_t value) {
     Tag(field, 0);
@@ -22,21 +24,34 @@ class ProtoBuffer {
   void Bytes(uint32_t field, std::string_view bytes) {
     Tag(field, 2);
     PutVarint(bytes.size());
-    buf_.append(bytes);
+    Append(bytes);
   }
   void Message(uint32_t field, const ProtoBuffer& child) { Bytes(field, child.view()); }
 
+  void Append(std::string_view bytes) {
+    Reserve(bytes.size());
+    if (!bytes.empty()) std::memcpy(buf_.data() + size_, bytes.data(), bytes.size());
+    size_ += bytes.size();
+  }
   void PutVarint(uint64_t value) {
+    Reserve(10);
+    char* p = buf_.data() + size_;
     while (value >= 0x80) {
-      buf_.push_back(static_cast<char>((value & 0x7f) | 0x80));
+      *p++ = static_cast<char>((value & 0x7f) | 0x80);
       value >>= 7;
     }
-    buf_.push_back(static_cast<char>(value));
+    *p++ = static_cast<char>(value);
+    size_ = static_cast<size_t>(p - buf_.data());
   }
 
  private:
   void Tag(uint32_t field, uint32_t wire_type) { PutVarint((uint64_t{field} << 3) | wire_type); }
+  // Writes go through data() into a string sized ahead: one capacity check per field.
+  void Reserve(size_t n) {
+    if (size_ + n > buf_.size()) buf_.resize(std::max(2 * buf_.size(), size_ + n + 64));
+  }
   std::string buf_;
+  size_t size_ = 0;
 };
 
 }  // namespace ptscope::decode
