@@ -343,3 +343,20 @@ TEST_CASE("export of an imported export reproduces the perf.data byte for byte")
   REQUIRE(imported.has_value());
   CHECK(Exported(*imported) == first);
 }
+
+TEST_CASE("TIME_CONV supplies the conversion when AUXTRACE_INFO has none") {
+  auto b = Exported(ThreadArchive());
+  const size_t info = Le(b, 40);
+  PutLe(b, info + 16 + 8 * 2, 0, 8);       // priv[TIME_MULT] = 0
+  const size_t tc = info + 152;            // TIME_CONV follows AUXTRACE_INFO
+  REQUIRE(Le(b, tc, 4) == 79);
+  PutLe(b, tc + 8, 7, 8);                  // time_shift
+  PutLe(b, tc + 16, 333, 8);               // time_mult
+  PutLe(b, tc + 24, 44, 8);                // time_zero
+  auto back = fmt::ImportPerfDataFromBytes(b, "tc.data");
+  REQUIRE(back.has_value());
+  CHECK(back->Get("time.shift") == "7");
+  CHECK(back->Get("time.mult") == "333");
+  CHECK(back->Get("time.zero") == "44");
+  CHECK(back->Get("time.cap_user_time_zero") == "1");
+}

@@ -86,11 +86,14 @@ class Importer {
     if (!p_.filter.empty()) Put("pt.filters", p_.filter.substr(0, p_.filter.find('\0')));
     Put("perf.have_sched_switch", std::to_string(Priv(p_, kPrivHaveSchedSwitch)));
     Put("perf.per_cpu_mmaps", per_cpu_ ? "1" : "0");
-    // AUXTRACE_INFO is what perf's decoder uses; TIME_CONV (when present) agrees with it.
-    Put("time.shift", std::to_string(Priv(p_, kPrivTimeShift)));
-    Put("time.mult", std::to_string(Priv(p_, kPrivTimeMult)));
-    Put("time.zero", std::to_string(Priv(p_, kPrivTimeZero)));
-    Put("time.cap_user_time_zero", std::to_string(Priv(p_, kPrivCapUserTimeZero)));
+    // AUXTRACE_INFO is what perf's decoder uses; TIME_CONV only fills in when it has no
+    // conversion (time_mult 0).
+    bool from_info = Priv(p_, kPrivTimeMult) != 0 || !p_.have_time_conv;
+    Put("time.shift", std::to_string(from_info ? Priv(p_, kPrivTimeShift) : p_.tc_shift));
+    Put("time.mult", std::to_string(from_info ? Priv(p_, kPrivTimeMult) : p_.tc_mult));
+    Put("time.zero", std::to_string(from_info ? Priv(p_, kPrivTimeZero) : p_.tc_zero));
+    Put("time.cap_user_time_zero", from_info ? std::to_string(Priv(p_, kPrivCapUserTimeZero))
+                                             : std::string(p_.tc_cap_user_time_zero ? "1" : "0"));
     if (p_.samples_skipped) Put("perf.samples_skipped", std::to_string(p_.samples_skipped));
   }
 
