@@ -43,6 +43,12 @@ void FoldedSink::EndLocked(ThreadStack& stack, uint64_t time_ns) {
   stack.last_time = std::max(stack.last_time, time_ns);
 }
 
+void FoldedSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string&) {
+  std::lock_guard lock(mutex_);
+  ThreadStack& stack = threads_[{thread.pid, thread.tid}];
+  stack.last_time = std::max(stack.last_time, time_ns);
+}
+
 std::string FoldedSink::PathOf(uint32_t node) const {
   std::vector<const std::string*> names;
   for (uint32_t n = node; n != 0; n = nodes_[n].parent) names.push_back(nodes_[n].name);

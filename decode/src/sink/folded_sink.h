@@ -25,7 +25,8 @@ class FoldedSink : public SliceSink {
   void Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
              bool inferred) override;
   void End(const ThreadKey& thread, uint64_t time_ns) override;
-  void Instant(const ThreadKey&, uint64_t, const std::string&) override {}
+  // Not part of the output; only moves the thread's last time (where Finish closes leftovers).
+  void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string&) override;
   void Finish() override;
   std::string OutputError() const override { return error_; }
 

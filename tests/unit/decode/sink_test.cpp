@@ -93,5 +93,32 @@ TEST_CASE("tracker into TextSink: threads in (pid, tid) order, flags and locatio
   std::filesystem::remove(path);
 }
 
+TEST_CASE("slices still open at Finish: text marks them unfinished, folded closes them") {
+  testing::FakeNamer namer({{"main", 0x1000}, {"a", 0x2000}});
+  std::string text_path = TempPath("open.txt");
+  std::string folded_path = TempPath("open.folded");
+  for (const std::string& path : {text_path, folded_path}) {
+    auto sink = CreateSink(path == text_path ? "text" : "folded", path, namer);
+    REQUIRE(sink);
+    (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{FrameId::Kind::kFunction, 0x1000, 0}, false);
+    (*sink)->Begin(ThreadKey{1, 1}, 20, FrameId{FrameId::Kind::kFunction, 0x2000, 0}, false);
+    (*sink)->Instant(ThreadKey{1, 1}, 35, "[trigger]");
+    (*sink)->End(ThreadKey{1, 2}, 40);  // a thread with nothing open: ignored
+    (*sink)->Finish();
+    CHECK((*sink)->OutputError() == "");
+  }
+  CHECK(ReadFile(text_path) ==
+        "thread 1/1 \"\" \"\"\n"
+        "  [10 +25] main  main.c:1 (unfinished)\n"
+        "    [20 +15] a  a.c:1 (unfinished)\n"
+        "      [35] ! [trigger]\n"
+        "thread 1/2 \"\" \"\"\n");
+  CHECK(ReadFile(folded_path) ==
+        "main 10\n"
+        "main;a 15\n");
+  std::filesystem::remove(text_path);
+  std::filesystem::remove(folded_path);
+}
+
 }  // namespace
 }  // namespace ptscope::decode
