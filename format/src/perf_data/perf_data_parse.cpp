@@ -1,5 +1,6 @@
 // Validating parser for file-mode perf.data (see format/PERF_DATA.md). Every read goes through
 // ByteReader or an explicit bounds check; every error names the file and the offset.
+#include <algorithm>
 #include <cstring>
 
 #include "../byte_io.h"
