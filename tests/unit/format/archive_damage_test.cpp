@@ -232,6 +232,37 @@ TEST_CASE("newer versions a version-1 reader may read: bigger header, unknown ch
   CHECK((*reader)->chunks_skipped() == 1);
 }
 
+TEST_CASE("fields appended by a newer minor version are ignored") {
+  std::vector<uint8_t> bytes = Header(1, 1, 1, 40);
+  std::vector<uint8_t> marker(32, 0);
+  marker[0] = 5;                                          // kind: trigger
+  marker[16] = 0x2a;                                      // tsc
+  for (int b : {2, 0, 0, 0, int{'h'}, int{'i'}}) marker.push_back(static_cast<uint8_t>(b));  // "hi"
+  for (int i = 0; i < 12; ++i) marker.push_back(0xee);   // a field this reader does not know
+  AppendChunk(bytes, 7, marker);
+  auto reader = ArchiveReader::FromBytes(bytes, "m");
+  REQUIRE(reader);
+  std::optional<Chunk> chunk = (*reader)->Next();
+  REQUIRE(chunk);
+  const auto& m = std::get<MarkerChunk>(*chunk);
+  CHECK(m.kind == MarkerKind::kTrigger);
+  CHECK(m.tsc == 0x2a);
+  CHECK(m.text == "hi");
+  CHECK(!(*reader)->Next());
+  CHECK(!(*reader)->damage());
+}
+
+TEST_CASE("ToHex and FromHex") {
+  CHECK(ToHex({0x00, 0xab, 0x7f}) == "00ab7f");
+  CHECK(ToHex({}) == "");
+  CHECK(FromHex("00AB7f") == std::optional<std::vector<uint8_t>>({0x00, 0xab, 0x7f}));
+  CHECK(!FromHex("abc"));
+  CHECK(!FromHex("zz"));
+  CHECK(std::string(ErrcName(Errc::kChecksum)) == "checksum");
+  CHECK(std::string(ChunkTypeName(ChunkType::kPtData)) == "PtData");
+  CHECK(std::string(BlobKindName(static_cast<BlobKind>(99))) == "unknown");
+}
+
 TEST_CASE("an End chunk with the wrong count and data after End are damage") {
   std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
   AppendChunk(bytes, 15, {5, 0, 0, 0, 0, 0, 0, 0});
