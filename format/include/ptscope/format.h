@@ -53,7 +53,7 @@ enum class ChunkType : uint16_t {
 const char* ChunkTypeName(ChunkType type);
 
 // Key/value metadata. Well-known keys are listed in FORMAT.md ("Metadata keys"), e.g. "tool",
-// "cpu.vendor", "pt.config.mtc_period", "time.mult". Several Metadata chunks may appear; later
+// "cpu.vendor", "pt.mtc_period", "time.mult". Several Metadata chunks may appear; later
 // values for the same key win.
 struct MetadataChunk {
   std::vector<std::pair<std::string, std::string>> entries;
