@@ -248,11 +248,14 @@ void PtEncoderModel::AsyncBranch(uint64_t from, uint64_t to, uint64_t tsc) {
   EmitIp(ppt_tip, to, false);
 }
 
-void PtEncoderModel::Disable(uint64_t tsc) {
+void PtEncoderModel::Disable(uint64_t ip, uint64_t tsc) {
   AdvanceTo(tsc);
   if (!enabled_) return;
   FlushTnt();
   EmitCycTo(tsc);
+  // FUP binds the disable to `ip` (asynchronous disable); a bare TIP.PGD would be bound to the
+  // next branch and a decoder would run on past the last instruction that really retired.
+  EmitIp(ppt_fup, ip, false);
   EmitIp(ppt_tip_pgd, 0, true);
   enabled_ = false;
 }

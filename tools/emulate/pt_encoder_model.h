@@ -76,8 +76,9 @@ class PtEncoderModel {
   // execute yet, `to` the handler. While tracing is off (e.g. right after a syscall) this is an
   // enable at `to`.
   void AsyncBranch(uint64_t from, uint64_t to, uint64_t tsc);
-  // Leaving the traced region for good (thread exit, detach): flush and TIP.PGD.
-  void Disable(uint64_t tsc);
+  // Tracing stops before the instruction at `ip` executes (detach, thread killed): FUP(ip) and
+  // TIP.PGD. (Exits through a syscall are Retire() of that syscall instead.)
+  void Disable(uint64_t ip, uint64_t tsc);
   // Writes pending TNT bits (before a snapshot copy, or at the end).
   void FlushPending();
 

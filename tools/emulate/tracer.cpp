@@ -260,6 +260,10 @@ Status Tracer::ArmStartAt(ProcessState& process, Thread& t) {
 }
 
 void Tracer::Resume(Thread& t, int signal) {
+  if (stopping_) {  // leave it stopped for the detach; its signal goes with the detach
+    t.pending_signal = signal;
+    return;
+  }
   t.injected = signal;
   t.injected_caught = signal != 0 && t.process && t.process->SignalCaught(signal);
   const auto request = stepping_ ? PTRACE_SINGLESTEP : PTRACE_CONT;

@@ -123,6 +123,7 @@ class Tracer {
   Status TakeSnapshot(const std::string& reason, uint64_t address);
   Status BeginStop(const std::string& reason);
   Status DetachAll();
+  void DrainStepTrap(Thread& t);
   Status WriteStreams();
   Status ArmStartAt(ProcessState& process, Thread& t);
   Status CheckDeferred();

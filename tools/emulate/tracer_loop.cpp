@@ -71,7 +71,7 @@ Status Tracer::HandleStop(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
     if (it == threads_.end()) return Ok();
     Thread& t = *it->second;
-    if (!t.exited && t.started) t.model->Disable(clock_);
+    if (!t.exited && t.started) t.model->Disable(t.ip, clock_);
     finished_.push_back(std::move(it->second));
     threads_.erase(it);
     return Ok();
@@ -123,6 +123,10 @@ Status Tracer::HandleEvent(Thread& t, int event) {
         PTSCOPE_TRY(writer_->AddFork(static_cast<uint32_t>(child_pid), static_cast<uint32_t>(t.pid),
                                      static_cast<uint32_t>(child), static_cast<uint32_t>(t.tid),
                                      Ns()));
+        if (!new_process) {
+          PTSCOPE_TRY(writer_->AddComm(static_cast<uint32_t>(child_pid), static_cast<uint32_t>(child),
+                                       Comm(child_pid, child), false, Ns()));
+        }
       }
       Resume(t, 0);
       return Ok();
@@ -201,6 +205,10 @@ Status Tracer::HandleStepTrap(Thread& t) {
   ++summary_.instructions;
   if (truth_) truth_->Add(static_cast<uint32_t>(t.tid), t.ip);
   if (unexpected) {  // e.g. a kernel-initiated transfer we could not see: keep the stream honest
+    if (getenv("PTSCOPE_EMULATE_DEBUG"))
+      fprintf(stderr, "unexpected: tid %d ip %llx size %d cls %d next %llx expected %llx\n", t.tid,
+              (unsigned long long)t.ip, insn.size, (int)insn.cls, (unsigned long long)next,
+              (unsigned long long)expected);
     ++summary_.unexpected_flow;
     t.model->AsyncBranch(expected, next, clock_);
   }
@@ -252,7 +260,7 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
     auto leader = std::move(threads_[t->tid]);
     auto execing = std::move(threads_[former]);
     threads_.erase(former);
-    if (!leader->exited) leader->model->Disable(clock_);
+    if (!leader->exited) leader->model->Disable(leader->ip, clock_);
     finished_.push_back(std::move(leader));
     execing->tid = t_in.tid;
     t = execing.get();
@@ -290,7 +298,7 @@ Status Tracer::OnThreadExit(Thread& t) {
       ++summary_.instructions;
       if (truth_) truth_->Add(static_cast<uint32_t>(t.tid), t.ip);
     } else {
-      t.model->Disable(clock_);
+      t.model->Disable(t.ip, clock_);
     }
   }
   t.exited = true;
@@ -333,12 +341,34 @@ Status Tracer::DetachAll() {
     ptrace(PTRACE_POKETEXT, start_at_pid_, start_at_address_, start_at_saved_word_);
   }
   for (auto& [tid, t] : threads_) {
-    if (t->started && !t->exited) t->model->Disable(clock_);
+    if (t->started && !t->exited) t->model->Disable(t->ip, clock_);
+    DrainStepTrap(*t);
     ptrace(PTRACE_DETACH, tid, nullptr, t->pending_signal);
     finished_.push_back(std::move(t));
   }
   threads_.clear();
   return Ok();
+}
+
+// A thread stopped by PTRACE_INTERRUPT right after a single-step still has the step's SIGTRAP
+// pending; detached, that SIGTRAP would kill it. Let it arrive as a signal-delivery-stop (which
+// a tracer can suppress) first.
+void Tracer::DrainStepTrap(Thread& t) {
+  if (t.exited) return;
+  auto status = record::ReadProcFile(record::ProcDir(t.tid) + "/status");
+  if (!status) return;
+  const uint64_t trap_bit = uint64_t{1} << (SIGTRAP - 1);
+  uint64_t pending = 0;
+  for (const char* key : {"SigPnd:", "ShdPnd:"}) {
+    const size_t at = status->find(key);
+    if (at != std::string::npos) pending |= std::strtoull(status->c_str() + at + 7, nullptr, 16);
+  }
+  if (!(pending & trap_bit)) return;
+  if (ptrace(PTRACE_CONT, t.tid, nullptr, nullptr) != 0) return;
+  int wait_status = 0;
+  if (waitpid(t.tid, &wait_status, __WALL) != t.tid || !WIFSTOPPED(wait_status)) return;
+  const int sig = WSTOPSIG(wait_status);
+  if ((wait_status >> 16) == 0 && sig != SIGTRAP) t.pending_signal = sig;  // someone else's
 }
 
 Status Tracer::WriteStreams() {

@@ -105,7 +105,7 @@ struct Machine {
       model.Retire(r, tsc);
       ++tsc;
       if (ip == exit_ip) {
-        model.Disable(tsc);
+        model.Disable(r.next_ip, tsc);
         return;
       }
       ip = r.next_ip;
@@ -268,6 +268,22 @@ TEST_CASE("every timing mode and no return compression decode exactly") {
       CAPTURE(retcomp);
       CheckRoundTrip(100, ec);
     }
+  }
+}
+
+TEST_CASE("a disable at an arbitrary instruction (detach) ends the decode exactly there") {
+  for (TimingMode t : {TimingMode::kNone, TimingMode::kCyc}) {
+    Machine m = BuildProgram(5);
+    m.exit_ip = kBase + 0x40 + 9;  // pop rax: not a branch
+    EncoderConfig ec;
+    ec.timing = t;
+    Sink sink;
+    PtEncoderModel model(ec, &sink);
+    m.Run(kBase, model);
+    CHECK_FALSE(model.enabled());
+    const Decoded d = DecodeInsn(m, sink.bytes, ec);
+    CHECK(d.errors == 0);
+    CHECK(d.ips == m.truth);
   }
 }
 

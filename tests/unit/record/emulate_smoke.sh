@@ -9,9 +9,10 @@ trap 'rm -rf "$dir"' EXIT
 "$emulate" --full -o "$dir/full.ptar" --ground-truth "$dir/full.gt" -- /bin/true
 test -s "$dir/full.gt"
 "$verify" "$dir/full.ptar" "$dir/full.gt"
-# Snapshot big enough for the whole run: same result, through the PSB-aligned ring.
-"$emulate" --snapshot-size 64M -o "$dir/snap.ptar" --ground-truth "$dir/snap.gt" -- /bin/true
-"$verify" "$dir/snap.ptar" "$dir/snap.gt"
+# A small snapshot ring: it starts at a PSB and decodes to the end of the ground truth.
+"$emulate" --snapshot-size 8K --psb-period 1K -o "$dir/snap.ptar" --ground-truth "$dir/snap.gt" \
+  -- /bin/true
+"$verify" "$dir/snap.ptar" "$dir/snap.gt" --suffix
 # Errors: a missing program fails cleanly and leaves no archive behind.
 if "$emulate" -o "$dir/missing.ptar" -- /nonexistent/program 2>"$dir/err"; then exit 1; fi
 grep -q "cannot run /nonexistent/program" "$dir/err"
