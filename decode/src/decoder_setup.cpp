@@ -45,14 +45,25 @@ bool ApplyOwnErrata(const pt_cpu& cpu, pt_errata& errata) {
 
 }  // namespace
 
-int64_t FindNextPsb(const uint8_t* begin, size_t size, uint64_t after) {
-  static constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                       0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
-  uint64_t from = after == UINT64_MAX ? 0 : after + 1;
+namespace {
+
+constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                              0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
+constexpr uint64_t kLookAhead = 64;  // longer than any PSB+ header libipt reads ahead through
+
+bool IsPsbAt(const uint8_t* begin, size_t size, uint64_t at) {
+  return at + sizeof kPsb <= size && begin[at] == 0x02 &&
+         std::memcmp(begin + at, kPsb, sizeof kPsb) == 0;
+}
+
+}  // namespace
+
+int64_t ResyncOffset(const uint8_t* begin, size_t size, uint64_t current, uint64_t last_sync) {
+  uint64_t floor = last_sync == UINT64_MAX ? 0 : last_sync + 1;
+  uint64_t from = current > kLookAhead ? current - kLookAhead : 0;
+  if (from < floor) from = floor;
   for (uint64_t at = from; at + sizeof kPsb <= size; ++at) {
-    if (begin[at] == 0x02 && std::memcmp(begin + at, kPsb, sizeof kPsb) == 0) {
-      return static_cast<int64_t>(at);
-    }
+    if (IsPsbAt(begin, size, at)) return static_cast<int64_t>(at);
   }
   return -1;
 }

@@ -40,10 +40,12 @@ struct DecoderSetup {
   void Apply(pt_config& config) const;
 };
 
-// Offset of the first PSB packet that starts after `after` (or at 0 when `after` is UINT64_MAX),
-// or -1. Used to resync after a decode error without skipping a PSB that libipt's look-ahead
-// already read past.
-int64_t FindNextPsb(const uint8_t* begin, size_t size, uint64_t after);
+// Where to resync after a decode error, given the decoder's current offset `current` and the
+// PSB it last synced at (`last_sync`, UINT64_MAX for none): libipt reads a few packets ahead, so
+// a PSB that starts just before `current` (within a PSB+ header) has not been decoded yet and is
+// the right place; otherwise the first PSB after `current`. Returns -1 when there is none. The
+// result is always after `last_sync`, so resyncing makes progress.
+int64_t ResyncOffset(const uint8_t* begin, size_t size, uint64_t current, uint64_t last_sync);
 
 // Reads the metadata keys (FORMAT.md "Metadata keys"). Errors name the bad key and value.
 Result<DecoderSetup> SetupFromMetadata(const format::Archive& archive);

@@ -79,9 +79,10 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     if (status >= 0) break;
     // Resync at the next PSB after the one we last synced at (libipt's own sync_forward would
     // start after its look-ahead and can skip a PSB).
-    uint64_t last_sync = 0;
+    uint64_t last_sync = 0, current = 0;
     if (pt_blk_get_sync_offset(decoder_, &last_sync) < 0) last_sync = UINT64_MAX;
-    int64_t next = FindNextPsb(begin, size, last_sync);
+    if (pt_blk_get_offset(decoder_, &current) < 0) current = 0;
+    int64_t next = ResyncOffset(begin, size, current, last_sync);
     status = next < 0 ? -pte_eos : pt_blk_sync_set(decoder_, static_cast<uint64_t>(next));
     synced = status >= 0;
   }
@@ -145,6 +146,7 @@ void FlowDecoder::HandleEvent(const pt_event& event) {
       if (event.has_tsc) Anchor(event.tsc);
       break;
     default:
+      // Status updates (PSB+) are read ahead of the instruction flow: their time is not ours yet.
       if (event.has_tsc && !event.status_update) Anchor(event.tsc);
       break;
   }

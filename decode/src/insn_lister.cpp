@@ -84,9 +84,10 @@ void InsnLister::DecodeSegment(const uint8_t* begin, size_t size) {
     }
     if (status >= 0 || status == -pte_eos) break;
     NoteError(status, decoder);
-    uint64_t last_sync = 0;
+    uint64_t last_sync = 0, current = 0;
     if (pt_insn_get_sync_offset(decoder, &last_sync) < 0) last_sync = UINT64_MAX;
-    int64_t next = FindNextPsb(begin, size, last_sync);
+    if (pt_insn_get_offset(decoder, &current) < 0) current = 0;
+    int64_t next = ResyncOffset(begin, size, current, last_sync);
     status = next < 0 ? -pte_eos : pt_insn_sync_set(decoder, static_cast<uint64_t>(next));
   }
   pt_insn_free_decoder(decoder);

@@ -150,19 +150,22 @@ TEST_CASE("a branch to an address without code is a missing-code gap, then decod
 TEST_CASE("after an error, decoding resumes at the next PSB without repeating decoded trace") {
   PtBuilder pt;
   pt.Psb(1000, 0x1025);
-  pt.Ip(ppt_tip, 0x1027);
-  pt.Psb(2000, 0x1025);  // passed while decoding normally
+  pt.Cyc(1);
+  pt.Ip(ppt_tip, 0x1027);  // 1001
+  pt.Psb(1001, 0x1025);    // passed while decoding normally
   for (int i = 0; i < 100; ++i) pt.Simple(ppt_pad);
-  pt.Ip(ppt_tip, 0x9000);  // no code there
+  pt.Cyc(3);
+  pt.Ip(ppt_tip, 0x9000);  // 1004, no code there
   pt.Psb(3000, 0x1020);
+  pt.Cyc(2);
   pt.Ip(ppt_tip_pgd, 0);
   CHECK(Decode(pt.bytes()) ==
-        "jump 0x1025->0x1027 t=1000 n=1\n"
-        "jump 0x1028->0x1025 t=2000 n=2\n"
-        "jump 0x1025->0x9000 t=2000 n=1\n"
-        "gap 0x0->0x0 cause=missing code t=2000 n=0\n"
-        "syscall 0x1021->0x0 t=3000 n=2\n"
-        "end 0x1021->0x0 t=3000 n=0\n");
+        "jump 0x1025->0x1027 t=1001 n=1\n"
+        "jump 0x1028->0x1025 t=1003 n=2\n"
+        "jump 0x1025->0x9000 t=1004 n=1\n"
+        "gap 0x0->0x0 cause=missing code t=1004 n=0\n"
+        "syscall 0x1021->0x0 t=3002 n=2\n"
+        "end 0x1021->0x0 t=3002 n=0\n");
 }
 
 TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
