@@ -103,6 +103,7 @@ class Tracer {
     bool started = false;      // has had its first stop
     bool running = false;      // resumed, no stop reported yet
     bool exec_trap = false;    // the syscall-exit trap after an exec retires nothing
+    bool resync = false;       // stopped inside a syscall: take the next stop's ip as the start
     bool exited = false;
     int injected = 0;          // signal passed at the last resume
     bool injected_caught = false;

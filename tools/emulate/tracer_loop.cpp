@@ -106,6 +106,9 @@ Status Tracer::HandleEvent(Thread& t, int event) {
       if (t.started && stepping_ && regs.rip != t.ip) return HandleStepTrap(t);
       t.ip = regs.rip;
       t.started = true;
+      // Stopped inside a syscall (attach, interrupt): the kernel may rewind to re-run it on
+      // resume. Tracing starts at whatever user instruction comes next.
+      t.resync = static_cast<int64_t>(regs.orig_rax) >= 0;
       Resume(t, 0);
       return Ok();
     }
@@ -165,6 +168,12 @@ Status Tracer::HandleStepTrap(Thread& t) {
       return Ok();
     }
     Resume(t, SIGTRAP);  // the program's own trap
+    return Ok();
+  }
+  if (t.resync) {
+    t.resync = false;
+    t.ip = regs.rip;
+    Resume(t, 0);
     return Ok();
   }
   if (t.exec_trap) {  // the step report of a completed execve: nothing executed yet

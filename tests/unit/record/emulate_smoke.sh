@@ -13,6 +13,10 @@ test -s "$dir/full.gt"
 "$emulate" --snapshot-size 8K --psb-period 1K -o "$dir/snap.ptar" --ground-truth "$dir/snap.gt" \
   -- /bin/true
 "$verify" "$dir/snap.ptar" "$dir/snap.gt" --suffix
+# Stopping early detaches cleanly; the trace ends exactly at the last traced instruction.
+"$emulate" --full --max-instructions 3000 -o "$dir/max.ptar" --ground-truth "$dir/max.gt" -- /bin/true
+test "$(wc -l < "$dir/max.gt")" -eq 3000
+"$verify" "$dir/max.ptar" "$dir/max.gt"
 # Errors: a missing program fails cleanly and leaves no archive behind.
 if "$emulate" -o "$dir/missing.ptar" -- /nonexistent/program 2>"$dir/err"; then exit 1; fi
 grep -q "cannot run /nonexistent/program" "$dir/err"

