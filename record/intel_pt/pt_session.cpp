@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <set>
 
 #include "elf_file.h"
 #include "perf_event.h"
@@ -112,6 +113,7 @@ class Session {
   std::string trigger_where_;
   uint64_t trigger_address_ = 0;
   bool stop_ = false;
+  std::set<int> quiet_fds_;
   sigset_t run_mask_{};
 };
 
@@ -427,13 +429,24 @@ Status Session::Loop() {
     deadline = NowNs(CLOCK_MONOTONIC) + static_cast<uint64_t>(std::llround(*opts_.duration_s * 1e9));
   bool all = opts_.mode == RecordOptions::Mode::kAllCpus;
   while (!stop_) {
+    // Events of exited tasks report POLLHUP, and a pidfd stays readable after its exit, for
+    // ever: drop such fds from the wait set so the loop does not spin (rings are still drained).
     std::vector<pollfd> fds;
-    for (SidebandRing& r : sideband_) fds.push_back({r.event.fd(), POLLIN, 0});
-    for (PtStream& s : pt_) fds.push_back({s.event.fd(), POLLIN, 0});
-    for (PerfEvent& bp : breakpoints_) fds.push_back({bp.fd(), POLLIN, 0});
-    for (int fd : target_.exit_fds()) fds.push_back({fd, POLLIN, 0});
+    auto wait_on = [&](int fd) {
+      if (quiet_fds_.count(fd) == 0) fds.push_back({fd, POLLIN, 0});
+    };
+    for (SidebandRing& r : sideband_) wait_on(r.event.fd());
+    for (PtStream& s : pt_) wait_on(s.event.fd());
+    for (PerfEvent& bp : breakpoints_) wait_on(bp.fd());
+    size_t first_exit_fd = fds.size();
+    for (int fd : target_.exit_fds()) wait_on(fd);
     timespec timeout{0, 100 * 1000 * 1000};
     ppoll(fds.data(), fds.size(), &timeout, &run_mask_);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      bool gone = (fds[i].revents & (POLLHUP | POLLERR | POLLNVAL)) != 0 ||
+                  (i >= first_exit_fd && fds[i].revents != 0);
+      if (gone) quiet_fds_.insert(fds[i].fd);
+    }
     if (g_interrupt || g_terminate) {
       Stimulus s = g_interrupt ? Stimulus::kInterrupt : Stimulus::kTerminate;
       g_interrupt = 0;
