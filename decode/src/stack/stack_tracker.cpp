@@ -59,7 +59,7 @@ void StackTracker::OnEvent(const FlowEvent& e) {
     case K::kSyscall:
     case K::kDisable: {
       if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) break;  // already out
-      EnsureCurrent(e.from);
+      if (e.from != 0) EnsureCurrent(e.from);  // unknown ip: the slice has no parent
       bool syscall = e.kind == K::kSyscall;
       ++(syscall ? counters_.syscalls : counters_.untraced);
       Frame f;
@@ -176,7 +176,7 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
   uint64_t resume_ip = was_out ? stack_.back().resume_ip : 0;
   CloseSyntheticTop(t);
   if (stack_.empty()) {
-    EnsureCurrent(e.to);
+    if (e.to != 0) EnsureCurrent(e.to);
     return;
   }
   // Resuming at an open frame's return address: the untraced callee (or the signal handler whose
@@ -207,7 +207,7 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
 
 void StackTracker::OnAsync(const FlowEvent& e, uint64_t t) {
   ++counters_.async;
-  EnsureCurrent(e.from);
+  if (e.from != 0) EnsureCurrent(e.from);
   uint64_t start = StartOf(e.to);
   Frame f;
   f.id = FunctionFrame(e.to, start);

@@ -329,6 +329,17 @@ TEST_CASE("inlined frames at the call site wrap the callee") {
   CHECK(h.tracker.counters().inlined_slices == 2);
 }
 
+TEST_CASE("unknown ips at the start do not invent frames") {
+  // Tracing starts disabled with no ip, then enables in a: no "0x0" frame; the inferred frames
+  // start at the trace start and wrap the untraced slice.
+  Harness h;
+  CHECK(h.Run({Ev(K::kDisable, 0, 0, 0), Enable(10, 0), Enable(20, 0x2010),
+               Ret(30, 0x2050, 0x1015), End(40)}) ==
+        "main* 0-40\n"
+        "  a* 0-30\n"
+        "    [untraced] 0-10\n");
+}
+
 TEST_CASE("times going backwards are clamped") {
   Harness h;
   CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ret(5, 0x2050, 0x1015),
