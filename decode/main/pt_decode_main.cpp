@@ -116,7 +116,7 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   }
   std::fprintf(stderr, "\n");
   if (format != OutputFormat::kInsns && s.instructions != 0) {
-    std::fprintf(stderr, "  symbolized code: %.1f%% of instructions\n",
+    std::fprintf(stderr, "  symbolized code: %.1f%% of decoded instructions\n",
                  100.0 * static_cast<double>(s.symbolized_instructions) / s.instructions);
   }
   std::string gaps;
@@ -128,6 +128,11 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   }
   std::fprintf(stderr, "  gaps: %s\n", gaps.empty() ? "none" : gaps.c_str());
   for (const auto& missing : s.missing) {
+    if (missing.path == "[vdso]") {
+      std::fprintf(stderr, "  missing module: [vdso]: the capture holds no copy of its bytes, so "
+                   "code run there is a gap (pt-record and pt-emulate store it; perf.data does not)\n");
+      continue;
+    }
     std::string hex = ptscope::format::ToHex(missing.build_id);
     std::fprintf(stderr, "  missing module: %s (build id %s): its code was not found; pass "
                  "--symbols DIR with a directory holding that exact build%s\n",
