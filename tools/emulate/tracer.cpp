@@ -168,7 +168,7 @@ Status Tracer::Launch() {
     close(pipe_fds[0]);
     return MakeError(Errc::kInternal, "the child process did not start");
   }
-  if (ptrace(PTRACE_SEIZE, pid, nullptr, kPtraceOptions) != 0) {
+  if (ptrace(PTRACE_SEIZE, pid, nullptr, PtraceOptions()) != 0) {
     Error err = PtraceError("cannot trace child", pid);
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -216,7 +216,7 @@ Status Tracer::Attach() {
       bool added = false;
       for (int tid : tids) {
         if (std::find(seized.begin(), seized.end(), tid) != seized.end()) continue;
-        if (ptrace(PTRACE_SEIZE, tid, nullptr, kPtraceOptions & ~PTRACE_O_EXITKILL) != 0) {
+        if (ptrace(PTRACE_SEIZE, tid, nullptr, PtraceOptions() & ~PTRACE_O_EXITKILL) != 0) {
           if (errno == ESRCH && !seized.empty()) continue;  // that thread just exited
           return PtraceError("cannot attach to", tid);
         }
@@ -257,6 +257,10 @@ Status Tracer::ArmStartAt(ProcessState& process, Thread& t) {
   start_at_saved_word_ = word;
   start_at_pid_ = process.pid();
   return Ok();
+}
+
+unsigned Tracer::PtraceOptions() const {
+  return kPtraceOptions | (options_.follow_fork ? PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK : 0);
 }
 
 void Tracer::Resume(Thread& t, int signal) {

@@ -121,6 +121,7 @@ class Tracer {
   Thread& AddThread(pid_t tid, pid_t pid);
   ProcessState* Process(pid_t pid);
   void Resume(Thread& t, int signal);
+  unsigned PtraceOptions() const;
   Status TakeSnapshot(const std::string& reason, uint64_t address);
   Status BeginStop(const std::string& reason);
   Status DetachAll();
