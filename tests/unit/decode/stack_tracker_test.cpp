@@ -351,3 +351,49 @@ TEST_CASE("times going backwards are clamped") {
 
 }  // namespace
 }  // namespace ptscope::decode
+
+namespace ptscope::decode {
+namespace {
+
+// Property: whatever the event sequence, slices nest, close, never exceed max_depth, and times
+// never go back. A fixed-seed generator keeps it deterministic.
+TEST_CASE("random event sequences always give a well-formed slice stream") {
+  for (size_t bound : {size_t{3}, size_t{1} << 20}) {
+    StackTrackerOptions options;
+    options.max_depth = 8;
+    options.max_buffered_events = bound;
+    Harness h(options);
+    h.namer.AddInlined(0x1010, {{"inl", "i.h", 1}});
+    uint64_t state = 12345, t = 0;
+    auto next = [&state](uint64_t n) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return (state >> 33) % n;
+    };
+    const uint64_t kAddrs[] = {0x1010, 0x1015, 0x2000, 0x2015, 0x3000, 0x3040, 0x6000, 0x6015,
+                               0x7000, 0x8000, 0xf000, 0};
+    for (int i = 0; i < 20000; ++i) {
+      FlowEvent e = Ev(static_cast<K>(next(10)), t += next(3), kAddrs[next(12)], kAddrs[next(12)]);
+      e.return_ip = e.from + 5;
+      e.gap_cause = static_cast<GapCause>(next(4));
+      h.tracker.OnEvent(e);
+    }
+    h.tracker.Finish(t + 1);
+    CHECK(h.sink.violations.empty());
+    CHECK(h.sink.max_depth == 8);  // reached, never exceeded
+    std::string tree = h.sink.Tree();
+    CHECK(tree.find("(unclosed") == std::string::npos);
+    CHECK(tree.find("! [folded]") != std::string::npos);
+    // The sequence exercised the interesting paths.
+    const StackTrackerCounters& c = h.tracker.counters();
+    CHECK(c.unwinds > 0);
+    CHECK(c.tail_calls + c.lateral_jumps > 0);
+    CHECK(c.reanchors > 0);
+    CHECK(c.async > 0);
+    CHECK(c.corrected_callers > 0);
+    CHECK(c.folded_frames > 0);
+    if (bound == 3) CHECK(c.buffer_flushes_at_bound > 0);
+  }
+}
+
+}  // namespace
+}  // namespace ptscope::decode
