@@ -68,6 +68,7 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
       std::memset(&block, 0, sizeof block);
       status = pt_blk_next(decoder_, &block, sizeof block);
       if (block.ninsn > 0) HandleBlock(block);
+      if (status >= 0 && Stuck(block.ninsn)) status = -pte_internal;
       if (status < 0) {
         uint64_t offset = 0;
         pt_blk_get_offset(decoder_, &offset);
@@ -90,6 +91,28 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
   FlushExtrapolated();
   pt_blk_free_decoder(decoder_);
   decoder_ = nullptr;
+}
+
+bool FlowDecoder::Stuck(uint32_t ninsn) {
+  // Damaged trace can leave libipt walking a loop of direct jumps that needs no packets: without
+  // this bound pt_blk_next would return blocks forever. Real code cannot retire this many
+  // instructions without producing a single packet.
+  constexpr uint64_t kMaxInsnsWithoutTrace = uint64_t{1} << 20;
+  uint64_t offset = 0;
+  pt_blk_get_offset(decoder_, &offset);
+  if (offset != stuck_offset_) {
+    stuck_offset_ = offset;
+    stuck_insns_ = 0;
+    return false;
+  }
+  stuck_insns_ += ninsn;
+  if (stuck_insns_ < kMaxInsnsWithoutTrace) return false;
+  stuck_insns_ = 0;
+  if (stats_.first_error.empty()) {
+    stats_.first_error = "decoding looped without consuming trace at offset " +
+                         std::to_string(offset) + " (damaged trace?)";
+  }
+  return true;
 }
 
 int FlowDecoder::DrainEvents(pt_block_decoder* decoder, int status) {

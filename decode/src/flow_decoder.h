@@ -66,6 +66,7 @@ class FlowDecoder {
     uint64_t from = 0, return_ip = 0;
   };
   int DrainEvents(pt_block_decoder* decoder, int status);
+  bool Stuck(uint32_t ninsn);
   void HandleEvent(const pt_event& event);
   void HandleBlock(const pt_block& block);
   BranchInsn ClassifyLast(const pt_block& block) const;
@@ -95,6 +96,7 @@ class FlowDecoder {
   uint64_t anchor_ns_ = 0, anchor_position_ = 0;
   uint64_t rate_ns_ = 0, rate_insns_ = 0;  // ns per instruction of the last anchored interval
   uint64_t last_emitted_ns_ = 0;
+  uint64_t stuck_offset_ = UINT64_MAX, stuck_insns_ = 0;
   std::vector<TriggerMark> triggers_;
   size_t next_trigger_ = 0;
 };

@@ -61,6 +61,7 @@ void InsnLister::DecodeSegment(const uint8_t* begin, size_t size) {
   pt_insn_decoder* decoder = pt_insn_alloc_decoder(&config);
   if (decoder == nullptr) return;
   int status = pt_insn_sync_forward(decoder);
+  uint64_t stuck_offset = UINT64_MAX, stuck_insns = 0;
   while (status >= 0) {
     uint64_t tsc = 0;
     uint32_t lost_mtc = 0, lost_cyc = 0;
@@ -80,6 +81,15 @@ void InsnLister::DecodeSegment(const uint8_t* begin, size_t size) {
       if (insn.iclass != ptic_error) {
         writer_.Write(tid_, insn.ip);
         ++instructions_;
+      }
+      // Bound a walk through a packet-free loop of direct jumps (damaged trace): see FlowDecoder.
+      uint64_t offset = 0;
+      pt_insn_get_offset(decoder, &offset);
+      if (offset != stuck_offset) {
+        stuck_offset = offset;
+        stuck_insns = 0;
+      } else if (status >= 0 && ++stuck_insns >= (uint64_t{1} << 20)) {
+        status = -pte_internal;
       }
     }
     if (status >= 0 || status == -pte_eos) break;

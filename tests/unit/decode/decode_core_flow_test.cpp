@@ -168,6 +168,18 @@ TEST_CASE("after an error, decoding resumes at the next PSB without repeating de
         "end 0x1021->0x0 t=3002 n=0\n");
 }
 
+TEST_CASE("a trace that ends inside a packet-free loop (jmp .) ends with a gap, not a hang") {
+  std::vector<uint8_t> code = TestCode();
+  code[0x30] = 0xeb;  // 0x1030: jmp 0x1030
+  code[0x31] = 0xfe;
+  PtBuilder pt;
+  pt.Psb(1000, 0x1030);
+  pt.Tnt({true});  // a packet that no instruction in the loop will ever consume
+  std::string events = Decode(pt.bytes(), code);
+  CHECK(events.find("gap 0x0->0x0 cause=decode error") != std::string::npos);
+  CHECK(events.substr(events.size() - 4) == "n=0\n");
+}
+
 TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
   std::vector<uint8_t> garbage(64, 0xd9);
   CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");
