@@ -43,6 +43,8 @@ struct Block {
   uint32_t return_cost = 0;
   uint32_t visit_epoch = 0;  // the walk segment the visit count is for
   uint32_t visits = 0;       // visits in that segment: loops a walk is stuck in get left
+  bool avoid = false;        // a syscall retry loop a walk got stuck in: conditional branches
+                             // choose the other successor from now on
 };
 
 inline constexpr uint32_t kNoReturn = 1u << 30;

@@ -15,7 +15,8 @@ constexpr size_t kSteerDepth = 24;
 constexpr size_t kMaxWalkDepth = 200;  // deeper than this, the walk restarts at its next packet
 constexpr uint32_t kHotVisits = 64;  // visits in one segment after which a block is "hot"
 // A walk restarts at a random function after 20k..100k instructions (see Step).
-constexpr uint64_t kSegmentMin = 20000, kSegmentSpread = 80000;  // beyond this call depth the walk prefers to return
+constexpr uint64_t kSegmentMin = 20000, kSegmentSpread = 80000;
+constexpr uint32_t kMaxSegmentSyscalls = 64;  // more in one segment: a syscall loop  // beyond this call depth the walk prefers to return
 
 class Rng {  // xorshift64*: fast, and deterministic for a seed
  public:
@@ -124,6 +125,7 @@ class Walker {
   bool ChooseTaken(const Block& b, int32_t taken, int32_t not_taken) {
     const Block& t = graph_.block(taken);
     const Block& f = graph_.block(not_taken);
+    if (t.avoid != f.avoid) return f.avoid;
     if (stack_.size() >= kSteerDepth && t.return_cost != f.return_cost) {
       return t.return_cost < f.return_cost;
     }
@@ -208,6 +210,13 @@ class Walker {
     if (last) return -1;
     tsc_ += options_.untraced_ticks;
     int32_t next = graph_.Fallthrough(index);
+    // A walk caught in a syscall loop (a retry loop whose exits are dead code) goes elsewhere,
+    // and walks keep out of that block from now on.
+    if (++segment_syscalls_ > kMaxSegmentSyscalls) {
+      graph_.block(index).avoid = true;
+      NewSegment();
+      next = kNoBlock;
+    }
     if (next < 0) {
       next = RandomEntry();
       stack_.clear();
@@ -224,6 +233,7 @@ class Walker {
 
   void NewSegment() {
     segment_end_ = stats_.instructions + kSegmentMin + rng_.Below(kSegmentSpread);
+    segment_syscalls_ = 0;
     ++epoch_;
   }
 
@@ -257,7 +267,8 @@ class Walker {
   Rng rng_;
   uint64_t tsc_ = 0;
   uint64_t segment_end_ = 0;
-  uint32_t epoch_ = 0;        // segment number, for Block::visits
+  uint32_t epoch_ = 0;
+  uint32_t segment_syscalls_ = 0;        // segment number, for Block::visits
   int32_t current_ = 0;       // the block Step runs  // instruction count at which the walk restarts elsewhere
   std::vector<Frame> stack_;
   WalkStats stats_;
