@@ -51,14 +51,29 @@ std::vector<int> CodeImages::SectionsAt(uint32_t pid, uint64_t time_ns,
   auto it = isid_by_pid_.find(pid);
   if (it == isid_by_pid_.end()) return sections;
   const std::vector<symbols::Mapping>& mappings = address_space_.MappingsOf(pid);
+  std::vector<size_t> future;
+  std::vector<std::pair<uint64_t, uint64_t>> covered;
   for (size_t i = 0; i < mappings.size() && i < it->second.size(); ++i) {
     const symbols::Mapping& mapping = mappings[i];
     if (mapping.valid_from > time_ns) {
       *next_change = std::min(*next_change, mapping.valid_from);
+      if (mapping.valid_until > mapping.valid_from) future.push_back(i);
       continue;
     }
     if (mapping.valid_until <= time_ns) continue;
     *next_change = std::min(*next_change, mapping.valid_until);
+    covered.emplace_back(mapping.start, mapping.end);
+    if (it->second[i] >= 0) sections.push_back(it->second[i]);
+  }
+  // Sideband timestamps can trail the code they describe (records synthesized when tracing
+  // starts, coarse clocks). A mapping that begins later but overlaps nothing in force now is
+  // also given to libipt: addresses it covers have no other candidate.
+  for (size_t i : future) {
+    const symbols::Mapping& mapping = mappings[i];
+    bool overlaps = false;
+    for (const auto& [start, end] : covered) overlaps |= mapping.start < end && start < mapping.end;
+    if (overlaps) continue;
+    covered.emplace_back(mapping.start, mapping.end);
     if (it->second[i] >= 0) sections.push_back(it->second[i]);
   }
   return sections;
