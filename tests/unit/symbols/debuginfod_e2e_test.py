@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""debuginfod end to end: a stripped program is recorded with pt-emulate, then deleted; its
+executable and debug info are served (1) from a file:// debuginfod tree and (2) by a real
+`debuginfod` server on loopback. pt-decode --debuginfod URL must then name PlainC and
+mini::Twice(int) with source lines; without a URL it must not (and never touches the network).
+
+  debuginfod_e2e_test.py PT_EMULATE PT_DECODE PROGRAM
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+WANT = [r"PlainC\s+\S*debuginfod_test_program\.cpp:\d+",
+        r"mini::Twice\(int\)\s+\S*debuginfod_test_program\.cpp:\d+"]
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], check=True, capture_output=True,
+                         text=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+
+
+def decode(pt_decode, archive, out, urls, cache):
+    env = dict(os.environ)
+    env.pop("DEBUGINFOD_URLS", None)
+    env["DEBUGINFOD_CACHE_PATH"] = cache
+    args = [pt_decode, "--format", "text", "-o", out, archive]
+    for url in urls:
+        args += ["--debuginfod", url]
+    result = subprocess.run(args, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"pt-decode exited {result.returncode}: {result.stderr.strip()}")
+    return open(out, encoding="utf-8").read()
+
+
+def missing_names(text):
+    return [w for w in WANT if not re.search(w, text)]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(url, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def main():
+    emulate, pt_decode, program = sys.argv[1:4]
+    server = None
+    work = tempfile.mkdtemp(prefix="debuginfod_e2e_")
+    try:
+        stripped = os.path.join(work, "prog")
+        debug = os.path.join(work, "prog.debug")
+        subprocess.run(["objcopy", "--only-keep-debug", program, debug], check=True)
+        subprocess.run(["objcopy", "--strip-all", program, stripped], check=True)
+        hex_id = build_id(stripped)
+        archive = os.path.join(work, "prog.ptar")
+        subprocess.run([emulate, "--full", "-o", archive, "--", stripped], check=True,
+                       capture_output=True)
+        # The server side keeps copies; the recorded program disappears.
+        served = os.path.join(work, "served")
+        os.makedirs(served)
+        shutil.copy(stripped, os.path.join(served, "prog"))
+        shutil.copy(debug, os.path.join(served, "prog.debug"))
+        tree = os.path.join(work, "tree", "buildid", hex_id)
+        os.makedirs(tree)
+        shutil.copy(stripped, os.path.join(tree, "executable"))
+        shutil.copy(debug, os.path.join(tree, "debuginfo"))
+        os.unlink(stripped)
+        os.unlink(debug)
+
+        problems = []
+        plain = decode(pt_decode, archive, os.path.join(work, "none.txt"), [],
+                       os.path.join(work, "cache0"))
+        if not missing_names(plain):
+            problems.append("names came out without any debuginfod URL: the test proves nothing")
+        text = decode(pt_decode, archive, os.path.join(work, "file.txt"),
+                      ["file://" + os.path.join(work, "tree")], os.path.join(work, "cache1"))
+        for miss in missing_names(text):
+            problems.append(f"file:// tree: no match for {miss}")
+
+        port = free_port()
+        server = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", ":memory:",
+                                   "-t", "0", served], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True)
+        base = f"http://127.0.0.1:{port}"
+        if not wait_for(f"{base}/buildid/{hex_id}/debuginfo", 60):
+            problems.append("debuginfod did not serve the build id within 60 s")
+        else:
+            text = decode(pt_decode, archive, os.path.join(work, "http.txt"), [base],
+                          os.path.join(work, "cache2"))
+            for miss in missing_names(text):
+                problems.append(f"debuginfod server: no match for {miss}")
+        if problems:
+            print("FAIL " + "\nFAIL ".join(problems))
+            return 1
+        print("ok: names from a file:// tree and from a debuginfod server; none without a URL")
+        return 0
+    finally:
+        if server is not None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
