@@ -223,6 +223,11 @@ void PtEncoderModel::Retire(const RetiredInsn& insn, uint64_t tsc) {
         FlushTnt();  // a pending bit would be taken for a compressed return
         EmitCycTo(tsc);
         EmitIp(ppt_tip, insn.next_ip, false);
+        // Decoders disagree on what an uncompressed return does to their return stack: perf pops
+        // it on every RET, libipt only on compressed ones. Forgetting every pending call makes
+        // later returns uncompressed until new calls arrive, which both decode identically
+        // (a signal handler returning to __restore_rt showed the difference).
+        ret_count_ = 0;
       }
       break;
     }

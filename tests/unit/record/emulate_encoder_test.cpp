@@ -323,6 +323,29 @@ TEST_CASE("signal-like asynchronous transfer: FUP + TIP decodes as an async bran
   CHECK(d.ips == m.truth);
 }
 
+TEST_CASE("an uncompressed return forgets older calls, so perf and libipt stay in step") {
+  // perf pops its return stack on every RET, libipt only on compressed ones. After the handler's
+  // RET goes out as a TIP, the outermost `ret` to main (whose call predates the handler) must not
+  // be compressed either; both decoders then agree. Same program without the signal: compressed.
+  auto run = [](bool with_signal) {
+    Machine m = BuildProgram(3);
+    const uint64_t handler = kBase + 0x3000;
+    m.Put(handler, {0x90, 0xc3});
+    if (with_signal) m.async_at[kBase + 0x1000 + 6] = handler;
+    Sink sink;
+    EncoderConfig ec;
+    PtEncoderModel model(ec, &sink);
+    m.Run(kBase, model);
+    const Decoded d = DecodeInsn(m, sink.bytes, ec);
+    CHECK(d.errors == 0);
+    CHECK(d.ips == m.truth);
+    return model.stats().compressed_returns;
+  };
+  const uint64_t plain = run(false);
+  CHECK(plain == 5);  // 4 returns of f (main's call + 3 recursive) and g's return
+  CHECK(run(true) == plain - 1);
+}
+
 TEST_CASE("CYC+MTC timing: libipt timestamps every enable, disable and async branch exactly") {
   // Long straight-line stretches and long pauses (as when other threads run) cross many MTC
   // edges. Event timestamps are what a decoder knows exactly (instruction times are step values
