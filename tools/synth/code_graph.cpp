@@ -101,6 +101,12 @@ Block CodeGraph::Decode(uint64_t ip) {
   // `jmp` back into its own block is a loop without packets: a decoder could never tell where
   // the walk left it, so a walk must not enter it.
   if (b.end == BlockEnd::kJump && b.target >= b.start && b.target <= b.end_ip) b.end = BlockEnd::kDead;
+  // A direct call/jmp out of the code (`call 0` to an undefined weak symbol, guarded by a check
+  // that never lets it run) is never taken: perf cannot follow it to a TIP.PGD as libipt can.
+  uint64_t available = 0;
+  if ((b.end == BlockEnd::kCall || b.end == BlockEnd::kJump) && elf_.CodeAt(b.target, &available) == nullptr) {
+    b.end = BlockEnd::kDead;
+  }
   return b;
 }
 

@@ -196,6 +196,9 @@ void SynthEncoder::Return(uint64_t target, uint64_t tsc) {
     return;
   }
   IndirectBranch(target, tsc);  // the flush first: a pending bit would read as a compressed ret
+  // perf pops its return stack on every RET, libipt only on compressed ones: forgetting the
+  // pending calls keeps later returns explicit until new calls come, which both decode alike.
+  ret_count_ = 0;
 }
 
 void SynthEncoder::Disable(uint64_t target, bool suppress_ip, uint64_t tsc) {

@@ -92,7 +92,7 @@ class Walker {
     // does not fill the capture.
     if ((stats_.instructions >= segment_end_ || stack_.size() > kMaxWalkDepth) && !last &&
         LeavesAtPacket(b.end)) {
-      return Leave(b.end == BlockEnd::kCondBranch ? b.fallthrough : kUntracedReturn, at, false);
+      return Leave(kUntracedReturn, at, false);
     }
     switch (b.end) {
       case BlockEnd::kCondBranch: return CondBranch(index, b, at, last);
@@ -113,7 +113,9 @@ class Walker {
     const bool take = (taken >= 0 && not_taken >= 0) ? ChooseTaken(b, taken, not_taken)
                                                      : taken >= 0;
     const uint64_t next_ip = take ? b.target : b.fallthrough;
-    if (last || (taken < 0 && not_taken < 0)) return Leave(next_ip, at, last);
+    // The walk never ends at a conditional branch: perf's decoder does not accept a TIP.PGD
+    // bound to one ("Trace doesn't match instruction"), although libipt does.
+    if (taken < 0 && not_taken < 0) return Leave(next_ip, at, last);
     enc_.CondBranch(take, at);
     return take ? taken : not_taken;
   }
@@ -226,7 +228,7 @@ class Walker {
   }
 
   static bool LeavesAtPacket(BlockEnd end) {
-    return end == BlockEnd::kCondBranch || end == BlockEnd::kReturn ||
+    return end == BlockEnd::kReturn ||
            end == BlockEnd::kIndirectJump || end == BlockEnd::kImportJump ||
            end == BlockEnd::kIndirectCall;
   }

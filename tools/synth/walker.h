@@ -8,8 +8,8 @@
 // return address); a syscall is TIP.PGD, then
 // TIP.PGE at the next instruction. A return with an empty shadow stack returns to untraced code
 // (TIP.PGD with that address) and the walk resumes at a random function entry (TIP.PGE), as does a
-// branch into a dead block (int3, ud2, undecodable bytes). The walk ends at the first
-// packet-producing branch after the requested instruction count, with TIP.PGD at that branch.
+// branch into a dead block (int3, ud2, undecodable bytes). The walk ends at the first return,
+// indirect branch or syscall after the requested instruction count, with TIP.PGD there.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +42,7 @@ class GroundTruthWriter {
 };
 
 struct WalkOptions {
-  uint64_t instructions = 0;  // at least this many (the walk ends at the next packet)
+  uint64_t instructions = 0;  // at least this many (the walk ends at the next ret/indirect/syscall)
   uint64_t seed = 1;
   uint32_t tid = 0;
   uint64_t start_tsc = 0;
