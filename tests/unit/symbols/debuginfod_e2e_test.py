@@ -3,8 +3,9 @@
 executable and debug info are served (1) from a file:// debuginfod tree and (2) by a real
 `debuginfod` server on loopback. pt-decode --debuginfod URL must then name PlainC and
 mini::Twice(int) with source lines; without a URL it must not (and never touches the network).
+Also: the Fedora-style copy (stripped + .gnu_debugdata MiniDebugInfo) is named without any URL.
 
-  debuginfod_e2e_test.py PT_EMULATE PT_DECODE PROGRAM
+  debuginfod_e2e_test.py PT_EMULATE PT_DECODE PROGRAM MINIDEBUGINFO_PROGRAM
 """
 import os
 import re
@@ -64,7 +65,7 @@ def wait_for(url, seconds):
 
 
 def main():
-    emulate, pt_decode, program = sys.argv[1:4]
+    emulate, pt_decode, program, mini_program = sys.argv[1:5]
     server = None
     work = tempfile.mkdtemp(prefix="debuginfod_e2e_")
     try:
@@ -97,6 +98,17 @@ def main():
                       ["file://" + os.path.join(work, "tree")], os.path.join(work, "cache1"))
         for miss in missing_names(text):
             problems.append(f"file:// tree: no match for {miss}")
+
+        mini = os.path.join(work, "mini")
+        shutil.copy(mini_program, mini)
+        mini_archive = os.path.join(work, "mini.ptar")
+        subprocess.run([emulate, "--full", "-o", mini_archive, "--", mini], check=True,
+                       capture_output=True)
+        text = decode(pt_decode, mini_archive, os.path.join(work, "mini.txt"), [],
+                      os.path.join(work, "cache3"))
+        for name in ("PlainC", r"mini::Twice\(int\)"):
+            if not re.search(r"\] " + name + r"(?: \(\w+\))?\s*$", text, re.M):
+                problems.append(f"MiniDebugInfo: no slice named {name} (names only, no lines)")
 
         port = free_port()
         server = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", ":memory:",

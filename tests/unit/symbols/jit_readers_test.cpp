@@ -240,3 +240,42 @@ TEST_CASE("JitTimeMap: TSC conversion and CLOCK_MONOTONIC through sync pairs") {
   one.AddPair(100, 1000);
   CHECK(one.MonotonicToTsc(1010) == 120);
 }
+
+TEST_CASE("JitCodeStore::FromArchive: monotonic jitdump times placed through TimeSync pairs") {
+  DumpBuilder b;
+  b.Header(0);  // CLOCK_MONOTONIC
+  b.Load(5000, 0x1000, "old", {0x90, 0xc3});
+  b.Load(7000, 0x1000, "new", {0xcc, 0xc3});
+  ptscope::format::Archive archive;
+  archive.metadata = {{"time.shift", "10"}, {"time.mult", "512"}, {"time.zero", "100"}};
+  ptscope::format::TimeSyncChunk sync;
+  sync.tsc_and_clock_ns = {{0, 4000}, {2000, 8000}};  // tsc = (mono - 4000) / 2
+  archive.time_syncs.push_back(sync);
+  ptscope::format::BlobChunk dump_blob;
+  dump_blob.kind = ptscope::format::BlobKind::kJitdump;
+  dump_blob.name = "/w/jit-77.dump";
+  dump_blob.pid = 77;
+  dump_blob.data = b.bytes;
+  dump_blob.data.pop_back();  // the second LOAD is cut: reported, the first kept
+  archive.blobs.push_back(dump_blob);
+  ptscope::format::BlobChunk map_blob;
+  map_blob.kind = ptscope::format::BlobKind::kPerfMap;
+  map_blob.name = "/tmp/perf-77.map";
+  map_blob.pid = 77;
+  std::string map_text = "2000 10 mapped\nbad line\n";
+  map_blob.data.assign(map_text.begin(), map_text.end());
+  archive.blobs.push_back(map_blob);
+  std::vector<std::string> notes;
+  JitCodeStore store = JitCodeStore::FromArchive(archive, notes);
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0] == "jitdump read up to damage: /w/jit-77.dump: offset 102: truncated record "
+                    "(id 0, 62 bytes, 61 left)");  // 40 + (56 + 4 + 2)
+  CHECK(notes[1] == "/tmp/perf-77.map:2: not a \"START SIZE name\" line (hex START and SIZE, "
+                    "SIZE > 0) (1 malformed lines skipped)");
+  // mono 5000 -> tsc 500 -> ns 100 + 250 = 350.
+  const JitRegion* region = store.Lookup(77, 0x1000, 350);
+  REQUIRE(region != nullptr);
+  CHECK(region->name == "old");
+  CHECK(region->valid_from == 350);
+  CHECK(store.Name(77, 0x2004, 0)->name == "mapped");
+}
