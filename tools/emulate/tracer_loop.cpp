@@ -161,6 +161,9 @@ Status Tracer::HandleStepTrap(Thread& t) {
       start_at_address_ = 0;
       stepping_ = true;
       t.ip = regs.rip;
+      // Everything mapped while the startup ran unstepped (libc, dlopen'ed libraries) must be in
+      // the sideband before the first traced instruction, or decoders cannot follow into it.
+      PTSCOPE_TRY(t.process->RefreshMaps(writer_, t.tid, Ns(), false));
       for (auto& [tid, other] : threads_) {
         if (other->running) ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
       }
