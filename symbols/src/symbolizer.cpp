@@ -3,6 +3,7 @@
 #include <llvm/DebugInfo/Symbolize/Symbolize.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/TargetSelect.h>
 
 #include <algorithm>
 #include <set>
@@ -51,6 +52,51 @@ std::vector<FunctionEntry> LoadFunctionTable(const std::string& path, std::strin
   return table;
 }
 
+// PLT stubs have no symbols of their own: without this table their code is named after the
+// nearest preceding symbol (`_init`, which ends where .plt starts). LLVM pairs each stub with
+// its GOT slot's relocation, the way objdump names `printf@plt`.
+struct PltEntry {
+  uint64_t start = 0;
+  std::string name;  // "printf@plt"
+};
+
+std::vector<PltEntry> LoadPltTable(const std::string& path) {
+  static const bool targets_ready = [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86TargetMC();
+    return true;
+  }();
+  (void)targets_ready;
+  std::vector<PltEntry> table;
+  auto owning = llvm::object::ObjectFile::createObjectFile(path);
+  if (!owning) {
+    llvm::consumeError(owning.takeError());  // LoadFunctionTable reports the same failure
+    return table;
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
+  if (elf == nullptr) return table;
+  uint64_t first_lazy_stub = UINT64_MAX;
+  for (const llvm::object::ELFPltEntry& entry : elf->getPltEntries()) {
+    if (entry.Section == ".plt") first_lazy_stub = std::min(first_lazy_stub, entry.Address);
+    if (!entry.Symbol) continue;
+    auto name = llvm::object::ELFSymbolRef(llvm::object::SymbolRef(*entry.Symbol, elf)).getName();
+    if (!name) {
+      llvm::consumeError(name.takeError());
+      continue;
+    }
+    if (!name->empty()) table.push_back(PltEntry{entry.Address, name->str() + "@plt"});
+  }
+  // The 16-byte header before the first lazy stub (PLT0) pushes the link map and jumps to
+  // ld.so's resolver: every first call of a lazily bound function passes through it. Named
+  // like objdump's <.plt>.
+  if (first_lazy_stub != UINT64_MAX && first_lazy_stub >= 16) {
+    table.push_back(PltEntry{first_lazy_stub - 16, ".plt"});
+  }
+  std::sort(table.begin(), table.end(),
+            [](const PltEntry& a, const PltEntry& b) { return a.start < b.start; });
+  return table;
+}
+
 }  // namespace
 
 struct Symbolizer::Impl {
@@ -65,6 +111,7 @@ struct Symbolizer::Impl {
   std::mutex mutex;
   llvm::symbolize::LLVMSymbolizer llvm_symbolizer;
   std::unordered_map<std::string, std::vector<FunctionEntry>> function_tables;
+  std::unordered_map<std::string, std::vector<PltEntry>> plt_tables;
   std::map<std::pair<std::string, uint64_t>, Symbol> cache;
   std::set<std::string> failed_modules;
   std::vector<std::string> failures;
@@ -80,7 +127,19 @@ struct Symbolizer::Impl {
   void Fail(const std::string& path, const std::string& reason) {
     if (failed_modules.insert(path).second) failures.push_back(path + ": " + reason);
   }
+  // The PLT stub holding vaddr (x86-64 stubs are 16 bytes), or nullptr.
+  const PltEntry* PltStub(const std::string& path, uint64_t vaddr) {
+    auto it = plt_tables.find(path);
+    if (it == plt_tables.end()) it = plt_tables.emplace(path, LoadPltTable(path)).first;
+    const std::vector<PltEntry>& table = it->second;
+    auto next = std::upper_bound(table.begin(), table.end(), vaddr,
+                                 [](uint64_t a, const PltEntry& e) { return a < e.start; });
+    if (next == table.begin()) return nullptr;
+    --next;
+    return vaddr - next->start < 16 ? &*next : nullptr;
+  }
   uint64_t StartFromTable(const std::string& path, uint64_t vaddr) {
+    if (const PltEntry* stub = PltStub(path, vaddr)) return stub->start;
     const std::vector<FunctionEntry>& table = Table(path);
     auto it = std::upper_bound(table.begin(), table.end(), vaddr,
                                [](uint64_t a, const FunctionEntry& e) { return a < e.start; });
@@ -100,6 +159,13 @@ Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
   auto cached = impl_->cache.find(key);
   if (cached != impl_->cache.end()) return cached->second;
   Symbol symbol;
+  if (const PltEntry* stub = impl_->PltStub(debug_path, vaddr)) {
+    symbol.found = true;
+    symbol.function = stub->name;
+    symbol.function_start = stub->start;
+    impl_->cache.emplace(std::move(key), symbol);
+    return symbol;
+  }
   if (impl_->failed_modules.count(debug_path) == 0) {
     auto info = impl_->llvm_symbolizer.symbolizeInlinedCode(
         debug_path, {vaddr, llvm::object::SectionedAddress::UndefSection});
