@@ -4,6 +4,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "ptscope/format.h"
+
 namespace ptscope::decode {
 namespace {
 
@@ -121,7 +123,23 @@ bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint6
     }
   }
   module_symbolized_.emplace(mapping->module, symbolized);
+  if (!symbolized && !location.debug_path.empty()) found_without_symbols_.insert(mapping->module);
   return symbolized;
+}
+
+std::vector<std::string> SymbolsFrameNamer::UnsymbolizedNotes() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> notes;
+  for (uint32_t index : found_without_symbols_) {
+    const symbols::Module& module = address_space_.modules()[index];
+    std::string hex = format::ToHex(module.build_id);
+    std::string note = "no symbols for " + module.path + " (build id " +
+                       (hex.empty() ? "unknown" : hex) + "): its functions are named " +
+                       Basename(module.path) + "+0x...; pass --symbols DIR with its debug file";
+    if (hex.size() > 2) note += " as DIR/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2) + ".debug";
+    notes.push_back(std::move(note));
+  }
+  return notes;
 }
 
 }  // namespace ptscope::decode

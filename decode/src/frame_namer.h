@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -24,6 +25,9 @@ class SymbolsFrameNamer : public FrameNamer {
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   // Whether `address` lies in a module with a symbol table or debug info (for the summary).
   bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns);
+  // One summary note per module whose code ran without symbols (named module+offset), saying
+  // where --symbols would find its debug file.
+  std::vector<std::string> UnsymbolizedNotes();
 
  private:
   struct Location {
@@ -43,6 +47,7 @@ class SymbolsFrameNamer : public FrameNamer {
   std::map<std::pair<uint32_t, uint64_t>, FrameName> names_;
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> starts_;
   std::map<uint32_t, bool> module_symbolized_;
+  std::set<uint32_t> found_without_symbols_;  // modules whose files were found, symbols not
 };
 
 }  // namespace ptscope::decode

@@ -306,6 +306,7 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
     for (const std::string& failure : symbolizer.failures()) {
       summary.notes.push_back("cannot load symbols: " + failure);
     }
+    for (std::string& note : namer.UnsymbolizedNotes()) summary.notes.push_back(std::move(note));
   }
   summary.notes.insert(summary.notes.end(), resolver.notes().begin(), resolver.notes().end());
   return summary;
