@@ -200,11 +200,19 @@ def mode_damaged(args, work):
     ptar = record(args, work)
     with open(ptar, 'rb') as f:
         data = f.read()
-    for cut in (0, 10, 64, len(data) // 2, len(data) - 3):
+    # cut -> (exit status, what the first line must say). Designed: 1 when nothing decodable
+    # is left (the PT chunks of this small capture sit after the module chunks, past the
+    # middle), 0 when the intact chunks before the damage hold the trace (the End chunk cut).
+    cuts = {0: (1, 'empty file'), 10: (1, 'truncated file header'),
+            64: (1, 'damaged at file offset 40'), len(data) // 2: (1, 'damaged at file offset'),
+            len(data) - 3: (0, 'damaged at file offset')}
+    for cut, (want_rc, want_text) in cuts.items():
         path = os.path.join(work, f'cut{cut}.ptar')
         with open(path, 'wb') as f:
             f.write(data[:cut])
-        _, r = decode(args, path, expect_rc=None)
+        _, r = decode(args, path, expect_rc=want_rc)
+        if want_text not in r.stderr:
+            raise Failure(f'truncated at {cut}: expected "{want_text}" in: {r.stderr}')
         message = r.stderr.strip().splitlines()[0] if r.stderr.strip() else ''
         if not message.startswith('pt-decode: ' + path):
             raise Failure(f'truncated at {cut}: no report naming the file: {r.stderr!r}')
