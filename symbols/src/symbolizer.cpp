@@ -57,7 +57,8 @@ std::vector<FunctionEntry> LoadFunctionTable(const std::string& path, std::strin
 // its GOT slot's relocation, the way objdump names `printf@plt`.
 struct PltEntry {
   uint64_t start = 0;
-  std::string name;  // "printf@plt"
+  uint64_t size = 16;  // x86-64 .plt/.plt.sec stubs; .plt.got stubs are 8 bytes
+  std::string name;    // "printf@plt"
 };
 
 std::vector<PltEntry> LoadPltTable(const std::string& path) {
@@ -84,13 +85,14 @@ std::vector<PltEntry> LoadPltTable(const std::string& path) {
       llvm::consumeError(name.takeError());
       continue;
     }
-    if (!name->empty()) table.push_back(PltEntry{entry.Address, name->str() + "@plt"});
+    uint64_t size = entry.Section == ".plt.got" ? 8 : 16;
+    if (!name->empty()) table.push_back(PltEntry{entry.Address, size, name->str() + "@plt"});
   }
   // The 16-byte header before the first lazy stub (PLT0) pushes the link map and jumps to
   // ld.so's resolver: every first call of a lazily bound function passes through it. Named
   // like objdump's <.plt>.
   if (first_lazy_stub != UINT64_MAX && first_lazy_stub >= 16) {
-    table.push_back(PltEntry{first_lazy_stub - 16, ".plt"});
+    table.push_back(PltEntry{first_lazy_stub - 16, 16, ".plt"});
   }
   std::sort(table.begin(), table.end(),
             [](const PltEntry& a, const PltEntry& b) { return a.start < b.start; });
@@ -127,7 +129,7 @@ struct Symbolizer::Impl {
   void Fail(const std::string& path, const std::string& reason) {
     if (failed_modules.insert(path).second) failures.push_back(path + ": " + reason);
   }
-  // The PLT stub holding vaddr (x86-64 stubs are 16 bytes), or nullptr.
+  // The PLT stub holding vaddr, or nullptr.
   const PltEntry* PltStub(const std::string& path, uint64_t vaddr) {
     auto it = plt_tables.find(path);
     if (it == plt_tables.end()) it = plt_tables.emplace(path, LoadPltTable(path)).first;
@@ -136,7 +138,7 @@ struct Symbolizer::Impl {
                                  [](uint64_t a, const PltEntry& e) { return a < e.start; });
     if (next == table.begin()) return nullptr;
     --next;
-    return vaddr - next->start < 16 ? &*next : nullptr;
+    return vaddr - next->start < next->size ? &*next : nullptr;
   }
   uint64_t StartFromTable(const std::string& path, uint64_t vaddr) {
     if (const PltEntry* stub = PltStub(path, vaddr)) return stub->start;
