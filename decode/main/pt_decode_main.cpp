@@ -32,6 +32,7 @@ struct Options {
   std::vector<std::string> inputs;
   std::string output, output_dir, format;
   std::vector<std::string> symbol_dirs;
+  std::vector<std::string> debuginfod_urls;
   unsigned jobs = 1;
 };
 
@@ -169,6 +170,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   }
   ptscope::decode::PipelineOptions pipeline;
   pipeline.symbol_dirs = options.symbol_dirs;
+  pipeline.debuginfod_urls = options.debuginfod_urls;
   pipeline.jobs = options.jobs;
   pipeline.format = format;
   pipeline.output_path = output;
@@ -207,6 +209,9 @@ int main(int argc, char** argv) {
        "output's extension (.txt, .folded, .insns), else perfetto")
       ("symbols", po::value(&options.symbol_dirs), "directory with binaries/debug files "
        "(plain or .build-id layout); repeatable")
+      ("debuginfod", po::value(&options.debuginfod_urls), "debuginfod server URL (http, https, "
+       "file://) asked last for missing binaries/debug info by build id; repeatable; default "
+       "$DEBUGINFOD_URLS; without either nothing is fetched")
       ("jobs,j", po::value(&options.jobs)->default_value(1), "threads decoded in parallel");
   po::options_description hidden;
   hidden.add_options()("input", po::value(&options.inputs));

@@ -6,6 +6,16 @@
 #include <algorithm>
 
 namespace ptscope::decode {
+namespace {
+
+// libipt asks here for bytes no section holds: JIT code from the jitdump, else -pte_nomap
+// (a missing-code gap, e.g. for code known only from a perf map).
+int ReadJitCallback(uint8_t* buffer, size_t size, const pt_asid*, uint64_t ip, void* context) {
+  size_t read = static_cast<const ThreadImage*>(context)->ReadJit(buffer, size, ip);
+  return read == 0 ? -pte_nomap : static_cast<int>(read);
+}
+
+}  // namespace
 
 CodeImages::CodeImages(const symbols::AddressSpace& address_space,
                        symbols::ModuleResolver& resolver)
@@ -35,7 +45,14 @@ void CodeImages::Prepare(const std::vector<uint32_t>& pids) {
         isid = pt_iscache_add_file(iscache_, code_path.c_str(), mapping.pgoff, size,
                                    mapping.start);
       }
-      if (isid < 0 && !reported_missing[mapping.module]) {
+      // Anonymous memory holding JIT code gets its bytes from the jitdump instead.
+      bool jit_memory = jit_ != nullptr && jit_->HasCode(pid) &&
+                        (module.path.empty() || module.path.rfind("//anon", 0) == 0);
+      // The jitdump's own marker page (mapped executable so recorders notice the file).
+      const std::string& p = module.path;
+      if (p.find("/jit-") != std::string::npos && p.size() > 5 && p.compare(p.size() - 5, 5, ".dump") == 0)
+        jit_memory = true;
+      if (isid < 0 && !jit_memory && !reported_missing[mapping.module]) {
         reported_missing[mapping.module] = true;
         missing_.push_back(MissingModule{module.path, module.build_id});
       }
@@ -84,12 +101,20 @@ ThreadImage::~ThreadImage() {
   pt_image_free(previous_);
 }
 
+size_t ThreadImage::ReadJit(uint8_t* buffer, size_t size, uint64_t ip) const {
+  const symbols::JitCodeStore* jit = images_.jit();
+  return jit == nullptr ? 0 : jit->ReadCode(pid_, ip, time_ns_, buffer, size);
+}
+
 pt_image* ThreadImage::At(uint64_t time_ns, bool* changed) {
   *changed = false;
   if (!NeedsSwitch(time_ns)) return image_;
   uint64_t next_change = UINT64_MAX;
   std::vector<int> sections = images_.SectionsAt(pid_, time_ns, &next_change);
   pt_image* image = pt_image_alloc(nullptr);
+  if (images_.jit() != nullptr && images_.jit()->HasCode(pid_)) {
+    pt_image_set_callback(image, ReadJitCallback, this);
+  }
   // Later mappings were added later: adding in order lets a newer section replace an older one.
   for (int isid : sections) pt_image_add_cached(image, images_.iscache(), isid, nullptr);
   pt_image_free(previous_);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "jit_code_store.h"
 #include "ptscope/symbols.h"
 
 namespace ptscope::decode {
@@ -28,6 +29,10 @@ class CodeImages {
   CodeImages(const CodeImages&) = delete;
   CodeImages& operator=(const CodeImages&) = delete;
 
+  // JIT code (jitdump bytes) served to libipt through a read callback; set before Prepare().
+  void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
+  const symbols::JitCodeStore* jit() const { return jit_; }
+
   // Resolves every module of `pids` and adds its executable sections to the cache.
   void Prepare(const std::vector<uint32_t>& pids);
   pt_image_section_cache* iscache() const { return iscache_; }
@@ -43,6 +48,7 @@ class CodeImages {
   pt_image_section_cache* iscache_ = nullptr;
   std::map<uint32_t, std::vector<int>> isid_by_pid_;  // parallel to MappingsOf(pid); -1 missing
   std::vector<MissingModule> missing_;
+  const symbols::JitCodeStore* jit_ = nullptr;
 };
 
 // One decoder's view: owns the pt_image of the current epoch.
@@ -58,6 +64,10 @@ class ThreadImage {
   pt_image* At(uint64_t time_ns, bool* changed);
   // Cheap check for the hot path: whether At(time_ns) would switch.
   pt_image_section_cache* iscache() const { return images_.iscache(); }
+  // The decoder's current time: which version of JIT code the read callback serves.
+  void SetTime(uint64_t time_ns) { time_ns_ = time_ns; }
+  // JIT code bytes at `ip` (for instructions libipt read through the callback); 0 if none.
+  size_t ReadJit(uint8_t* buffer, size_t size, uint64_t ip) const;
   bool NeedsSwitch(uint64_t time_ns) const {
     return image_ == nullptr || time_ns >= next_change_ || time_ns < epoch_start_;
   }
@@ -69,6 +79,7 @@ class ThreadImage {
   pt_image* previous_ = nullptr;
   uint64_t epoch_start_ = 0;
   uint64_t next_change_ = 0;
+  uint64_t time_ns_ = UINT64_MAX;  // unknown: the JIT store picks the nearest version
 };
 
 }  // namespace ptscope::decode

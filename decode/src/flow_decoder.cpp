@@ -183,6 +183,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) const {
     std::memcpy(bytes, block.raw, size);
   } else {
     int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, block.isid, block.end_ip);
+    if (read <= 0) read = static_cast<int>(image_.ReadJit(bytes, sizeof bytes, block.end_ip));
     if (read <= 0) return {};
     size = static_cast<size_t>(read);
   }
@@ -288,6 +289,7 @@ void FlowDecoder::Anchor(uint64_t tsc) {
   have_anchor_ = true;
   anchor_ns_ = ns;
   anchor_position_ = position_;
+  image_.SetTime(ns);
   if (decoder_ != nullptr && image_.NeedsSwitch(ns)) SwitchImageIfNeeded(ns);
 }
 

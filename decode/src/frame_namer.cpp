@@ -34,6 +34,19 @@ const symbols::Mapping* SymbolsFrameNamer::FindMapping(uint32_t pid, uint64_t ad
   return nullptr;
 }
 
+std::optional<symbols::JitName> SymbolsFrameNamer::JitName(uint32_t pid, uint64_t address,
+                                                           uint64_t time_ns) const {
+  if (jit_ == nullptr) return std::nullopt;
+  // A file-backed mapping holding the address wins: JIT code lives in anonymous memory.
+  if (const symbols::Mapping* mapping = FindMapping(pid, address, time_ns)) {
+    const std::string& path = address_space_.modules()[mapping->module].path;
+    bool anonymous = path.empty() || path[0] != '/' || path.rfind("//anon", 0) == 0 ||
+                     path.rfind("/memfd:", 0) == 0;
+    if (!anonymous) return std::nullopt;
+  }
+  return jit_->Name(pid, address, time_ns);
+}
+
 SymbolsFrameNamer::Location SymbolsFrameNamer::Locate(uint32_t pid, uint64_t address,
                                                       uint64_t time_ns) {
   Location location;
@@ -67,6 +80,14 @@ FrameName SymbolsFrameNamer::Name(uint32_t pid, uint64_t address, uint64_t time_
   auto key = std::make_pair(pid, address);
   if (auto it = names_.find(key); it != names_.end()) return it->second;
   FrameName name;
+  if (std::optional<symbols::JitName> jit = JitName(pid, address, time_ns)) {
+    name.name = jit->name;
+    name.module = jit->has_code ? "[jit]" : "[jit: perf map]";
+    name.file = jit->file;
+    name.line = jit->line;
+    name.symbolized = true;
+    return names_.emplace(key, std::move(name)).first->second;
+  }
   Location location = Locate(pid, address, time_ns);
   if (location.mapping == nullptr) {
     name.name = Hex(address);
@@ -98,6 +119,9 @@ uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64
   auto key = std::make_pair(pid, address);
   if (auto it = starts_.find(key); it != starts_.end()) return it->second;
   uint64_t start = 0;
+  if (std::optional<symbols::JitName> jit = JitName(pid, address, time_ns)) {
+    return starts_.emplace(key, jit->start).first->second;
+  }
   Location location = Locate(pid, address, time_ns);
   if (location.has_vaddr && !location.debug_path.empty()) {
     uint64_t vaddr_start = symbolizer_.FunctionStart(location.debug_path, location.vaddr);
@@ -109,6 +133,7 @@ uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64
 
 bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (JitName(pid, address, time_ns)) return true;
   const symbols::Mapping* mapping = FindMapping(pid, address, time_ns);
   if (mapping == nullptr) return false;
   auto it = module_symbolized_.find(mapping->module);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "events.h"
+#include "jit_code_store.h"
 #include "ptscope/symbols.h"
 
 namespace ptscope::decode {
@@ -25,6 +26,8 @@ class SymbolsFrameNamer : public FrameNamer {
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   // Whether `address` lies in a module with a symbol table or debug info (for the summary).
   bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns);
+  // Names JIT code (jitdump, then perf map) outside file-backed mappings.
+  void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
   // One summary note per module whose code ran without symbols (named module+offset), saying
   // where --symbols would find its debug file.
   std::vector<std::string> UnsymbolizedNotes();
@@ -37,6 +40,7 @@ class SymbolsFrameNamer : public FrameNamer {
     uint64_t vaddr = 0;           // ELF vaddr of `address` in the module files
     bool has_vaddr = false;
   };
+  std::optional<symbols::JitName> JitName(uint32_t pid, uint64_t address, uint64_t time_ns) const;
   Location Locate(uint32_t pid, uint64_t address, uint64_t time_ns);
   const symbols::Mapping* FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns) const;
 
@@ -47,6 +51,7 @@ class SymbolsFrameNamer : public FrameNamer {
   std::map<std::pair<uint32_t, uint64_t>, FrameName> names_;
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> starts_;
   std::map<uint32_t, bool> module_symbolized_;
+  const symbols::JitCodeStore* jit_ = nullptr;
   std::set<uint32_t> found_without_symbols_;  // modules whose files were found, symbols not
 };
 

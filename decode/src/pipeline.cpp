@@ -11,6 +11,7 @@
 #include <memory>
 #include <thread>
 
+#include "debuginfod_fetcher.h"
 #include "decoder_setup.h"
 #include "flow_decoder.h"
 #include "frame_namer.h"
@@ -256,7 +257,12 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
 
   symbols::ModuleResolver resolver(options.symbol_dirs);
   for (const format::BlobChunk& blob : archive.blobs) PTSCOPE_TRY(resolver.AddBlob(blob));
+  symbols::DebuginfodFetcher debuginfod =
+      symbols::DebuginfodFetcher::FromEnvironment({options.debuginfod_urls, 30});
+  if (debuginfod.enabled()) resolver.SetDebuginfod(&debuginfod);
+  symbols::JitCodeStore jit = symbols::JitCodeStore::FromArchive(archive, summary.notes);
   CodeImages images(timeline.address_space(), resolver);
+  if (!jit.empty()) images.SetJitCode(&jit);
   std::vector<uint32_t> pids;
   for (const ThreadStream& stream : streams) pids.push_back(stream.key.pid);
   images.Prepare(pids);
@@ -267,6 +273,7 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
   } else {
     symbols::Symbolizer symbolizer;
     SymbolsFrameNamer namer(timeline.address_space(), resolver, symbolizer);
+    if (!jit.empty()) namer.SetJitCode(&jit);
     PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SliceSink> sink, MakeSink(options, namer));
     unsigned jobs = std::max(1u, std::min<unsigned>(options.jobs, streams.size()));
     std::vector<ThreadResult> results(streams.size());

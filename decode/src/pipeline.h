@@ -20,6 +20,8 @@ const char* OutputFormatName(OutputFormat format);
 
 struct PipelineOptions {
   std::vector<std::string> symbol_dirs;
+  // debuginfod servers (http, https, file://); empty: DEBUGINFOD_URLS, else never asked.
+  std::vector<std::string> debuginfod_urls;
   unsigned jobs = 1;
   OutputFormat format = OutputFormat::kPerfetto;
   std::string output_path;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "debuginfod_fetcher.h"
 #include "ptscope/symbols.h"
 
 namespace ptscope::symbols {
@@ -172,8 +173,12 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
   ScanSymbolDirs();
   auto range = scanned_files_.equal_range(hex);
   for (auto it = range.first; !hex.empty() && it != range.second; ++it) {
-    if (auto found = Probe(it->second, build_id, false); found && found->elf.has_symtab &&
-                                                           found->elf.code_is_nobits) {
+    // A separate debug file, or an unstripped copy of a stripped binary (same build id).
+    auto found = Probe(it->second, build_id, false);
+    bool better = found && found->elf.has_symtab &&
+                  (found->elf.code_is_nobits || !code.elf.has_symtab ||
+                   (found->elf.has_debug_info && !code.elf.has_debug_info));
+    if (better && found->path != code.path) {
       return found->path;
     }
   }
@@ -183,6 +188,14 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
          {code_dir / code.elf.debuglink, code_dir / ".debug" / code.elf.debuglink,
           fs::path("/usr/lib/debug") / code_dir.relative_path() / code.elf.debuglink}) {
       if (auto found = Probe(candidate.string(), build_id, true)) return found->path;
+    }
+  }
+  if (debuginfod_ != nullptr && !hex.empty() && !code.elf.has_debug_info) {
+    Result<std::string> fetched = debuginfod_->FetchDebugInfo(build_id);
+    if (fetched) {
+      if (auto found = Probe(*fetched, build_id, true)) return found->path;
+    } else if (fetched.error().code != Errc::kNotFound) {
+      Note(fetched.error().message);
     }
   }
   return code.path;  // the binary itself: its symbol table (and DWARF, if not stripped)
@@ -217,6 +230,15 @@ const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
       code = Probe(it->second, build_id, false);
       if (code && code->elf.code_is_nobits) code.reset();  // a debug file has no code bytes
       origin = "--symbols";
+    }
+  }
+  if (!code && !hex.empty() && debuginfod_ != nullptr) {  // last: it may use the network
+    Result<std::string> fetched = debuginfod_->FetchExecutable(build_id);
+    if (fetched) {
+      code = Probe(*fetched, build_id, true);
+      origin = "debuginfod";
+    } else if (fetched.error().code != Errc::kNotFound) {
+      Note(fetched.error().message);
     }
   }
   ModuleFiles files;

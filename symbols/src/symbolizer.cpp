@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "minidebuginfo.h"
 #include "ptscope/symbols.h"
 
 namespace ptscope::symbols {
@@ -117,6 +118,7 @@ struct Symbolizer::Impl {
   std::map<std::pair<std::string, uint64_t>, Symbol> cache;
   std::set<std::string> failed_modules;
   std::vector<std::string> failures;
+  MiniDebugInfoSymbolizer mini;  // stripped binaries with .gnu_debugdata
 
   const std::vector<FunctionEntry>& Table(const std::string& path) {
     auto it = function_tables.find(path);
@@ -193,6 +195,14 @@ Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
     }
   }
   uint64_t table_start = impl_->StartFromTable(debug_path, vaddr);
+  if (!symbol.found) {
+    MiniSymbol mini = impl_->mini.Symbolize(debug_path, vaddr);
+    if (mini.found) {
+      symbol.found = true;
+      symbol.function = mini.function;
+      table_start = mini.function_start;
+    }
+  }
   if (table_start != 0) symbol.function_start = table_start;
   impl_->cache.emplace(std::move(key), symbol);
   return symbol;
@@ -200,7 +210,9 @@ Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
 
 uint64_t Symbolizer::FunctionStart(const std::string& debug_path, uint64_t vaddr) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->StartFromTable(debug_path, vaddr);
+  uint64_t start = impl_->StartFromTable(debug_path, vaddr);
+  if (start == 0) start = impl_->mini.Symbolize(debug_path, vaddr).function_start;
+  return start;
 }
 
 std::vector<std::string> Symbolizer::failures() const {

@@ -42,7 +42,7 @@ def subtree(rows, index):
 
 
 def main():
-    emulate, decode, program = sys.argv[1:4]
+    emulate, decode, program = (os.path.abspath(a) for a in sys.argv[1:4])
     with tempfile.TemporaryDirectory(prefix="jit_e2e_") as work:
         archive = os.path.join(work, "jit.ptar")
         rec = subprocess.run([emulate, "--full", "-o", archive, "--", program], cwd=work,

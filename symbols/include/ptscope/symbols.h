@@ -17,6 +17,8 @@
 
 namespace ptscope::symbols {
 
+class DebuginfodFetcher;  // debuginfod_fetcher.h
+
 // ---------------------------------------------------------------------------------------------
 // ELF facts
 
@@ -70,6 +72,8 @@ class ModuleResolver {
   Status AddBlob(const format::BlobChunk& blob);
   // Resolves (and caches) a module. An empty build id accepts the recorded path as it is.
   const ModuleFiles& Resolve(const std::string& recorded_path, const std::vector<uint8_t>& build_id);
+  // Asks `fetcher` (when enabled) last, for code and for debug info; it must outlive this.
+  void SetDebuginfod(DebuginfodFetcher* fetcher) { debuginfod_ = fetcher; }
   // Path of the extracted vdso of `pid` (or of any process when none matches), empty if none.
   std::string VdsoPath(uint32_t pid) const;
   // Human notes: rebuilt binaries refused, unreadable files. Each note once.
@@ -96,6 +100,7 @@ class ModuleResolver {
   std::multimap<std::string, std::string> scanned_files_;  // hex build id -> path
   std::map<std::string, ModuleFiles> cache_;               // path + '\0' + hex build id
   std::vector<std::string> notes_;
+  DebuginfodFetcher* debuginfod_ = nullptr;
 };
 
 // ---------------------------------------------------------------------------------------------
