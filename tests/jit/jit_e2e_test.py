@@ -45,8 +45,9 @@ def main():
     emulate, decode, program = (os.path.abspath(a) for a in sys.argv[1:4])
     with tempfile.TemporaryDirectory(prefix="jit_e2e_") as work:
         archive = os.path.join(work, "jit.ptar")
-        rec = subprocess.run([emulate, "--full", "-o", archive, "--", program], cwd=work,
-                             capture_output=True, text=True)
+        truth = os.path.join(work, "truth.txt")
+        rec = subprocess.run([emulate, "--full", "--ground-truth", truth, "-o", archive, "--",
+                              program], cwd=work, capture_output=True, text=True)
         if rec.returncode != 0:
             print(f"FAIL pt-emulate exited {rec.returncode}: {rec.stderr.strip()}")
             return 1
@@ -58,6 +59,8 @@ def main():
         perf_map = f"/tmp/perf-{pid}.map"
         os.unlink(dumps[0])
         if os.path.exists(perf_map):
+            with open(perf_map, encoding="ascii") as f:
+                jit_addresses = {line.split()[2]: int(line.split()[0], 16) for line in f}
             os.unlink(perf_map)
         else:
             print(f"FAIL {perf_map} was not written")
@@ -90,10 +93,25 @@ def main():
             problems.append(f"no jit_mapped_only slice after jit_add: {names[:5]}")
         if "missing code" not in text and "no code bytes" not in text:
             problems.append("no missing-code gap for the perf-map-only function")
+        # Instructions: exactly the executed ones (JIT code included) up to the first
+        # instruction of jit_mapped_only, whose bytes nobody kept.
+        insns_path = os.path.join(work, "jit.insns")
+        subprocess.run([decode, "--format", "insns", "-o", insns_path, archive], check=True,
+                       capture_output=True)
+        decoded = open(insns_path, encoding="ascii").read().splitlines()
+        executed = open(truth, encoding="ascii").read().splitlines()
+        addresses = [int(line.split()[1], 16) for line in executed]
+        stop = addresses.index(jit_addresses["jit_mapped_only"])
+        if decoded != executed[:stop]:
+            problems.append(f"insns: {len(decoded)} decoded, want the {stop} executed before "
+                            "jit_mapped_only, identical")
+        if jit_addresses["jit_add"] not in addresses[:stop]:
+            problems.append("the ground truth never ran jit_add before jit_mapped_only")
         if problems:
             print("FAIL " + "\nFAIL ".join(problems) + "\n--- decoded ---\n" + text[-4000:])
             return 1
-        print("ok: " + " > ".join(n for _, n in got) + "; jit_mapped_only named, then a gap")
+        print("ok: " + " > ".join(n for _, n in got) + f"; {stop} instructions identical to the "
+              "ground truth; jit_mapped_only named, then a gap")
         return 0
 
 
