@@ -64,6 +64,8 @@ class ThreadImage {
   pt_image* At(uint64_t time_ns, bool* changed);
   // Cheap check for the hot path: whether At(time_ns) would switch.
   pt_image_section_cache* iscache() const { return images_.iscache(); }
+  // The process whose address space this image follows.
+  uint32_t pid() const { return pid_; }
   // The decoder's current time: which version of JIT code the read callback serves.
   void SetTime(uint64_t time_ns) { time_ns_ = time_ns; }
   // JIT code bytes at `ip` (for instructions libipt read through the callback); 0 if none.

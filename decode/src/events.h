@@ -43,6 +43,9 @@ struct FlowEvent {
     kGap,          // trace lost: close every open slice at `time_ns`; `to` = resume ip if known
     kTrigger,      // a trigger hit / marker (to = address, detail = text)
     kEnd,          // end of this thread's trace (snapshot end / thread exit)
+    kInlineChange, // the inlined chain changes at from = to (first insn of the new chain), without
+                   // a branch; inline_depth = the chain's new depth (0: the function's own code).
+                   // Emitted only when a FrameNamer was given to the FlowDecoder.
   };
   Kind kind = Kind::kCall;
   GapCause gap_cause = GapCause::kDecodeError;  // for kGap
@@ -51,6 +54,7 @@ struct FlowEvent {
   uint64_t to = 0;
   uint64_t return_ip = 0;  // for kCall
   uint64_t insn_count = 0; // instructions retired since the previous FlowEvent of this thread
+  uint32_t inline_depth = 0;  // for kInlineChange
   std::string detail;      // for kGap / kTrigger: human text (rare events only)
 };
 

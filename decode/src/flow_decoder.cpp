@@ -192,6 +192,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) const {
 
 void FlowDecoder::HandleBlock(const pt_block& block) {
   ResolvePending(block.ip);
+  if (inline_namer_ != nullptr) QueueInlineChanges(block, position_);
   position_ += block.ninsn;
   stats_.instructions += block.ninsn;
   last_end_ip_ = block.end_ip;
@@ -249,19 +250,27 @@ void FlowDecoder::ResolvePending(uint64_t target) {
 }
 
 void FlowDecoder::Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip) {
+  QueueAt(position_, kind, from, to, return_ip, 0);
+}
+
+void FlowDecoder::QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
+                          uint64_t return_ip, uint32_t inline_depth) {
   FlowEvent& event = waiting_.emplace_back();
   event.kind = kind;
   event.from = from;
   event.to = to;
   event.return_ip = return_ip;
-  event.insn_count = position_ - last_event_position_;
-  last_event_position_ = position_;
-  waiting_position_.push_back(position_);
+  event.inline_depth = inline_depth;
+  if (kind != FlowEvent::Kind::kInlineChange) inline_after_transfer_ = true;
+  event.insn_count = position - last_event_position_;
+  last_event_position_ = position;
+  waiting_position_.push_back(position);
   if (waiting_.size() >= kMaxWaiting) FlushExtrapolated();
 }
 
 void FlowDecoder::QueueGap(GapCause cause, uint64_t resume_ip, std::string detail) {
   Queue(FlowEvent::Kind::kGap, 0, resume_ip);
+  inline_depth_ = 0;  // the stack tracker closes everything at a gap
   waiting_.back().gap_cause = cause;
   waiting_.back().detail = std::move(detail);
   stats_.gaps[static_cast<size_t>(cause)]++;

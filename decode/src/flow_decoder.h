@@ -13,6 +13,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "code_images.h"
@@ -51,6 +52,10 @@ class FlowDecoder {
 
   // Trigger markers of this thread, sorted by time; emitted in time order among the events.
   void SetTriggers(std::vector<TriggerMark> triggers) { triggers_ = std::move(triggers); }
+  // With a namer, blocks whose instructions have inlined frames (FrameName::inlined) make
+  // kInlineChange events at the exact instruction where the inlined depth changes. Each distinct
+  // block is symbolized once; blocks without inlined code then cost one cache look-up.
+  void SetInlineNamer(FrameNamer* namer) { inline_namer_ = namer; }
   // Decodes one contiguous piece of the stream (bytes must outlive the call only).
   void DecodeSegment(const uint8_t* begin, size_t size);
   // Data was lost before the next segment.
@@ -73,6 +78,21 @@ class FlowDecoder {
   void HandleError(int error, const pt_block& block, uint64_t offset);
   void ResolvePending(uint64_t target);
   void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip = 0);
+  void QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
+               uint64_t return_ip, uint32_t inline_depth);
+  // Inlined depth of each instruction of a block (cached per block start).
+  struct InlineStep {
+    uint32_t index = 0;  // instruction index in the block
+    uint32_t depth = 0;
+    uint64_t ip = 0;
+  };
+  struct BlockInline {
+    uint64_t end_ip = 0;
+    uint32_t first_depth = 0;
+    std::vector<InlineStep> steps;  // depth changes after the first instruction
+  };
+  const BlockInline& InlineOf(const pt_block& block);
+  void QueueInlineChanges(const pt_block& block, uint64_t block_position);
   void QueueGap(GapCause cause, uint64_t resume_ip, std::string detail);
   void Anchor(uint64_t tsc);
   void FlushExtrapolated();
@@ -98,6 +118,12 @@ class FlowDecoder {
   uint64_t last_emitted_ns_ = 0;
   uint64_t stuck_offset_ = UINT64_MAX, stuck_insns_ = 0;
   std::vector<TriggerMark> triggers_;
+  FrameNamer* inline_namer_ = nullptr;
+  uint32_t inline_depth_ = 0;  // inlined depth at the last instruction
+  // An event other than kInlineChange came since the last block: the stack tracker's top frame
+  // may have changed, so the next block re-states any non-zero depth on either side.
+  bool inline_after_transfer_ = false;
+  std::unordered_map<uint64_t, BlockInline> block_inline_;
   size_t next_trigger_ = 0;
 };
 

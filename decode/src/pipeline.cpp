@@ -160,6 +160,7 @@ ThreadResult DecodeThreadFlow(const ThreadStream& stream, const DecoderSetup& se
   CollectingOutput output(stream.key, namer, tracker);
   FlowDecoder decoder(setup, images, stream.key.pid, output);
   decoder.SetTriggers(stream.triggers);
+  decoder.SetInlineNamer(&namer);
   for (const Segment& segment : stream.segments) {
     if (!segment.loss_before.empty()) decoder.LostData(segment.loss_before);
     decoder.DecodeSegment(segment.bytes.data(), segment.bytes.size());

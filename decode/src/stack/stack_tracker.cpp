@@ -74,6 +74,7 @@ void StackTracker::OnEvent(const FlowEvent& e) {
     case K::kEnable: OnEnable(e, t); break;
     case K::kAsync: CloseSyntheticTop(t); OnAsync(e, t); break;
     case K::kGap: OnGap(e, t); break;
+    case K::kInlineChange: OnInlineChange(e, t); break;
     case K::kTrigger:
       ++counters_.triggers;
       AddInstant(t, e.detail.empty() ? std::string("[trigger]") : "[trigger] " + e.detail);
@@ -101,7 +102,9 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
     ++counters_.corrected_callers;
     ReplaceTop(e.from, from_start, t, true);
   }
-  uint32_t wrappers = options_.inlined_frames ? InlineDepthAt(e.from) : 0;
+  // Inlined slices already open in the caller (kInlineChange) make call-site wrappers redundant.
+  bool wrap = options_.inlined_frames && stack_.back().inline_open == 0;
+  uint32_t wrappers = wrap ? InlineDepthAt(e.from) : 0;
   for (uint32_t i = 0; i < wrappers; ++i) {
     FrameId inl{FrameId::Kind::kInlined, e.from, i};
     Emit(RecordType::kBegin, t, inl, false);
@@ -262,6 +265,7 @@ void StackTracker::Push(const Frame& frame, uint64_t t, bool inferred) {
 }
 
 void StackTracker::Pop(uint64_t t) {
+  CloseInlineOfTop(t);
   const Frame& f = stack_.back();
   Emit(RecordType::kEnd, t, f.id, false);
   for (uint16_t i = 0; i < f.inlined_wrappers; ++i) Emit(RecordType::kEnd, t, f.id, false);
@@ -274,6 +278,7 @@ void StackTracker::PopTo(size_t new_size, uint64_t t) {
 }
 
 void StackTracker::ReplaceTop(uint64_t ip, uint64_t start, uint64_t t, bool inferred) {
+  CloseInlineOfTop(t);
   Frame replacement = stack_.back();  // keeps return address, type and inlined wrappers
   Emit(RecordType::kEnd, t, replacement.id, false);
   stack_.pop_back();
@@ -281,6 +286,28 @@ void StackTracker::ReplaceTop(uint64_t ip, uint64_t start, uint64_t t, bool infe
   replacement.id = FunctionFrame(ip, start);
   replacement.function_start = start;
   Push(replacement, t, inferred);
+}
+
+void StackTracker::OnInlineChange(const FlowEvent& e, uint64_t t) {
+  if (!options_.inlined_frames) return;
+  if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) return;
+  EnsureCurrent(e.from);
+  Frame& top = stack_.back();
+  uint32_t depth = std::min<uint32_t>(e.inline_depth, 64);
+  while (top.inline_open > depth) {
+    --top.inline_open;
+    Emit(RecordType::kEnd, t, top.id, false);
+  }
+  while (top.inline_open < depth) {
+    Emit(RecordType::kBegin, t, FrameId{FrameId::Kind::kInlined, e.from, top.inline_open}, false);
+    ++top.inline_open;
+    ++counters_.inlined_slices;
+  }
+}
+
+void StackTracker::CloseInlineOfTop(uint64_t t) {
+  Frame& top = stack_.back();
+  for (; top.inline_open > 0; --top.inline_open) Emit(RecordType::kEnd, t, top.id, false);
 }
 
 void StackTracker::NoteClosed() {

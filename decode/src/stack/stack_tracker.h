@@ -26,9 +26,12 @@
 //   conditional jump): the top frame is replaced by the caller's function, marked inferred.
 // - kGap closes everything at the gap time, leaves an instant naming the cause, and restarts
 //   inference after it; kTrigger leaves an instant; kEnd and Finish close everything.
-// - Inlined functions: at each call, the inlined frames of the call site (FrameNamer::Name of the
-//   call instruction) become slices flagged inlined (FrameId::Kind::kInlined) wrapping the callee.
-//   Granularity is the call: they open and close with the callee.
+// - Inlined functions: kInlineChange (from the FlowDecoder, at the exact instruction) sets how many
+//   inlined slices (FrameId::Kind::kInlined, address = where the level was entered) are open inside
+//   the top function frame; they nest between the function and its callees and close when the
+//   depth drops, when the frame returns or is replaced, and at gaps. Without kInlineChange (the
+//   top frame has none open), a call's inlined call-site frames (FrameNamer::Name of the call
+//   instruction) become slices wrapping the callee, opening and closing with it.
 //
 // Buffering: an inferred caller must begin before slices that were already begun, and sinks need
 // non-decreasing timestamps. So a thread's slice events are buffered from its anchor until they can
@@ -106,6 +109,7 @@ class StackTracker {
     uint64_t resume_ip = 0;       // synthetic frames: where the traced code will resume
     FrameType type = FrameType::kFunction;
     uint16_t inlined_wrappers = 0;  // inlined slices opened just before this frame
+    uint16_t inline_open = 0;       // inlined slices open inside this frame (kInlineChange)
   };
   enum class RecordType : uint8_t { kBegin, kEnd, kInstant };
   struct Record {
@@ -122,6 +126,9 @@ class StackTracker {
   void OnEnable(const FlowEvent& e, uint64_t t);
   void OnAsync(const FlowEvent& e, uint64_t t);
   void OnGap(const FlowEvent& e, uint64_t t);
+  void OnInlineChange(const FlowEvent& e, uint64_t t);
+  // Closes the inlined slices open inside the top frame.
+  void CloseInlineOfTop(uint64_t t);
 
   // Pushes an inferred frame for the function containing `ip` when the stack is empty.
   void EnsureCurrent(uint64_t ip);

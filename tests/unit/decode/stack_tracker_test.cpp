@@ -329,6 +329,49 @@ TEST_CASE("inlined frames at the call site wrap the callee") {
   CHECK(h.tracker.counters().inlined_slices == 2);
 }
 
+FlowEvent Inline(uint64_t t, uint64_t at, uint32_t depth) {
+  FlowEvent e = Ev(K::kInlineChange, t, at, at);
+  e.inline_depth = depth;
+  return e;
+}
+
+TEST_CASE("kInlineChange opens inlined slices inside the frame, around its callees") {
+  Harness h;
+  h.namer.AddInlined(0x2010, {{"helper", "h.h", 3}, {"inner", "h.h", 9}});
+  h.namer.AddInlined(0x2018, {{"helper", "h.h", 3}, {"inner", "h.h", 9}});
+  h.namer.AddInlined(0x2040, {{"other", "o.h", 1}});
+  // Depth 2 at 0x2010, a call from inlined code (no call-site wrappers: already open), back to
+  // depth 0 at 0x2030, then depth 1 at 0x2040 until a returns.
+  CHECK(h.Run({Enable(0, 0x1000), Call(5, 0x1005, 0x2000), Inline(6, 0x2010, 2),
+               Inline(7, 0x2018, 2), Call(10, 0x2018, 0x3000), Ret(20, 0x3050, 0x201d),
+               Inline(25, 0x2030, 0), Inline(28, 0x2040, 1), Ret(30, 0x2050, 0x100a),
+               End(40)}) ==
+        "main* 0-40\n"
+        "  a 5-30\n"
+        "    helper (inlined) 6-25\n"
+        "      inner (inlined) 6-25\n"
+        "        b 10-20\n"
+        "    other (inlined) 28-30\n");
+  CHECK(h.tracker.counters().inlined_slices == 3);
+}
+
+TEST_CASE("inlined slices opened by kInlineChange close at a tail call and at a gap") {
+  Harness h;
+  h.namer.AddInlined(0x2010, {{"helper", "h.h", 3}});
+  h.namer.AddInlined(0x3010, {{"other", "o.h", 1}});
+  FlowEvent gap = Ev(K::kGap, 30);
+  gap.gap_cause = GapCause::kOverflow;
+  gap.detail = "x";
+  CHECK(h.Run({Enable(0, 0x1000), Call(5, 0x1005, 0x2000), Inline(10, 0x2010, 1),
+               Jmp(20, 0x2020, 0x3000), Inline(26, 0x3010, 1), gap, End(40)}) ==
+        "main* 0-30\n"
+        "  a 5-20\n"
+        "    helper (inlined) 10-20\n"
+        "  b 20-30\n"
+        "    other (inlined) 26-30\n"
+        "! [gap] overflow: x @30\n");
+}
+
 TEST_CASE("unknown ips at the start do not invent frames") {
   // Tracing starts disabled with no ip, then enables in a: no "0x0" frame; the inferred frames
   // start at the trace start and wrap the untraced slice.
