@@ -41,6 +41,7 @@ const char* Extension(OutputFormat format) {
     case OutputFormat::kText: return ".txt";
     case OutputFormat::kFolded: return ".folded";
     case OutputFormat::kInsns: return ".insns";
+    case OutputFormat::kSummary: return ".summary.txt";
     default: return ".pftrace";
   }
 }

@@ -190,6 +190,7 @@ const char* OutputFormatName(OutputFormat format) {
     case OutputFormat::kText: return "text";
     case OutputFormat::kFolded: return "folded";
     case OutputFormat::kInsns: return "insns";
+    case OutputFormat::kSummary: return "summary";
   }
   return "?";
 }

@@ -15,7 +15,8 @@
 
 namespace ptscope::decode {
 
-enum class OutputFormat { kPerfetto, kText, kFolded, kInsns };
+// kSummary: per-function call counts and times (no slices written); the fast overview.
+enum class OutputFormat { kPerfetto, kText, kFolded, kInsns, kSummary };
 const char* OutputFormatName(OutputFormat format);
 
 struct PipelineOptions {
@@ -25,6 +26,12 @@ struct PipelineOptions {
   unsigned jobs = 1;
   OutputFormat format = OutputFormat::kPerfetto;
   std::string output_path;
+  // Decode only these threads (tids) or processes (pids); empty: all.
+  std::vector<uint32_t> threads;
+  // Decode only this window, in ns relative to the earliest timestamp of the capture
+  // (PSB segments entirely outside it are skipped without decoding).
+  uint64_t time_from_ns = 0;
+  uint64_t time_to_ns = UINT64_MAX;
   // Called now and then with (threads done, threads total); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };
