@@ -162,7 +162,7 @@ bad-input)
       -- info "$tmp/locked.ptar"
   fi
   expect 2 /dev/null \
-    "pt-archive: unknown command 'frobnicate' (commands: info, verify, extract, import-perf, export-perf)" \
+    "pt-archive: unknown command 'frobnicate' (commands: info, verify, extract, import-perf, export-perf, embed)" \
     -- frobnicate
   expect 2 /dev/null "pt-archive verify: missing argument FILE
 usage: pt-archive verify FILE" -- verify

@@ -26,6 +26,7 @@ int RunVerify(const std::vector<std::string>& args);
 int RunExtract(const std::vector<std::string>& args);
 int RunImportPerf(const std::vector<std::string>& args);  // perf_commands.cpp (issue #6)
 int RunExportPerf(const std::vector<std::string>& args);  // perf_commands.cpp (issue #6)
+int RunEmbed(const std::vector<std::string>& args);       // embed_command.cpp (issue #7)
 
 // Prints "pt-archive: <message>" on stderr and returns kExitBadInput.
 int ReportError(const Error& error);

@@ -23,6 +23,8 @@ constexpr Command kCommands[] = {
     {"import-perf", "perf.data -o OUT.ptar [--embed-binaries]: convert from perf", RunImportPerf},
     {"export-perf", "IN.ptar -o perf.data: convert to perf (perf script can decode it)",
      RunExportPerf},
+    {"embed", "IN.ptar --symbols DIR [--debug-info] [-o OUT]: copy binaries in by build id",
+     RunEmbed},
 };
 
 void PrintUsage(FILE* out) {
