@@ -58,6 +58,10 @@ ClassifiedInsn ClassifyInstruction(const uint8_t* bytes, size_t size, uint64_t i
     case ZYDIS_CATEGORY_INTERRUPT:
       out.cls = InsnClass::kSyscall;
       out.is_int3 = insn.mnemonic == ZYDIS_MNEMONIC_INT3;
+      out.is_syscall = insn.mnemonic == ZYDIS_MNEMONIC_SYSCALL ||
+                       insn.mnemonic == ZYDIS_MNEMONIC_SYSENTER ||
+                       (insn.mnemonic == ZYDIS_MNEMONIC_INT && size >= 2 && bytes[0] == 0xcd &&
+                        bytes[1] == 0x80);
       break;
     default:
       if (insn.mnemonic == ZYDIS_MNEMONIC_IRET || insn.mnemonic == ZYDIS_MNEMONIC_IRETD ||

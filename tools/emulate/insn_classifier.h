@@ -15,6 +15,7 @@ struct ClassifiedInsn {
   InsnClass cls = InsnClass::kOther;
   bool repeats = false;       // rep-prefixed string op: single-step traps once per iteration
   bool is_int3 = false;       // the target gets a SIGTRAP of its own
+  bool is_syscall = false;    // syscall/sysenter/int 0x80: PTRACE_SYSCALL stops at its entry
   uint64_t direct_target = 0; // for kJump/kCall/kCondBranch
 };
 

@@ -101,6 +101,10 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
       ("no-retcomp", "never compress returns")
       ("virtual-ghz", po::value(&o.virtual_ghz), "virtual clock: 1 instruction = 1 cycle (default 1.0)")
       ("follow-fork", "also trace child processes")
+      ("cpus", po::value(&o.cpus), "per-CPU streams: schedule the threads on N virtual CPUs "
+                                   "(as perf record -a writes them, with context-switch sideband)")
+      ("timeslice", po::value(&o.timeslice),
+       "with --cpus: instructions a thread runs before it is preempted (default 20000)")
       ("ground-truth", po::value(&o.ground_truth), "write 'TID 0xADDRESS' per traced instruction");
   po::variables_map vm;
   try {
@@ -149,6 +153,11 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
     return MakeError(Errc::kInvalidArgument, "--virtual-ghz: between 0.01 and 100");
   o.encoder.cbr = static_cast<uint8_t>(std::max(1.0, std::min(255.0, std::round(o.virtual_ghz * 10))));
   o.follow_fork = vm.count("follow-fork") > 0;
+  if (vm.count("cpus") && (o.cpus < 1 || o.cpus > 1024))
+    return MakeError(Errc::kInvalidArgument, "--cpus: between 1 and 1024 virtual CPUs");
+  if (vm.count("timeslice") && !vm.count("cpus"))
+    return MakeError(Errc::kInvalidArgument, "--timeslice needs --cpus N");
+  if (o.timeslice < 1) return MakeError(Errc::kInvalidArgument, "--timeslice: at least 1 instruction");
   o.multi_snapshot = vm.count("multi-snapshot") > 0;
   return parsed;
 }
@@ -178,7 +187,7 @@ std::vector<std::pair<std::string, std::string>> StartMetadata(const Parsed& par
   auto u = [](uint64_t v) { return std::to_string(v); };
   char ghz[32];
   std::snprintf(ghz, sizeof(ghz), "%g", o.virtual_ghz);
-  return {
+  std::vector<std::pair<std::string, std::string>> entries = {
       {"tool", "pt-emulate"}, {"tool.version", kVersion}, {"host.name", host},
       {"kernel.release", uts.release}, {"command", parsed.command_line},
       {"capture.emulated", "1"}, {"capture.mode", o.snapshot_size ? "snapshot" : "full"},
@@ -194,6 +203,11 @@ std::vector<std::pair<std::string, std::string>> StartMetadata(const Parsed& par
       {"time.shift", u(time.shift)}, {"time.mult", u(time.mult)}, {"time.zero", u(time.zero)},
       {"time.cap_user_time_zero", "1"}, {"emulate.virtual_ghz", ghz},
   };
+  if (o.cpus > 0) {  // per-CPU captures only: per-thread archives stay as they were
+    entries.push_back({"emulate.cpus", u(o.cpus)});
+    entries.push_back({"emulate.timeslice", u(o.timeslice)});
+  }
+  return entries;
 }
 
 Status Emulate(const Parsed& parsed, TraceSummary* summary) {
@@ -202,7 +216,8 @@ Status Emulate(const Parsed& parsed, TraceSummary* summary) {
   time.mult = static_cast<uint32_t>(std::llround(static_cast<double>(1u << time.shift) / o.virtual_ghz));
   format::WriterOptions writer_options;
   writer_options.features = format::kFeatureEmulated |
-                            (o.snapshot_size ? uint64_t{format::kFeatureSnapshot} : 0);
+                            (o.snapshot_size ? uint64_t{format::kFeatureSnapshot} : 0) |
+                            (o.cpus > 0 ? uint64_t{format::kFeaturePerCpu} : 0);
   PTSCOPE_ASSIGN_OR_RETURN(auto writer, record::CaptureWriter::Create(o.output, writer_options));
   std::unique_ptr<GroundTruthWriter> truth;
   if (!o.ground_truth.empty()) {

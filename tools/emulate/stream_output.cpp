@@ -6,8 +6,9 @@ constexpr size_t kFullPieceBytes = 1 << 20;
 }
 
 StreamOutput::StreamOutput(record::CaptureWriter* writer, uint32_t stream_id, uint32_t pid,
-                           uint32_t tid, uint64_t snapshot_size)
-    : writer_(writer), stream_id_(stream_id), pid_(pid), tid_(tid), full_(snapshot_size == 0),
+                           uint32_t tid, uint64_t snapshot_size, int32_t cpu)
+    : writer_(writer), stream_id_(stream_id), pid_(pid), tid_(tid), cpu_(cpu),
+      full_(snapshot_size == 0),
       ring_(snapshot_size) {}
 
 void StreamOutput::Append(const uint8_t* bytes, size_t size) {
@@ -27,7 +28,7 @@ void StreamOutput::MarkPsb() {
 format::PtDataChunk StreamOutput::MakeChunk(uint64_t offset, uint64_t reference_tsc) const {
   format::PtDataChunk chunk;
   chunk.stream_id = stream_id_;
-  chunk.cpu = -1;
+  chunk.cpu = cpu_;
   chunk.pid = pid_;
   chunk.tid = tid_;
   chunk.stream_offset = offset;

@@ -14,8 +14,9 @@ namespace ptscope::emulate {
 class StreamOutput : public PtPacketSink {
  public:
   // snapshot_size == 0 selects full mode.
+  // cpu: -1 for a per-thread stream; a per-CPU stream has pid = tid = 0.
   StreamOutput(record::CaptureWriter* writer, uint32_t stream_id, uint32_t pid, uint32_t tid,
-               uint64_t snapshot_size);
+               uint64_t snapshot_size, int32_t cpu = -1);
 
   void Append(const uint8_t* bytes, size_t size) override;
   void MarkPsb() override;
@@ -34,6 +35,7 @@ class StreamOutput : public PtPacketSink {
 
   record::CaptureWriter* writer_;
   uint32_t stream_id_, pid_, tid_;
+  int32_t cpu_;
   bool full_;
   record::SnapshotRing ring_;
   std::vector<uint8_t> pending_;  // full mode

@@ -98,6 +98,7 @@ Tracer::Tracer(const EmulateOptions& options, record::CaptureWriter* writer,
                GroundTruthWriter* truth, TimeConversion time)
     : options_(options), writer_(writer), truth_(truth), time_(time) {
   stepping_ = options_.start_at.empty();
+  if (options_.cpus > 0) CreateCpus();
 }
 
 Tracer::~Tracer() = default;
@@ -112,11 +113,14 @@ Tracer::Thread& Tracer::AddThread(pid_t tid, pid_t pid) {
   thread->tid = tid;
   thread->pid = pid;
   thread->process = Process(pid);
-  const uint32_t id = next_stream_id_++;
-  thread->output = std::make_unique<StreamOutput>(writer_, id, static_cast<uint32_t>(pid),
-                                                  static_cast<uint32_t>(tid),
-                                                  options_.snapshot_size);
-  thread->model = std::make_unique<PtEncoderModel>(options_.encoder, thread->output.get());
+  if (!per_cpu()) {  // per-CPU mode: the virtual CPUs own the streams
+    const uint32_t id = next_stream_id_++;
+    thread->output = std::make_unique<StreamOutput>(writer_, id, static_cast<uint32_t>(pid),
+                                                    static_cast<uint32_t>(tid),
+                                                    options_.snapshot_size);
+    thread->own_model = std::make_unique<PtEncoderModel>(options_.encoder, thread->output.get());
+    thread->model = thread->own_model.get();
+  }
   ++summary_.threads;
   Thread& ref = *thread;
   threads_[tid] = std::move(thread);
@@ -203,6 +207,7 @@ Status Tracer::Launch() {
   t.started = true;
   t.exec_trap = true;
   if (!stepping_) PTSCOPE_TRY(ArmStartAt(*Process(pid), t));
+  if (per_cpu() && stepping_) return Park(t);  // its first step on a CPU reports the exec
   Resume(t, 0);
   return Ok();
 }
@@ -260,7 +265,10 @@ Status Tracer::ArmStartAt(ProcessState& process, Thread& t) {
 }
 
 unsigned Tracer::PtraceOptions() const {
-  return kPtraceOptions | (options_.follow_fork ? PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK : 0);
+  // Per-CPU mode resumes a thread at a syscall with PTRACE_SYSCALL: its entry stop switches it
+  // out (TRACESYSGOOD tells that stop from a step trap).
+  return kPtraceOptions | (options_.follow_fork ? PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK : 0) |
+         (per_cpu() ? PTRACE_O_TRACESYSGOOD : 0);
 }
 
 void Tracer::Resume(Thread& t, int signal) {
@@ -270,8 +278,17 @@ void Tracer::Resume(Thread& t, int signal) {
   }
   t.injected = signal;
   t.injected_caught = signal != 0 && t.process && t.process->SignalCaught(signal);
+  if (per_cpu() && stepping_) return ResumeOnCpu(t, signal);
   const auto request = stepping_ ? PTRACE_SINGLESTEP : PTRACE_CONT;
   if (ptrace(request, t.tid, nullptr, signal) == 0) t.running = true;
+}
+
+// One instruction of `t` retired: the virtual clock ticks and the ground truth gets its line.
+void Tracer::CountRetired(Thread& t) {
+  ++clock_;
+  ++summary_.instructions;
+  ++t.retired;
+  if (truth_) truth_->Add(static_cast<uint32_t>(t.tid), t.ip);
 }
 
 void Tracer::SampleTimeSync() {

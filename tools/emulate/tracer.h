@@ -34,6 +34,8 @@ struct EmulateOptions {
   double virtual_ghz = 1.0;
   bool follow_fork = false;
   std::string ground_truth;
+  uint32_t cpus = 0;            // 0: per-thread streams; N: N virtual CPUs, per-CPU streams
+  uint64_t timeslice = 20000;   // per-CPU mode: instructions a thread runs before preemption
 };
 
 // Virtual clock ↔ perf time: ns = zero + (tsc * mult) >> shift, as perf converts TSC.
@@ -97,8 +99,9 @@ class Tracer {
     pid_t tid = 0;
     pid_t pid = 0;
     ProcessState* process = nullptr;
-    std::unique_ptr<StreamOutput> output;
-    std::unique_ptr<PtEncoderModel> model;
+    std::unique_ptr<StreamOutput> output;     // per-thread mode only
+    std::unique_ptr<PtEncoderModel> own_model;  // per-thread mode only
+    PtEncoderModel* model = nullptr;  // own_model, or the CPU's model while on a virtual CPU
     uint64_t ip = 0;           // next instruction to execute (rip at the last stop)
     bool started = false;      // has had its first stop
     bool running = false;      // resumed, no stop reported yet
@@ -109,6 +112,20 @@ class Tracer {
     bool injected_caught = false;
     int pending_signal = 0;    // to pass on when detaching
     user_regs_struct regs{};
+    uint64_t retired = 0;      // instructions this thread retired
+    // Per-CPU mode (tracer_percpu.cpp):
+    int cpu = -1;              // the virtual CPU it runs on, -1 when off every CPU
+    int last_cpu = -1;
+    uint64_t slice_start = 0;  // `retired` when it was placed on its CPU
+    bool queued = false;       // stopped at a user instruction, waiting for a CPU
+    bool syscall_done = false; // its syscall retired at entry: the next stop only resyncs
+  };
+
+  // One virtual CPU of --cpus: its PT stream and the thread on it (nullptr: idle).
+  struct VirtualCpu {
+    std::unique_ptr<StreamOutput> output;
+    std::unique_ptr<PtEncoderModel> model;
+    Thread* current = nullptr;
   };
 
   Status HandleStop(pid_t tid, int status);
@@ -130,7 +147,26 @@ class Tracer {
   Status ArmStartAt(ProcessState& process, Thread& t);
   Status CheckDeferred();
   void SampleTimeSync();
+  void CountRetired(Thread& t);
+  Status CheckLimits();
   uint64_t Ns() const { return time_.ToNs(clock_); }
+
+  // Per-CPU mode (tracer_percpu.cpp).
+  bool per_cpu() const { return !cpus_.empty(); }
+  void CreateCpus();
+  Status HandleOffCpuStop(Thread& t, int status);
+  Status OnSyscallEntry(Thread& t);
+  void ResumeOnCpu(Thread& t, int signal);
+  Status Park(Thread& t);
+  Status SwitchOut(int cpu, bool preempt);
+  Status DispatchIdle(int skip_cpu);
+  Status SwitchTo(int cpu, Thread* prev, Thread* next, bool preempt);
+  Thread* PickNext(int cpu);
+  void Unqueue(Thread& t);
+  Status ReleaseCpu(Thread& t);
+  Status WriteSwitch(int cpu, const Thread* prev, const Thread* next, bool preempt);
+  template <typename Fn> Status ForEachStream(Fn fn);
+  Status first_status_ = Ok();  // an error met where none can be returned (Resume)
 
   EmulateOptions options_;
   record::CaptureWriter* writer_;
@@ -150,6 +186,22 @@ class Tracer {
   uint64_t next_time_sync_ = 0;
   pid_t launched_pid_ = 0;
   TraceSummary summary_;
+  std::vector<VirtualCpu> cpus_;
+  std::vector<pid_t> run_queue_;  // runnable threads waiting for a CPU, oldest first
+  bool itrace_started_ = false;
 };
+
+// Every PT stream: the virtual CPUs' (per-CPU mode) or the threads' (per-thread mode).
+template <typename Fn>
+Status Tracer::ForEachStream(Fn fn) {
+  for (auto& cpu : cpus_) PTSCOPE_TRY(fn(*cpu.model, *cpu.output));
+  for (auto& [tid, t] : threads_) {
+    if (t->output) PTSCOPE_TRY(fn(*t->own_model, *t->output));
+  }
+  for (auto& t : finished_) {
+    if (t->output) PTSCOPE_TRY(fn(*t->own_model, *t->output));
+  }
+  return Ok();
+}
 
 }  // namespace ptscope::emulate

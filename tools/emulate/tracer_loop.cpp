@@ -48,6 +48,7 @@ Status Tracer::Run() {
       return MakeError(Errc::kInternal, std::string("waitpid failed: ") + std::strerror(errno));
     }
     PTSCOPE_TRY(HandleStop(tid, status));
+    PTSCOPE_TRY(first_status_);
     if (summary_.instructions - checked_at >= 65536) {
       checked_at = summary_.instructions;
       PTSCOPE_TRY(CheckDeferred());
@@ -61,9 +62,7 @@ Status Tracer::Run() {
 }
 
 Status Tracer::CheckDeferred() {
-  for (const auto& [tid, t] : threads_) PTSCOPE_TRY(t->output->deferred_status());
-  for (const auto& t : finished_) PTSCOPE_TRY(t->output->deferred_status());
-  return Ok();
+  return ForEachStream([](PtEncoderModel&, StreamOutput& output) { return output.deferred_status(); });
 }
 
 Status Tracer::HandleStop(pid_t tid, int status) {
@@ -71,7 +70,8 @@ Status Tracer::HandleStop(pid_t tid, int status) {
   if (WIFEXITED(status) || WIFSIGNALED(status)) {
     if (it == threads_.end()) return Ok();
     Thread& t = *it->second;
-    if (!t.exited && t.started) t.model->Disable(t.ip, clock_);
+    if (!t.exited && t.started && t.model) t.model->Disable(t.ip, clock_);
+    if (per_cpu()) PTSCOPE_TRY(ReleaseCpu(t));
     finished_.push_back(std::move(it->second));
     threads_.erase(it);
     return Ok();
@@ -92,6 +92,10 @@ Status Tracer::HandleStop(pid_t tid, int status) {
   t.running = false;
   const int sig = WSTOPSIG(status);
   const int event = status >> 16;
+  if (per_cpu() && stepping_) {
+    if (t.cpu < 0) return HandleOffCpuStop(t, status);
+    if (event == 0 && sig == (SIGTRAP | 0x80)) return OnSyscallEntry(t);
+  }
   if (event != 0) return HandleEvent(t, event);
   if (sig == SIGTRAP) return HandleStepTrap(t);
   Resume(t, sig);  // a signal for the target: deliver it
@@ -141,6 +145,7 @@ Status Tracer::HandleEvent(Thread& t, int event) {
     }
     case PTRACE_EVENT_EXIT:
       PTSCOPE_TRY(OnThreadExit(t));
+      if (per_cpu()) PTSCOPE_TRY(ReleaseCpu(t));  // killed while on a virtual CPU
       if (ptrace(PTRACE_CONT, t.tid, nullptr, nullptr) == 0) t.running = true;
       return Ok();
     default:
@@ -167,6 +172,7 @@ Status Tracer::HandleStepTrap(Thread& t) {
       for (auto& [tid, other] : threads_) {
         if (other->running) ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
       }
+      if (per_cpu()) return Park(t);  // it waits for a virtual CPU like any runnable thread
       Resume(t, 0);
       return Ok();
     }
@@ -213,9 +219,7 @@ Status Tracer::HandleStepTrap(Thread& t) {
   const bool unexpected = insn.size == 0 || expected != next;
   if (unexpected) retired.next_ip = expected;
   t.model->Retire(retired, clock_);
-  ++clock_;
-  ++summary_.instructions;
-  if (truth_) truth_->Add(static_cast<uint32_t>(t.tid), t.ip);
+  CountRetired(t);
   if (unexpected) {  // e.g. a kernel-initiated transfer we could not see: keep the stream honest
     if (getenv("PTSCOPE_EMULATE_DEBUG"))
       fprintf(stderr, "unexpected: tid %d ip %llx size %d cls %d next %llx expected %llx\n", t.tid,
@@ -240,11 +244,18 @@ Status Tracer::HandleStepTrap(Thread& t) {
     PTSCOPE_TRY(TakeSnapshot("trigger", ip));
     if (!options_.multi_snapshot && options_.snapshot_size != 0) PTSCOPE_TRY(BeginStop("trigger"));
   }
+  PTSCOPE_TRY(CheckLimits());
+  Resume(t, signal);
+  return Ok();
+}
+
+// After each retired instruction: time sync pairs, and --max-instructions.
+Status Tracer::CheckLimits() {
+  if (summary_.instructions >= next_time_sync_) SampleTimeSync();
   if (options_.max_instructions != 0 && summary_.instructions >= options_.max_instructions &&
       !stopping_) {
     PTSCOPE_TRY(BeginStop("max-instructions"));
   }
-  Resume(t, signal);
   return Ok();
 }
 
@@ -272,7 +283,8 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
     auto leader = std::move(threads_[t->tid]);
     auto execing = std::move(threads_[former]);
     threads_.erase(former);
-    if (!leader->exited) leader->model->Disable(leader->ip, clock_);
+    if (!leader->exited && leader->model) leader->model->Disable(leader->ip, clock_);
+    if (per_cpu()) PTSCOPE_TRY(ReleaseCpu(*leader));
     finished_.push_back(std::move(leader));
     execing->tid = t_in.tid;
     t = execing.get();
@@ -280,13 +292,13 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
   }
   user_regs_struct regs{};
   ptrace(PTRACE_GETREGS, t->tid, nullptr, &regs);
-  if (stepping_ && t->started) {  // the execve syscall retired; tracing pauses in the kernel
+  // The execve syscall retired (per-CPU mode retired it at its entry); tracing pauses in the kernel.
+  if (stepping_ && t->started && !t->syscall_done && t->model) {
     const ClassifiedInsn& insn = t->process->Instruction(t->ip);
     t->model->Retire({t->ip, t->ip + insn.size, regs.rip, InsnClass::kSyscall}, clock_);
-    ++clock_;
-    ++summary_.instructions;
-    if (truth_) truth_->Add(static_cast<uint32_t>(t->tid), t->ip);
+    CountRetired(*t);
   }
+  t->syscall_done = false;
   PTSCOPE_TRY(StartProcess(t->pid, t->tid, true));
   t->process = Process(t->pid);
   if (!options_.trigger.empty())
@@ -294,6 +306,8 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
   t->ip = regs.rip;
   t->exec_trap = true;
   t->started = true;
+  // Per-CPU mode: it waits for a CPU here; its first step there reports the completed execve.
+  if (per_cpu() && stepping_ && t->cpu < 0) return Park(*t);
   Resume(*t, 0);
   return Ok();
 }
@@ -301,14 +315,13 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
 Status Tracer::OnThreadExit(Thread& t) {
   user_regs_struct regs{};
   ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs);
-  if (stepping_ && t.started && !t.exited) {
+  // Off every virtual CPU (t.model null) its trace already ended at the switch-out.
+  if (stepping_ && t.started && !t.exited && !t.syscall_done && t.model) {
     const ClassifiedInsn& insn = t.process->Instruction(t.ip);
     const bool exit_call = regs.orig_rax == 60 || regs.orig_rax == 231;
     if (insn.cls == InsnClass::kSyscall && exit_call && regs.rip == t.ip + insn.size) {
       t.model->Retire({t.ip, t.ip + insn.size, regs.rip, InsnClass::kSyscall}, clock_);
-      ++clock_;
-      ++summary_.instructions;
-      if (truth_) truth_->Add(static_cast<uint32_t>(t.tid), t.ip);
+      CountRetired(t);
     } else {
       t.model->Disable(t.ip, clock_);
     }
@@ -329,12 +342,10 @@ Status Tracer::TakeSnapshot(const std::string& reason, uint64_t address) {
   }
   if (options_.snapshot_size == 0) return Ok();  // full mode: the marker is all
   const uint32_t index = static_cast<uint32_t>(summary_.snapshots++);
-  auto write = [&](Thread& t) -> Status {
-    t.model->FlushPending();
-    return t.output->WriteSnapshot(index, clock_);
-  };
-  for (auto& [tid, t] : threads_) PTSCOPE_TRY(write(*t));
-  for (auto& t : finished_) PTSCOPE_TRY(write(*t));
+  PTSCOPE_TRY(ForEachStream([&](PtEncoderModel& model, StreamOutput& output) {
+    model.FlushPending();
+    return output.WriteSnapshot(index, clock_);
+  }));
   return writer_->FlushSideband();
 }
 
@@ -353,7 +364,7 @@ Status Tracer::DetachAll() {
     ptrace(PTRACE_POKETEXT, start_at_pid_, start_at_address_, start_at_saved_word_);
   }
   for (auto& [tid, t] : threads_) {
-    if (t->started && !t->exited) t->model->Disable(t->ip, clock_);
+    if (t->started && !t->exited && t->model) t->model->Disable(t->ip, clock_);
     DrainStepTrap(*t);
     ptrace(PTRACE_DETACH, tid, nullptr, t->pending_signal);
     finished_.push_back(std::move(t));
@@ -385,11 +396,14 @@ void Tracer::DrainStepTrap(Thread& t) {
 
 Status Tracer::WriteStreams() {
   if (options_.snapshot_size == 0) {
-    for (auto& t : finished_) PTSCOPE_TRY(t->output->Flush(clock_));
+    PTSCOPE_TRY(ForEachStream([&](PtEncoderModel&, StreamOutput& output) { return output.Flush(clock_); }));
   } else if (options_.trigger.empty() || summary_.snapshots == 0) {
     PTSCOPE_TRY(TakeSnapshot(summary_.stop_reason, 0));
   }
-  for (auto& t : finished_) summary_.pt_bytes += t->output->total_bytes();
+  PTSCOPE_TRY(ForEachStream([&](PtEncoderModel&, StreamOutput& output) {
+    summary_.pt_bytes += output.total_bytes();
+    return Ok();
+  }));
   format::TimeSyncChunk sync;
   sync.clock_id = 1;
   sync.tsc_and_clock_ns = summary_.time_sync;

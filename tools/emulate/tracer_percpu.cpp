@@ -1,0 +1,221 @@
+// pt-emulate --cpus N: N virtual CPUs, each with its own PT encoder and stream, as
+// `perf record -a -e intel_pt//u` writes them, plus the context-switch sideband perf writes with
+// context_switch=1 (PERF_RECORD_SWITCH_CPU_WIDE on every CPU).
+//
+// Only the threads placed on a virtual CPU are single-stepped. The scheduler is deterministic
+// in its policy: a thread runs for up to --timeslice of its own instructions and is then
+// preempted; a preempted thread prefers another CPU next (threads migrate), and the run queue is
+// FIFO, so every runnable thread eventually runs. A thread about to execute a syscall is resumed
+// with PTRACE_SYSCALL; at its entry stop the syscall retires on the CPU (TIP.PGD, as user-only
+// tracing ends there), the thread is switched out and continues off-CPU with PTRACE_SINGLESTEP,
+// which stops again before its next user instruction. A thread blocked in the kernel therefore
+// never holds a CPU, and the program cannot deadlock on our scheduling: everything that can run
+// user code waits only for a CPU, and CPUs are given out in FIFO order.
+//
+// Timing: a context switch costs 2 ticks of the virtual clock, so the previous thread's packets
+// (at most the switch time - 1) are strictly before the switch records, and the next thread's
+// (at least the switch time + 1) strictly after: perf assigns instructions to threads by
+// comparing their timestamps with the switch records'.
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include <algorithm>
+#include <csignal>
+
+#include "tracer.h"
+
+namespace ptscope::emulate {
+
+void Tracer::CreateCpus() {
+  cpus_.resize(options_.cpus);
+  for (uint32_t c = 0; c < options_.cpus; ++c) {
+    cpus_[c].output = std::make_unique<StreamOutput>(writer_, next_stream_id_++, 0, 0,
+                                                     options_.snapshot_size,
+                                                     static_cast<int32_t>(c));
+    cpus_[c].model = std::make_unique<PtEncoderModel>(options_.encoder, cpus_[c].output.get());
+  }
+}
+
+// A stop of a thread that is on no CPU. Such a thread was resumed only inside the kernel
+// (syscall, event or signal stop), so this stop comes before its next user instruction.
+Status Tracer::HandleOffCpuStop(Thread& t, int status) {
+  const int sig = WSTOPSIG(status);
+  const int event = status >> 16;
+  if (event == PTRACE_EVENT_EXIT) {
+    Unqueue(t);
+    PTSCOPE_TRY(OnThreadExit(t));
+    if (ptrace(PTRACE_CONT, t.tid, nullptr, nullptr) == 0) t.running = true;
+    return Ok();
+  }
+  if (event == PTRACE_EVENT_STOP) {
+    ptrace(PTRACE_GETREGS, t.tid, nullptr, &t.regs);
+    t.ip = t.regs.rip;
+    t.started = true;
+    if (static_cast<int64_t>(t.regs.orig_rax) >= 0) {  // inside a syscall: run it to user mode
+      t.resync = true;
+      Resume(t, 0);
+      return Ok();
+    }
+    return Park(t);  // at a user instruction (attach, interrupt)
+  }
+  if (event != 0) return HandleEvent(t, event);  // clone, exec: continues in the kernel
+  if (sig != SIGTRAP) {
+    Resume(t, sig);  // a signal for the target, delivered on the way back to user mode
+    return Ok();
+  }
+  // Back at a user instruction, nothing retired since the last stop: the syscall (already
+  // encoded at its entry) completed, or a signal handler's frame was set up.
+  ptrace(PTRACE_GETREGS, t.tid, nullptr, &t.regs);
+  if (t.syscall_done) {
+    t.syscall_done = false;
+    PTSCOPE_TRY(OnSyscallRetired(t, t.regs.orig_rax));
+  }
+  t.ip = t.regs.rip;
+  t.resync = false;
+  t.exec_trap = false;
+  t.injected = 0;
+  t.injected_caught = false;
+  return Park(t);
+}
+
+// PTRACE_SYSCALL stopped an on-CPU thread at a syscall's entry: the syscall retires here, on its
+// CPU, and the thread leaves the CPU for as long as it is in the kernel.
+Status Tracer::OnSyscallEntry(Thread& t) {
+  const ClassifiedInsn& insn = t.process->Instruction(t.ip);
+  const uint64_t after = t.ip + insn.size;
+  t.model->Retire({t.ip, after, after, InsnClass::kSyscall}, clock_);
+  CountRetired(t);
+  t.syscall_done = true;
+  PTSCOPE_TRY(CheckLimits());
+  PTSCOPE_TRY(SwitchOut(t.cpu, false));
+  Resume(t, 0);  // off-CPU now: runs the syscall, stops before the next user instruction
+  return Ok();
+}
+
+void Tracer::ResumeOnCpu(Thread& t, int signal) {
+  if (t.cpu < 0) {  // in the kernel: the single-step trap comes before any user instruction
+    if (ptrace(PTRACE_SINGLESTEP, t.tid, nullptr, signal) == 0) t.running = true;
+    return;
+  }
+  if (signal == 0 && t.retired - t.slice_start >= options_.timeslice) {
+    const int cpu = t.cpu;
+    t.queued = true;  // SwitchOut queues it behind the threads already waiting
+    run_queue_.push_back(t.tid);
+    if (Status status = SwitchOut(cpu, true); !status && first_status_) first_status_ = status;
+    return;
+  }
+  const ClassifiedInsn& insn = t.process->Instruction(t.ip);
+  // A syscall with no handler to enter first: stop at its entry instead of stepping over it
+  // (a blocking syscall would hold the CPU).
+  const auto request =
+      insn.is_syscall && !t.injected_caught ? PTRACE_SYSCALL : PTRACE_SINGLESTEP;
+  if (ptrace(request, t.tid, nullptr, signal) == 0) t.running = true;
+}
+
+// `t` is stopped at a user instruction, off every CPU: it waits for one.
+Status Tracer::Park(Thread& t) {
+  if (!t.queued) {
+    t.queued = true;
+    run_queue_.push_back(t.tid);
+  }
+  return DispatchIdle(-1);
+}
+
+void Tracer::Unqueue(Thread& t) {
+  if (!t.queued) return;
+  t.queued = false;
+  run_queue_.erase(std::remove(run_queue_.begin(), run_queue_.end(), t.tid), run_queue_.end());
+}
+
+// The oldest waiting thread that last ran elsewhere (threads migrate); the oldest of all only when
+// no other CPU is idle to take it.
+Tracer::Thread* Tracer::PickNext(int cpu) {
+  Thread* oldest = nullptr;
+  for (pid_t tid : run_queue_) {
+    auto it = threads_.find(tid);
+    if (it == threads_.end()) continue;
+    Thread* t = it->second.get();
+    if (t->last_cpu != cpu) return t;
+    if (!oldest) oldest = t;
+  }
+  for (size_t c = 0; c < cpus_.size(); ++c) {
+    if (static_cast<int>(c) != cpu && cpus_[c].current == nullptr) return nullptr;
+  }
+  return oldest;
+}
+
+Status Tracer::DispatchIdle(int skip_cpu) {
+  for (size_t c = 0; c < cpus_.size() && !run_queue_.empty(); ++c) {
+    if (cpus_[c].current != nullptr || static_cast<int>(c) == skip_cpu) continue;
+    if (Thread* next = PickNext(static_cast<int>(c)))
+      PTSCOPE_TRY(SwitchTo(static_cast<int>(c), nullptr, next, false));
+  }
+  return Ok();
+}
+
+// The thread on `cpu` leaves it (preempted, entering a syscall, or exiting); the CPU takes the
+// next waiting thread or goes idle, and idle CPUs pick up whatever still waits.
+Status Tracer::SwitchOut(int cpu, bool preempt) {
+  VirtualCpu& vcpu = cpus_[static_cast<size_t>(cpu)];
+  Thread* prev = vcpu.current;
+  // Preempted in user code: the trace ends as an interrupt's does, FUP(ip) + TIP.PGD. After a
+  // syscall tracing is already off (its TIP.PGD) and nothing is written.
+  if (prev->started && !prev->exited) vcpu.model->Disable(prev->ip, clock_);
+  prev->cpu = -1;
+  prev->last_cpu = cpu;
+  prev->model = nullptr;
+  vcpu.current = nullptr;
+  PTSCOPE_TRY(SwitchTo(cpu, prev, PickNext(cpu), preempt));
+  PTSCOPE_TRY(DispatchIdle(cpu));
+  // Left idle for another idle CPU that took one thread while more wait: take the next one.
+  return DispatchIdle(-1);
+}
+
+Status Tracer::ReleaseCpu(Thread& t) {
+  Unqueue(t);
+  if (t.cpu < 0) return Ok();
+  return SwitchOut(t.cpu, false);
+}
+
+// `cpu` switches from `prev` to `next` (either may be null: the idle task). Writes the sideband
+// and puts `next` to work.
+Status Tracer::SwitchTo(int cpu, Thread* prev, Thread* next, bool preempt) {
+  if (!itrace_started_) {  // perf writes one per CPU when the AUX event starts there
+    itrace_started_ = true;
+    for (size_t c = 0; c < cpus_.size(); ++c) {
+      perf::Record start;
+      start.type = perf::kRecordItraceStart;
+      start.body = perf::ItraceStartRecord{0, 0};
+      PTSCOPE_TRY(writer_->AddRecord(start, 0, 0, Ns(), static_cast<uint32_t>(c)));
+    }
+  }
+  ++clock_;
+  PTSCOPE_TRY(WriteSwitch(cpu, prev, next, preempt));
+  ++clock_;
+  if (!next) return Ok();
+  Unqueue(*next);
+  VirtualCpu& vcpu = cpus_[static_cast<size_t>(cpu)];
+  vcpu.current = next;
+  next->cpu = cpu;
+  next->model = vcpu.model.get();
+  next->slice_start = next->retired;
+  Resume(*next, 0);  // its first Retire enables tracing: TIP.PGE at its ip
+  return Ok();
+}
+
+Status Tracer::WriteSwitch(int cpu, const Thread* prev, const Thread* next, bool preempt) {
+  const uint32_t prev_pid = prev ? static_cast<uint32_t>(prev->pid) : 0;
+  const uint32_t prev_tid = prev ? static_cast<uint32_t>(prev->tid) : 0;
+  const uint32_t next_pid = next ? static_cast<uint32_t>(next->pid) : 0;
+  const uint32_t next_tid = next ? static_cast<uint32_t>(next->tid) : 0;
+  perf::Record out;
+  out.type = perf::kRecordSwitchCpuWide;
+  out.body = perf::SwitchRecord{true, preempt, true, next_pid, next_tid};
+  PTSCOPE_TRY(writer_->AddRecord(out, prev_pid, prev_tid, Ns(), static_cast<uint32_t>(cpu)));
+  perf::Record in;
+  in.type = perf::kRecordSwitchCpuWide;
+  in.body = perf::SwitchRecord{false, false, true, prev_pid, prev_tid};
+  return writer_->AddRecord(in, next_pid, next_tid, Ns(), static_cast<uint32_t>(cpu));
+}
+
+}  // namespace ptscope::emulate
