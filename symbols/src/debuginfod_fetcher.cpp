@@ -5,26 +5,61 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <optional>
+#include <shared_mutex>
 
 #include "ptscope/format.h"
 
 namespace ptscope::symbols {
 namespace {
 
-struct Deadline {
-  std::chrono::steady_clock::time_point until;
+// Process-wide state (see SetUpProcess). Fetchers whose URLs equal the environment's take the
+// lock shared and never write the environment; any other fetcher (library tests, callers that
+// skipped SetUpProcess) sets DEBUGINFOD_URLS for its request with the lock held exclusively, so
+// no library call reads the environment while it changes.
+std::shared_mutex g_environment_mutex;
+DebuginfodProgressFn g_progress;  // written only by SetUpProcess, before threads start
+
+std::string JoinUrls(const std::vector<std::string>& urls) {
+  std::string joined;
+  for (const std::string& url : urls) {
+    if (url.empty()) continue;
+    if (!joined.empty()) joined += ' ';
+    joined += url;
+  }
+  return joined;
+}
+
+// What one library call needs inside its progress callback.
+struct Request {
+  std::chrono::steady_clock::time_point deadline;
+  DebuginfodProgress progress;
+  bool reported = false;
+  std::chrono::steady_clock::time_point last_report;
 };
 
 // Called by the library during transfers: a non-zero return cancels the request.
-int CancelAfterDeadline(debuginfod_client* client, long, long) {
-  auto* deadline = static_cast<Deadline*>(debuginfod_get_user_data(client));
-  return deadline != nullptr && std::chrono::steady_clock::now() > deadline->until ? 1 : 0;
+int OnProgress(debuginfod_client* client, long bytes, long total) {
+  auto* request = static_cast<Request*>(debuginfod_get_user_data(client));
+  if (request == nullptr) return 0;
+  auto now = std::chrono::steady_clock::now();
+  if (g_progress && (!request->reported || bytes != request->progress.bytes) &&
+      (!request->reported || now - request->last_report >= std::chrono::milliseconds(100))) {
+    request->progress.bytes = bytes;
+    request->progress.total = total;
+    g_progress(request->progress);
+    request->reported = true;
+    request->last_report = now;
+  }
+  return now > request->deadline ? 1 : 0;
 }
 
 // The library reads its server list only from the environment: set it for the duration of a
-// request and put the previous value back (requests are serialized by the fetcher's mutex).
+// request and put the previous value back (only under the exclusive environment lock).
 class ScopedEnv {
  public:
   ScopedEnv(const char* name, const std::string& value) : name_(name) {
@@ -42,16 +77,40 @@ class ScopedEnv {
   bool had_ = false;
 };
 
+std::string Mebibytes(long bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
 }  // namespace
 
-DebuginfodFetcher::DebuginfodFetcher(DebuginfodOptions options)
-    : timeout_seconds_(options.timeout_seconds == 0 ? 30 : options.timeout_seconds) {
-  for (const std::string& url : options.urls) {
-    if (url.empty()) continue;
-    if (!urls_.empty()) urls_ += ' ';
-    urls_ += url;
+std::string DebuginfodProgressLine(const DebuginfodProgress& p) {
+  std::string line = "\rdebuginfod: " + p.module + " " + p.artifact + ": ";
+  if (p.finished && !p.found) {
+    line += "not downloaded";
+  } else if (p.total > 0) {
+    line += Mebibytes(p.bytes) + " of " + Mebibytes(p.total) + " MiB";
+  } else {
+    line += Mebibytes(p.bytes) + " MiB";
   }
+  if (p.finished && p.found) line += ", done";
+  line += "\x1b[K";  // erase what a longer previous line left
+  if (p.finished) line += "\n";
+  return line;
 }
+
+void DebuginfodFetcher::SetUpProcess(const std::vector<std::string>& urls,
+                                     DebuginfodProgressFn progress) {
+  std::unique_lock<std::shared_mutex> lock(g_environment_mutex);
+  std::string joined = JoinUrls(urls);
+  if (!joined.empty()) setenv(DEBUGINFOD_URLS_ENV_VAR, joined.c_str(), 1);
+  g_progress = std::move(progress);
+}
+
+DebuginfodFetcher::DebuginfodFetcher(DebuginfodOptions options)
+    : urls_(JoinUrls(options.urls)),
+      timeout_seconds_(options.timeout_seconds == 0 ? 30 : options.timeout_seconds) {}
 
 DebuginfodFetcher DebuginfodFetcher::FromEnvironment(DebuginfodOptions options) {
   if (options.urls.empty()) {
@@ -61,15 +120,18 @@ DebuginfodFetcher DebuginfodFetcher::FromEnvironment(DebuginfodOptions options) 
   return DebuginfodFetcher(std::move(options));
 }
 
-Result<std::string> DebuginfodFetcher::FetchExecutable(const std::vector<uint8_t>& build_id) {
-  return Fetch(build_id, false);
+Result<std::string> DebuginfodFetcher::FetchExecutable(const std::vector<uint8_t>& build_id,
+                                                       const std::string& module) {
+  return Fetch(build_id, false, module);
 }
 
-Result<std::string> DebuginfodFetcher::FetchDebugInfo(const std::vector<uint8_t>& build_id) {
-  return Fetch(build_id, true);
+Result<std::string> DebuginfodFetcher::FetchDebugInfo(const std::vector<uint8_t>& build_id,
+                                                      const std::string& module) {
+  return Fetch(build_id, true, module);
 }
 
-Result<std::string> DebuginfodFetcher::Fetch(const std::vector<uint8_t>& build_id, bool debuginfo) {
+Result<std::string> DebuginfodFetcher::Fetch(const std::vector<uint8_t>& build_id, bool debuginfo,
+                                             const std::string& module) {
   const char* what = debuginfo ? "debuginfo" : "executable";
   if (!enabled()) {
     return Unexpected(Errc::kNotFound, "debuginfod: no server configured (set DEBUGINFOD_URLS "
@@ -77,28 +139,58 @@ Result<std::string> DebuginfodFetcher::Fetch(const std::vector<uint8_t>& build_i
   }
   std::string hex = format::ToHex(build_id);
   if (build_id.empty()) return Unexpected(Errc::kNotFound, "debuginfod: the module has no build id");
-  std::lock_guard<std::mutex> lock(mutex_);
   std::string key = (debuginfo ? "d" : "e") + hex;
-  if (failed_.count(key) != 0) {
-    return Unexpected(Errc::kNotFound, "debuginfod: " + std::string(what) + " of build id " + hex +
-                                           " not found (asked before)");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_.count(key) != 0) {
+      return Unexpected(Errc::kNotFound, "debuginfod: " + std::string(what) + " of build id " +
+                                             hex + " not found (asked before)");
+    }
   }
-  ScopedEnv urls(DEBUGINFOD_URLS_ENV_VAR, urls_);
-  ScopedEnv timeout(DEBUGINFOD_TIMEOUT_ENV_VAR, std::to_string(timeout_seconds_));
+  Result<std::string> result = CallLibrary(build_id, debuginfo, module);
+  if (!result) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failed_.insert(key);
+  }
+  return result;
+}
+
+Result<std::string> DebuginfodFetcher::CallLibrary(const std::vector<uint8_t>& build_id,
+                                                   bool debuginfo, const std::string& module) {
+  const char* what = debuginfo ? "debuginfo" : "executable";
+  std::string hex = format::ToHex(build_id);
+  std::shared_lock<std::shared_mutex> shared(g_environment_mutex, std::defer_lock);
+  std::unique_lock<std::shared_mutex> exclusive(g_environment_mutex, std::defer_lock);
+  std::optional<ScopedEnv> urls;
+  shared.lock();
+  const char* env = std::getenv(DEBUGINFOD_URLS_ENV_VAR);
+  if (env == nullptr || urls_ != env) {
+    shared.unlock();
+    exclusive.lock();
+    urls.emplace(DEBUGINFOD_URLS_ENV_VAR, urls_);
+  }
   debuginfod_client* client = debuginfod_begin();
   if (client == nullptr) return Unexpected(Errc::kInternal, "debuginfod: cannot start a client");
-  Deadline deadline{std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds_)};
-  debuginfod_set_user_data(client, &deadline);
-  debuginfod_set_progressfn(client, CancelAfterDeadline);
+  Request request;
+  request.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds_);
+  request.progress.module = module.empty() ? hex : std::filesystem::path(module).filename().string();
+  request.progress.artifact = what;
+  debuginfod_set_user_data(client, &request);
+  debuginfod_set_progressfn(client, OnProgress);
   char* path = nullptr;
   ++library_calls_;
   int fd = debuginfo ? debuginfod_find_debuginfo(client, build_id.data(),
-                                             static_cast<int>(build_id.size()), &path)
-                 : debuginfod_find_executable(client, build_id.data(),
-                                              static_cast<int>(build_id.size()), &path);
+                                                 static_cast<int>(build_id.size()), &path)
+                     : debuginfod_find_executable(client, build_id.data(),
+                                                  static_cast<int>(build_id.size()), &path);
   debuginfod_end(client);
+  urls.reset();
+  if (request.reported && g_progress) {  // close the download's line
+    request.progress.finished = true;
+    request.progress.found = fd >= 0;
+    g_progress(request.progress);
+  }
   if (fd < 0) {
-    failed_.insert(key);
     std::free(path);
     return Unexpected(fd == -ENOENT ? Errc::kNotFound : Errc::kIo,
                       "debuginfod: " + std::string(what) + " of build id " + hex + " from " +

@@ -159,7 +159,8 @@ void ModuleResolver::ScanSymbolDirs() {
 }
 
 std::string ModuleResolver::FindDebugFile(const Candidate& code,
-                                          const std::vector<uint8_t>& build_id) {
+                                          const std::vector<uint8_t>& build_id,
+                                          const std::string& recorded_path) {
   std::string hex = format::ToHex(build_id);
   auto embedded = embedded_debug_.find(hex);
   if (!hex.empty() && embedded != embedded_debug_.end()) return embedded->second;
@@ -191,7 +192,7 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
     }
   }
   if (debuginfod_ != nullptr && !hex.empty() && !code.elf.has_debug_info) {
-    Result<std::string> fetched = debuginfod_->FetchDebugInfo(build_id);
+    Result<std::string> fetched = debuginfod_->FetchDebugInfo(build_id, recorded_path);
     if (fetched) {
       if (auto found = Probe(*fetched, build_id, true)) return found->path;
     } else if (fetched.error().code != Errc::kNotFound) {
@@ -233,7 +234,7 @@ const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
     }
   }
   if (!code && !hex.empty() && debuginfod_ != nullptr) {  // last: it may use the network
-    Result<std::string> fetched = debuginfod_->FetchExecutable(build_id);
+    Result<std::string> fetched = debuginfod_->FetchExecutable(build_id, recorded_path);
     if (fetched) {
       code = Probe(*fetched, build_id, true);
       origin = "debuginfod";
@@ -243,7 +244,7 @@ const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
   }
   ModuleFiles files;
   if (code) {
-    files.debug_path = FindDebugFile(*code, build_id);
+    files.debug_path = FindDebugFile(*code, build_id, recorded_path);
     files.code_path = code->path;
     files.code_elf = std::move(code->elf);
     files.code_origin = origin;

@@ -87,7 +87,8 @@ class ModuleResolver {
   void ScanSymbolDirs();
   std::optional<Candidate> Probe(const std::string& path, const std::vector<uint8_t>& build_id,
                                  bool report_mismatch);
-  std::string FindDebugFile(const Candidate& code, const std::vector<uint8_t>& build_id);
+  std::string FindDebugFile(const Candidate& code, const std::vector<uint8_t>& build_id,
+                            const std::string& recorded_path);
   std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& data);
   void Note(std::string note);
 
