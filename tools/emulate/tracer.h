@@ -159,7 +159,7 @@ class Tracer {
   void ResumeOnCpu(Thread& t, int signal);
   Status Park(Thread& t);
   Status SwitchOut(int cpu, bool preempt);
-  Status DispatchIdle(int skip_cpu);
+  Status DispatchIdle(int after, bool skip_after);
   Status SwitchTo(int cpu, Thread* prev, Thread* next, bool preempt);
   Thread* PickNext(int cpu);
   void Unqueue(Thread& t);

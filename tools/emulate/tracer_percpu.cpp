@@ -118,7 +118,7 @@ Status Tracer::Park(Thread& t) {
     t.queued = true;
     run_queue_.push_back(t.tid);
   }
-  return DispatchIdle(-1);
+  return DispatchIdle(t.last_cpu, false);
 }
 
 void Tracer::Unqueue(Thread& t) {
@@ -144,11 +144,14 @@ Tracer::Thread* Tracer::PickNext(int cpu) {
   return oldest;
 }
 
-Status Tracer::DispatchIdle(int skip_cpu) {
-  for (size_t c = 0; c < cpus_.size() && !run_queue_.empty(); ++c) {
-    if (cpus_[c].current != nullptr || static_cast<int>(c) == skip_cpu) continue;
-    if (Thread* next = PickNext(static_cast<int>(c)))
-      PTSCOPE_TRY(SwitchTo(static_cast<int>(c), nullptr, next, false));
+// Idle CPUs take waiting threads, looked at in rotating order from the CPU after `after`
+// (`after` itself last, or never when `skip_after`), so a lone thread visits every CPU.
+Status Tracer::DispatchIdle(int after, bool skip_after) {
+  const int n = static_cast<int>(cpus_.size());
+  for (int k = 1; k <= n && !run_queue_.empty(); ++k) {
+    const int c = ((after < 0 ? -1 : after) + k) % n;
+    if (cpus_[static_cast<size_t>(c)].current != nullptr || (skip_after && c == after)) continue;
+    if (Thread* next = PickNext(c)) PTSCOPE_TRY(SwitchTo(c, nullptr, next, false));
   }
   return Ok();
 }
@@ -166,9 +169,9 @@ Status Tracer::SwitchOut(int cpu, bool preempt) {
   prev->model = nullptr;
   vcpu.current = nullptr;
   PTSCOPE_TRY(SwitchTo(cpu, prev, PickNext(cpu), preempt));
-  PTSCOPE_TRY(DispatchIdle(cpu));
+  PTSCOPE_TRY(DispatchIdle(cpu, true));
   // Left idle for another idle CPU that took one thread while more wait: take the next one.
-  return DispatchIdle(-1);
+  return DispatchIdle(cpu, false);
 }
 
 Status Tracer::ReleaseCpu(Thread& t) {
