@@ -1,6 +1,7 @@
 // pt-decode: .ptar (or perf.data) -> Perfetto trace / text / folded stacks / instruction list.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cinttypes>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "debuginfod_fetcher.h"
+#include "cli_options.h"
 #include "events.h"
 #include "pipeline.h"
 #include "ptscope/format.h"
@@ -35,6 +37,12 @@ struct Options {
   std::vector<std::string> symbol_dirs;
   std::vector<std::string> debuginfod_urls;
   unsigned jobs = 1;
+  bool summary = false;
+  std::vector<std::string> threads;  // --threads values, each a comma-separated list
+  std::string time_range;
+  // Parsed from the above.
+  std::vector<uint32_t> thread_ids;
+  ptscope::decode::TimeRange window;
 };
 
 const char* Extension(OutputFormat format) {
@@ -52,6 +60,7 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 }
 
 OutputFormat FormatFromPath(const std::string& path) {
+  if (EndsWith(path, ".summary.txt")) return OutputFormat::kSummary;
   if (EndsWith(path, ".txt")) return OutputFormat::kText;
   if (EndsWith(path, ".folded")) return OutputFormat::kFolded;
   if (EndsWith(path, ".insns")) return OutputFormat::kInsns;
@@ -176,6 +185,9 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   pipeline.jobs = options.jobs;
   pipeline.format = format;
   pipeline.output_path = output;
+  pipeline.threads = options.thread_ids;
+  pipeline.time_from_ns = options.window.from_ns;
+  pipeline.time_to_ns = options.window.to_ns;
   const bool tty = ::isatty(2) != 0;
   const auto start = std::chrono::steady_clock::now();
   bool printed = false;
@@ -207,8 +219,14 @@ int main(int argc, char** argv) {
       ("output,o", po::value(&options.output), "output file (one input); default: the input "
        "name with the format's extension (.pftrace for perfetto)")
       ("output-dir", po::value(&options.output_dir), "output directory (several inputs)")
-      ("format", po::value(&options.format), "perfetto|text|folded|insns; default from the "
-       "output's extension (.txt, .folded, .insns), else perfetto")
+      ("format", po::value(&options.format), "perfetto|text|folded|insns|summary; default from "
+       "the output's extension (.summary.txt, .txt, .folded, .insns), else perfetto")
+      ("summary", po::bool_switch(&options.summary), "per-function calls, inclusive/self/max "
+       "times and instructions as a sorted table instead of slices (= --format summary)")
+      ("threads", po::value(&options.threads), "decode only these threads or processes: "
+       "comma-separated tids or pids, e.g. 1234,1240; repeatable")
+      ("time-range", po::value(&options.time_range), "decode only START:END, relative to the "
+       "capture start, with units ns/us/ms/s; either side may be empty: 2ms:5ms, 1.5s:, :500us")
       ("symbols", po::value(&options.symbol_dirs), "directory with binaries/debug files "
        "(plain or .build-id layout); repeatable")
       ("debuginfod", po::value(&options.debuginfod_urls), "debuginfod server URL (http, https, "
@@ -243,6 +261,35 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (options.jobs == 0) options.jobs = 1;
+  if (options.summary) {
+    if (!options.format.empty() && options.format != "summary") {
+      std::fprintf(stderr, "pt-decode: --summary and --format %s contradict each other; give "
+                   "one of them\n", options.format.c_str());
+      return 2;
+    }
+    options.format = "summary";
+  }
+  for (const std::string& list : options.threads) {
+    auto ids = ptscope::decode::ParseThreadList(list);
+    if (!ids) {
+      std::fprintf(stderr, "pt-decode: %s\n", ids.error().message.c_str());
+      return 2;
+    }
+    for (uint32_t id : *ids) {
+      if (std::find(options.thread_ids.begin(), options.thread_ids.end(), id) ==
+          options.thread_ids.end()) {
+        options.thread_ids.push_back(id);
+      }
+    }
+  }
+  if (vm.count("time-range")) {
+    auto window = ptscope::decode::ParseTimeRange(options.time_range);
+    if (!window) {
+      std::fprintf(stderr, "pt-decode: %s\n", window.error().message.c_str());
+      return 2;
+    }
+    options.window = *window;
+  }
   OutputFormat format = OutputFormat::kPerfetto;
   bool format_given = !options.format.empty();
   if (format_given) {
@@ -250,9 +297,10 @@ int main(int argc, char** argv) {
     else if (options.format == "text") format = OutputFormat::kText;
     else if (options.format == "folded") format = OutputFormat::kFolded;
     else if (options.format == "insns") format = OutputFormat::kInsns;
+    else if (options.format == "summary") format = OutputFormat::kSummary;
     else {
-      std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded or insns\n",
-                   options.format.c_str());
+      std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded, insns or "
+                   "summary\n", options.format.c_str());
       return 2;
     }
   } else if (!options.output.empty()) {

@@ -96,6 +96,18 @@ class FrameNamer {
   virtual uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
 };
 
+// One slice event in a run handed to SliceSink::WriteRecords: what Begin/End/Instant carry, plus
+// the thread's retired-instruction count at that point (for per-function instruction totals).
+struct SliceRecord {
+  enum class Type : uint8_t { kBegin, kEnd, kInstant };
+  Type type = Type::kBegin;
+  bool inferred = false;              // kBegin
+  uint64_t time_ns = 0;
+  uint64_t instructions = 0;          // retired by the thread up to here (differences matter)
+  FrameId frame;                      // kBegin
+  const std::string* text = nullptr;  // kInstant; valid during the call only
+};
+
 // Output of the StackTracker. Timestamps are non-decreasing per thread.
 class SliceSink {
  public:
@@ -109,6 +121,21 @@ class SliceSink {
   virtual void End(const ThreadKey& thread, uint64_t time_ns) = 0;
   // A zero-duration marker (gap cause, trigger hit, folded recursion note).
   virtual void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) = 0;
+  // A run of one thread's events, in order: the same as calling Begin/End/Instant for each (which
+  // is what this default does). The StackTracker writes through here, so that a sink can take its
+  // lock and find the thread once per run instead of once per slice.
+  virtual void WriteRecords(const ThreadKey& thread, const SliceRecord* records, size_t count) {
+    for (const SliceRecord* r = records; r != records + count; ++r) {
+      switch (r->type) {
+        case SliceRecord::Type::kBegin: Begin(thread, r->time_ns, r->frame, r->inferred); break;
+        case SliceRecord::Type::kEnd: End(thread, r->time_ns); break;
+        case SliceRecord::Type::kInstant: Instant(thread, r->time_ns, *r->text); break;
+      }
+    }
+  }
+  // True when the sink needs every nesting level (per-function totals): the StackTracker then
+  // emits all levels instead of folding those past its max_depth.
+  virtual bool WantsEveryLevel() const { return false; }
   // Called once after all threads are done.
   virtual void Finish() = 0;
   // After Finish: empty when every byte reached the output, else a one-line message naming the

@@ -36,7 +36,11 @@ uint64_t ThreadIndexKey(const ThreadKey& t) { return (uint64_t{t.pid} << 32) | t
 }  // namespace
 
 PerfettoSink::PerfettoSink(std::unique_ptr<OutputFile> out, FrameNamer& namer)
-    : out_(std::move(out)), names_(namer) {}
+    : out_(std::move(out)), names_(namer) {
+  annotation_.Varint(annotation::kNameIid, kInferred);
+  annotation_.Varint(annotation::kBool, 1);
+  inferred_field_.Message(event::kDebugAnnotations, annotation_);
+}
 
 void PerfettoSink::BeginThread(const ThreadKey& thread, const std::string& process_name,
                                const std::string& thread_name) {
@@ -75,6 +79,8 @@ PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
     WritePacket();
   }
   state.track_uuid = next_uuid_++;
+  state.sequence_field.Varint(packet::kSequenceId, state.sequence_id);
+  state.track_field.Varint(event::kTrackUuid, state.track_uuid);
   ProtoBuffer thread_desc;
   thread_desc.Varint(track::kPid, thread.pid);
   thread_desc.Varint(track::kTid, thread.tid);
@@ -158,27 +164,73 @@ std::string PerfettoSink::EncodeFrameFields(ThreadState& state, const ResolvedFr
 void PerfettoSink::Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
                          bool inferred) {
   std::lock_guard lock(mutex_);
+  BeginLocked(StateFor(thread), time_ns, frame, inferred);
+}
+
+void PerfettoSink::WriteRecords(const ThreadKey& thread, const SliceRecord* records,
+                                size_t count) {
+  std::lock_guard lock(mutex_);
   ThreadState& state = StateFor(thread);
+  for (const SliceRecord* r = records; r != records + count; ++r) {
+    switch (r->type) {
+      case SliceRecord::Type::kBegin: BeginLocked(state, r->time_ns, r->frame, r->inferred); break;
+      case SliceRecord::Type::kEnd: EndLocked(state, r->time_ns); break;
+      case SliceRecord::Type::kInstant: InstantLocked(state, r->time_ns, *r->text); break;
+    }
+  }
+}
+
+void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns, const FrameId& frame,
+                               bool inferred) {
   time_ns = std::max(time_ns, state.last_time);
   state.last_time = time_ns;
+  ++state.open_slices;
+  if (state.sequence_started) {
+    if (const FieldSpan* fields = state.frame_fields.Find(frame)) {
+      WriteFastBegin(state, time_ns, *fields, inferred);
+      return;
+    }
+  }
   StartPacket(state, true, time_ns, true);  // interned_ is fresh (or holds annotation names)
-  auto [it, inserted] = state.frame_fields.try_emplace(FrameKey{frame});
-  if (inserted) {
-    it->second = EncodeFrameFields(state, names_.Resolve(thread.pid, frame, time_ns));
+  FieldSpan fields;
+  if (const FieldSpan* known = state.frame_fields.Find(frame)) {
+    fields = *known;
+  } else {
+    std::string encoded = EncodeFrameFields(state, names_.Resolve(state.key.pid, frame, time_ns));
+    fields = FieldSpan{static_cast<uint32_t>(state.field_bytes.size()),
+                       static_cast<uint32_t>(encoded.size())};
+    state.field_bytes += encoded;
+    *state.frame_fields.TryEmplace(frame).first = fields;
   }
   event_.Clear();
   event_.Varint(event::kType, event::kSliceBegin);
-  event_.Varint(event::kTrackUuid, state.track_uuid);
-  event_.Append(it->second);
-  if (inferred) {
-    annotation_.Clear();
-    annotation_.Varint(annotation::kNameIid, kInferred);
-    annotation_.Varint(annotation::kBool, 1);
-    event_.Message(event::kDebugAnnotations, annotation_);
-  }
+  event_.Append(state.track_field.view());
+  event_.Append(std::string_view(state.field_bytes).substr(fields.offset, fields.size));
+  if (inferred) event_.Append(inferred_field_.view());
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();
-  ++state.open_slices;
+}
+
+void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
+                                  bool inferred) {
+  // The bytes StartPacket + Begin + WritePacket produce for a started sequence and a known frame.
+  const size_t event_size = 2 + state.track_field.size() + fields.size +
+                            (inferred ? inferred_field_.size() : 0);
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + state.sequence_field.size() +
+                             2 + 1 + ProtoBuffer::VarintSize(event_size) + event_size;
+  fast_.Clear();
+  fast_.PutVarint((1 << 3) | 2);  // Trace.packet = 1, length-delimited
+  fast_.PutVarint(packet_size);
+  fast_.Varint(packet::kTimestamp, time_ns);
+  fast_.Append(state.sequence_field.view());
+  fast_.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
+  fast_.PutVarint((packet::kTrackEvent << 3) | 2);
+  fast_.PutVarint(event_size);
+  fast_.Varint(event::kType, event::kSliceBegin);
+  fast_.Append(state.track_field.view());
+  fast_.Append(std::string_view(state.field_bytes).substr(fields.offset, fields.size));
+  if (inferred) fast_.Append(inferred_field_.view());
+  out_->Write(fast_.view());
 }
 
 void PerfettoSink::End(const ThreadKey& thread, uint64_t time_ns) {
@@ -191,23 +243,47 @@ void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
   --state.open_slices;
   time_ns = std::max(time_ns, state.last_time);
   state.last_time = time_ns;
+  if (state.sequence_started) {
+    WriteFastEnd(state, time_ns);
+    return;
+  }
   StartPacket(state, false, time_ns, true);
   event_.Clear();
   event_.Varint(event::kType, event::kSliceEnd);
-  event_.Varint(event::kTrackUuid, state.track_uuid);
+  event_.Append(state.track_field.view());
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();
 }
 
+void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
+  // The bytes StartPacket + EndLocked + WritePacket produce for a started sequence.
+  const size_t event_size = 2 + state.track_field.size();
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + state.sequence_field.size() +
+                             1 + ProtoBuffer::VarintSize(event_size) + event_size;
+  fast_.Clear();
+  fast_.PutVarint((1 << 3) | 2);
+  fast_.PutVarint(packet_size);
+  fast_.Varint(packet::kTimestamp, time_ns);
+  fast_.Append(state.sequence_field.view());
+  fast_.PutVarint((packet::kTrackEvent << 3) | 2);
+  fast_.PutVarint(event_size);
+  fast_.Varint(event::kType, event::kSliceEnd);
+  fast_.Append(state.track_field.view());
+  out_->Write(fast_.view());
+}
+
 void PerfettoSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) {
   std::lock_guard lock(mutex_);
-  ThreadState& state = StateFor(thread);
+  InstantLocked(StateFor(thread), time_ns, text);
+}
+
+void PerfettoSink::InstantLocked(ThreadState& state, uint64_t time_ns, const std::string& text) {
   time_ns = std::max(time_ns, state.last_time);
   state.last_time = time_ns;
   StartPacket(state, false, time_ns, true);
   event_.Clear();
   event_.Varint(event::kType, event::kInstant);
-  event_.Varint(event::kTrackUuid, state.track_uuid);
+  event_.Append(state.track_field.view());
   event_.Bytes(event::kName, text);
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();

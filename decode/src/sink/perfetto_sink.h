@@ -15,6 +15,7 @@
 #include "sink/frame_name_cache.h"
 #include "sink/output_file.h"
 #include "sink/proto_writer.h"
+#include "stack/flat_map.h"
 
 namespace ptscope::decode {
 
@@ -28,20 +29,21 @@ class PerfettoSink : public SliceSink {
              bool inferred) override;
   void End(const ThreadKey& thread, uint64_t time_ns) override;
   void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) override;
+  void WriteRecords(const ThreadKey& thread, const SliceRecord* records, size_t count) override;
   void Finish() override;
   std::string OutputError() const override { return error_; }
 
  private:
-  struct FrameKey {
-    FrameId frame;
-    bool operator==(const FrameKey&) const = default;
-  };
-  struct FrameKeyHash {
-    size_t operator()(const FrameKey& k) const {
-      return std::hash<uint64_t>()(k.frame.address * 0x9e3779b97f4a7c15ull ^
-                                   (uint64_t{k.frame.inline_index} << 8) ^
-                                   static_cast<uint64_t>(k.frame.kind));
+  struct FrameIdHash {
+    uint64_t operator()(const FrameId& f) const {
+      return (f.address ^ (uint64_t{f.inline_index} << 40) ^ (uint64_t(f.kind) << 58)) *
+             0x9e3779b97f4a7c15ull;
     }
+  };
+  // Where a frame's encoded TrackEvent fields live in ThreadState::field_bytes.
+  struct FieldSpan {
+    uint32_t offset = 0;
+    uint32_t size = 0;
   };
   // Per thread: its track and its sequence's interning tables.
   struct ThreadState {
@@ -51,10 +53,13 @@ class PerfettoSink : public SliceSink {
     bool sequence_started = false;
     uint64_t last_time = 0;
     uint32_t open_slices = 0;
-    // Per distinct frame: its TrackEvent fields (name_iid and debug annotations) encoded once.
-    std::unordered_map<FrameKey, std::string, FrameKeyHash> frame_fields;
+    // Per distinct frame: its TrackEvent fields (name_iid and debug annotations), encoded once.
+    FlatMap<FrameId, FieldSpan, FrameIdHash> frame_fields;
+    std::string field_bytes;
     uint64_t next_name_iid = 1;
     std::unordered_map<std::string, uint64_t> string_iids;
+    // Encoded once: TracePacket.trusted_packet_sequence_id and TrackEvent.track_uuid fields.
+    ProtoBuffer sequence_field, track_field;
   };
 
   ThreadState& StateFor(const ThreadKey& thread);
@@ -66,7 +71,13 @@ class PerfettoSink : public SliceSink {
   uint64_t StringIid(ThreadState& state, const std::string& s);
   // Interns the frame's name and strings on the sequence and encodes its event fields.
   std::string EncodeFrameFields(ThreadState& state, const ResolvedFrame& frame);
+  void BeginLocked(ThreadState& state, uint64_t time_ns, const FrameId& frame, bool inferred);
   void EndLocked(ThreadState& state, uint64_t time_ns);
+  void InstantLocked(ThreadState& state, uint64_t time_ns, const std::string& text);
+  // The common packets (a slice begin of a known frame, a slice end), encoded straight into
+  // one buffer with their lengths computed up front: no nested-message copies.
+  void WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields, bool inferred);
+  void WriteFastEnd(ThreadState& state, uint64_t time_ns);
 
   std::mutex mutex_;
   std::unique_ptr<OutputFile> out_;
@@ -81,6 +92,8 @@ class PerfettoSink : public SliceSink {
 
   // Reusable encoding buffers.
   ProtoBuffer packet_, event_, interned_, entry_, annotation_, descriptor_, frame_bytes_;
+  ProtoBuffer fast_;              // one fast packet, with its Trace.packet header
+  ProtoBuffer inferred_field_;    // the "inferred: true" debug annotation, encoded once
 };
 
 }  // namespace ptscope::decode

@@ -14,6 +14,12 @@ class ProtoBuffer {
  public:
   void Clear() { size_ = 0; }
   bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  static size_t VarintSize(uint64_t value) {
+    size_t n = 1;
+    for (; value >= 0x80; value >>= 7) ++n;
+    return n;
+  }
   std::string_view view() const { return std::string_view(buf_.data(), size_); }
 
   void Varint(uint32_t field, uint64_t value) {

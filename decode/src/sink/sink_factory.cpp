@@ -3,6 +3,7 @@
 #include "sink/folded_sink.h"
 #include "sink/output_file.h"
 #include "sink/perfetto_sink.h"
+#include "sink/summary_sink.h"
 #include "sink/text_sink.h"
 
 namespace ptscope::decode {
@@ -16,25 +17,30 @@ Result<SinkFormat> ParseSinkFormat(const std::string& name) {
   if (name == "perfetto" || name == "pftrace" || name == "proto") return SinkFormat::kPerfetto;
   if (name == "text" || name == "txt") return SinkFormat::kText;
   if (name == "folded") return SinkFormat::kFolded;
+  if (name == "summary") return SinkFormat::kSummary;
   return Unexpected(Errc::kInvalidArgument,
-                    "output format '" + name + "' is unknown: use perfetto, text or folded");
+                    "output format '" + name + "' is unknown: use perfetto, text, folded or summary");
 }
 
 SinkFormat SinkFormatForPath(const std::string& path) {
   std::string p = EndsWith(path, ".gz") ? path.substr(0, path.size() - 3) : path;
+  if (EndsWith(p, ".summary.txt")) return SinkFormat::kSummary;
   if (EndsWith(p, ".txt")) return SinkFormat::kText;
   if (EndsWith(p, ".folded")) return SinkFormat::kFolded;
   return SinkFormat::kPerfetto;
 }
 
 Result<std::unique_ptr<SliceSink>> CreateSink(SinkFormat format, const std::string& path,
-                                              FrameNamer& namer) {
+                                              FrameNamer& namer, const SinkOptions& options) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(path));
   std::unique_ptr<SliceSink> sink;
   switch (format) {
     case SinkFormat::kPerfetto: sink = std::make_unique<PerfettoSink>(std::move(out), namer); break;
     case SinkFormat::kText: sink = std::make_unique<TextSink>(std::move(out), namer); break;
     case SinkFormat::kFolded: sink = std::make_unique<FoldedSink>(std::move(out), namer); break;
+    case SinkFormat::kSummary:
+      sink = std::make_unique<SummarySink>(std::move(out), namer, options.summary_top);
+      break;
   }
   return sink;
 }

@@ -10,16 +10,21 @@
 
 namespace ptscope::decode {
 
-enum class SinkFormat { kPerfetto, kText, kFolded };
+enum class SinkFormat { kPerfetto, kText, kFolded, kSummary };
 
-// "perfetto" (also "pftrace", "proto"), "text", "folded". Errors name the value and the choices.
+// "perfetto" (also "pftrace", "proto"), "text", "folded", "summary". Errors name the value and
+// the choices. The names of OutputFormatName (pipeline.h) parse to their sink format.
 Result<SinkFormat> ParseSinkFormat(const std::string& name);
-// Format implied by an output path: *.txt -> text, *.folded -> folded, anything else perfetto
-// (.gz is looked through).
+// Format implied by an output path: *.summary.txt -> summary, *.txt -> text, *.folded -> folded,
+// anything else perfetto (.gz is looked through).
 SinkFormat SinkFormatForPath(const std::string& path);
 
+struct SinkOptions {
+  size_t summary_top = 0;  // summary: rows per table (0 = all)
+};
+
 Result<std::unique_ptr<SliceSink>> CreateSink(SinkFormat format, const std::string& path,
-                                              FrameNamer& namer);
+                                              FrameNamer& namer, const SinkOptions& options = {});
 Result<std::unique_ptr<SliceSink>> CreateSink(const std::string& format, const std::string& path,
                                               FrameNamer& namer);
 

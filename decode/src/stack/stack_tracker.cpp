@@ -6,6 +6,9 @@
 namespace ptscope::decode {
 namespace {
 constexpr size_t kNotFound = static_cast<size_t>(-1);
+// Records per SliceSink::WriteRecords call: large enough to amortise the sink's lock and thread
+// look-up, small enough to stay in cache.
+constexpr size_t kBatchSize = 4096;
 }  // namespace
 
 void StackTrackerCounters::Add(const StackTrackerCounters& o) {
@@ -34,13 +37,17 @@ StackTracker::StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
                            StackTrackerOptions options)
     : thread_(thread), namer_(namer), sink_(sink), options_(options) {
   if (options_.max_buffered_events == 0) options_.max_buffered_events = 1;
+  if (sink_.WantsEveryLevel()) options_.max_depth = UINT32_MAX;
 }
 
 void StackTracker::OnEvent(const FlowEvent& e) {
   uint64_t t = e.time_ns;
+  const uint64_t position_before = position_;
+  position_ += e.insn_count;
   if (!anchored_) {
     anchored_ = true;
     anchor_time_ = t;
+    anchor_position_ = position_before;  // the instructions before it ran in the first frame
   } else if (t < last_time_) {
     t = last_time_;
     ++counters_.clamped_times;
@@ -256,7 +263,7 @@ void StackTracker::PushInferredBottom(uint64_t ip) {
   f.function_start = start;
   stack_.push_back(f);
   ++counters_.inferred_frames;
-  inferred_prefix_.push_back(Record{anchor_time_, f.id, RecordType::kBegin, true, 0});
+  inferred_prefix_.push_back(Record{anchor_time_, f.id, RecordType::kBegin, true, 0, anchor_position_});
 }
 
 void StackTracker::Push(const Frame& frame, uint64_t t, bool inferred) {
@@ -324,9 +331,9 @@ void StackTracker::CloseSyntheticTop(uint64_t t) {
 void StackTracker::CloseAll(uint64_t t) { PopTo(0, t); }
 
 uint64_t StackTracker::StartOf(uint64_t ip) {
-  auto [it, inserted] = start_cache_.try_emplace(ip, 0);
-  if (inserted) it->second = namer_.FunctionStart(thread_.pid, ip, last_time_);
-  return it->second;
+  auto [start, inserted] = start_cache_.TryEmplace(ip);
+  if (inserted) *start = namer_.FunctionStart(thread_.pid, ip, last_time_);
+  return *start;
 }
 
 FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
@@ -334,17 +341,17 @@ FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
 }
 
 uint32_t StackTracker::InlineDepthAt(uint64_t call_site) {
-  auto [it, inserted] = inline_cache_.try_emplace(call_site, 0);
+  auto [depth, inserted] = inline_cache_.TryEmplace(call_site);
   if (inserted) {
     size_t n = namer_.Name(thread_.pid, call_site, last_time_).inlined.size();
-    it->second = static_cast<uint32_t>(std::min<size_t>(n, 64));
+    *depth = static_cast<uint32_t>(std::min<size_t>(n, 64));
   }
-  return it->second;
+  return *depth;
 }
 
 void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
                         uint32_t text_index) {
-  buffer_.push_back(Record{t, frame, type, inferred, text_index});
+  buffer_.push_back(Record{t, frame, type, inferred, text_index, position_});
 }
 
 void StackTracker::AddInstant(uint64_t t, std::string text) {
@@ -355,11 +362,13 @@ void StackTracker::AddInstant(uint64_t t, std::string text) {
 void StackTracker::Flush() {
   for (auto it = inferred_prefix_.rbegin(); it != inferred_prefix_.rend(); ++it) Write(*it);
   for (const Record& r : buffer_) Write(r);
+  SendBatch();  // before texts_ is cleared: instants point into it
   inferred_prefix_.clear();
   buffer_.clear();
   texts_.clear();
   written_open_ = stack_.size();
   anchor_time_ = last_time_;
+  anchor_position_ = position_;
 }
 
 void StackTracker::Write(const Record& r) {
@@ -372,28 +381,48 @@ void StackTracker::Write(const Record& r) {
         return;
       }
       ++emitted_depth_;
-      sink_.Begin(thread_, r.time_ns, r.frame, r.inferred);
+      AddToBatch(SliceRecord::Type::kBegin, r, nullptr);
       return;
     case RecordType::kEnd:
       if (hidden_depth_ > 0) {
         if (--hidden_depth_ == 0) {
           counters_.folded_levels += hidden_max_;
-          sink_.Instant(thread_, r.time_ns,
-                        "[folded] " + std::to_string(hidden_max_) +
-                            " deeper call levels not shown (max depth " +
-                            std::to_string(options_.max_depth) + ")");
+          batch_texts_.push_back("[folded] " + std::to_string(hidden_max_) +
+                                 " deeper call levels not shown (max depth " +
+                                 std::to_string(options_.max_depth) + ")");
           hidden_max_ = 0;
+          // Sent at once: the note must not move (batch_texts_ growing) before the sink has it.
+          AddToBatch(SliceRecord::Type::kInstant, r, &batch_texts_.back());
+          SendBatch();
         }
         return;
       }
       if (emitted_depth_ == 0) return;
       --emitted_depth_;
-      sink_.End(thread_, r.time_ns);
+      AddToBatch(SliceRecord::Type::kEnd, r, nullptr);
       return;
     case RecordType::kInstant:
-      sink_.Instant(thread_, r.time_ns, texts_[r.text_index]);
+      AddToBatch(SliceRecord::Type::kInstant, r, &texts_[r.text_index]);
       return;
   }
+}
+
+void StackTracker::AddToBatch(SliceRecord::Type type, const Record& r, const std::string* text) {
+  SliceRecord& out = batch_.emplace_back();
+  out.type = type;
+  out.inferred = r.inferred;
+  out.time_ns = r.time_ns;
+  out.instructions = r.instructions;
+  out.frame = r.frame;
+  out.text = text;
+  if (batch_.size() >= kBatchSize) SendBatch();
+}
+
+void StackTracker::SendBatch() {
+  if (batch_.empty()) return;
+  sink_.WriteRecords(thread_, batch_.data(), batch_.size());
+  batch_.clear();
+  batch_texts_.clear();
 }
 
 }  // namespace ptscope::decode

@@ -42,7 +42,10 @@
 //
 // Depth: nesting is capped at options.max_depth emitted levels; deeper frames are tracked (so
 // returns stay correct) but not emitted, and when the stack comes back an instant says how many
-// levels were folded.
+// levels were folded. Not for a sink that WantsEveryLevel() (the summary counts every call).
+//
+// Output: records reach the sink in runs (SliceSink::WriteRecords), each carrying the thread's
+// retired-instruction count (the sum of FlowEvent::insn_count) at that point.
 //
 // Time: event times are clamped to be non-decreasing.
 #pragma once
@@ -50,10 +53,10 @@
 #include <array>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "events.h"
+#include "stack/flat_map.h"
 
 namespace ptscope::decode {
 
@@ -118,6 +121,7 @@ class StackTracker {
     RecordType type;
     bool inferred;
     uint32_t text_index;  // into texts_, for kInstant
+    uint64_t instructions;  // position_ when the record was made
   };
 
   void OnCall(const FlowEvent& e, uint64_t t);
@@ -158,7 +162,10 @@ class StackTracker {
             uint32_t text_index = 0);
   void AddInstant(uint64_t t, std::string text);
   void Flush();
+  // Applies the depth cap and queues the record for the sink.
   void Write(const Record& r);
+  void AddToBatch(SliceRecord::Type type, const Record& r, const std::string* text);
+  void SendBatch();
 
   ThreadKey thread_;
   FrameNamer& namer_;
@@ -169,20 +176,27 @@ class StackTracker {
   std::vector<Frame> stack_;
   uint64_t last_time_ = 0;
   uint64_t anchor_time_ = 0;     // where inferred bottom frames start
+  uint64_t position_ = 0;        // instructions retired so far (sum of FlowEvent::insn_count)
+  uint64_t anchor_position_ = 0; // position_ at the anchor
   bool anchored_ = false;        // anchor_time_ is set (first event seen)
   size_t written_open_ = 0;      // bottom frames whose Begin was already written to the sink
 
   std::vector<Record> buffer_;
   std::vector<Record> inferred_prefix_;  // Begins that precede buffer_, innermost first
   std::vector<std::string> texts_;
+  // Records on their way to the sink (SliceSink::WriteRecords), sent in runs of kBatchSize.
+  std::vector<SliceRecord> batch_;
+  std::vector<std::string> batch_texts_;  // a "[folded] ..." note (sent at once)
 
   // Emission state (after the buffer): emitted depth and folding.
   uint32_t emitted_depth_ = 0;
   uint32_t hidden_depth_ = 0;
   uint32_t hidden_max_ = 0;
 
-  std::unordered_map<uint64_t, uint64_t> start_cache_;
-  std::unordered_map<uint64_t, uint32_t> inline_cache_;
+  // Per address: FrameNamer answers, asked once (calls and jumps hit a few thousand addresses
+  // millions of times).
+  AddressMap<uint64_t> start_cache_;
+  AddressMap<uint32_t> inline_cache_;
 };
 
 }  // namespace ptscope::decode

@@ -83,7 +83,7 @@ void WriteDeep(SliceSink& sink, ptscope::decode::FrameNamer& namer) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s perfetto|text|folded|deep PATH\n", argv[0]);
+    std::fprintf(stderr, "usage: %s perfetto|text|folded|summary|deep PATH\n", argv[0]);
     return 2;
   }
   ptscope::decode::testing::FakeNamer namer(

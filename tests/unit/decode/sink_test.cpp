@@ -30,7 +30,9 @@ TEST_CASE("sink factory: formats by name and by path, clear errors") {
   testing::FakeNamer namer({});
   auto bad = CreateSink("xml", "-", namer);
   REQUIRE(!bad);
-  CHECK(bad.error().message == "output format 'xml' is unknown: use perfetto, text or folded");
+  CHECK(bad.error().message ==
+        "output format 'xml' is unknown: use perfetto, text, folded or summary");
+  CHECK(ParseSinkFormat("summary").value() == SinkFormat::kSummary);
   auto unwritable = CreateSink("text", "/nonexistent-ptscope-dir/out.txt", namer);
   REQUIRE(!unwritable);
   CHECK(unwritable.error().code == Errc::kIo);
@@ -38,6 +40,8 @@ TEST_CASE("sink factory: formats by name and by path, clear errors") {
         "/nonexistent-ptscope-dir/out.txt: cannot create output: No such file or directory "
         "(check the directory exists and is writable)");
   CHECK(SinkFormatForPath("trace.txt") == SinkFormat::kText);
+  CHECK(SinkFormatForPath("trace.summary.txt") == SinkFormat::kSummary);
+  CHECK(SinkFormatForPath("trace.summary.txt.gz") == SinkFormat::kSummary);
   CHECK(SinkFormatForPath("trace.folded.gz") == SinkFormat::kFolded);
   CHECK(SinkFormatForPath("trace.pftrace.gz") == SinkFormat::kPerfetto);
   CHECK(SinkFormatForPath("trace") == SinkFormat::kPerfetto);
