@@ -94,6 +94,11 @@ class FrameNamer {
   // Entry address of the function containing `address`, or 0 when unknown. Used to tell a tail
   // call (jump to another function's entry) from a jump inside a function.
   virtual uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
+  // Name(pid, address, time_ns).inlined.size(), without copying names: what the flow decoder
+  // asks for every instruction of a new block. Namers with a cache override it.
+  virtual uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) {
+    return static_cast<uint32_t>(Name(pid, address, time_ns).inlined.size());
+  }
 };
 
 // One slice event in a run handed to SliceSink::WriteRecords: what Begin/End/Instant carry, plus

@@ -77,65 +77,93 @@ SymbolsFrameNamer::Location SymbolsFrameNamer::Locate(uint32_t pid, uint64_t add
 
 FrameName SymbolsFrameNamer::Name(uint32_t pid, uint64_t address, uint64_t time_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto key = std::make_pair(pid, address);
-  if (auto it = names_.find(key); it != names_.end()) return it->second;
-  FrameName name;
+  return NameLocked(pid, address, time_ns);
+}
+
+uint32_t SymbolsFrameNamer::InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<uint32_t>(NameLocked(pid, address, time_ns).inlined.size());
+}
+
+const FrameName& SymbolsFrameNamer::NameLocked(uint32_t pid, uint64_t address, uint64_t time_ns) {
+  auto [index, inserted] = name_index_.TryEmplace(PidAddress{pid, address});
+  if (!inserted) return *names_[*index - 1];
+  *index = static_cast<uint32_t>(names_.size() + 1);  // before anything else inserts
+  names_.push_back(std::make_unique<FrameName>());
+  FrameName& name = *names_.back();
   if (std::optional<symbols::JitName> jit = JitName(pid, address, time_ns)) {
     name.name = jit->name;
     name.module = jit->has_code ? "[jit]" : "[jit: perf map]";
     name.file = jit->file;
     name.line = jit->line;
     name.symbolized = true;
-    return names_.emplace(key, std::move(name)).first->second;
+    return name;
   }
   Location location = Locate(pid, address, time_ns);
   if (location.mapping == nullptr) {
     name.name = Hex(address);
-  } else {
-    const symbols::Module& module = address_space_.modules()[location.mapping->module];
-    name.module = module.path;
-    if (location.has_vaddr && !location.debug_path.empty()) {
-      symbols::Symbol symbol = symbolizer_.Symbolize(location.debug_path, location.vaddr);
-      if (symbol.found) {
-        name.name = symbol.function;
-        name.file = symbol.file;
-        name.line = symbol.line;
-        name.symbolized = true;
-        for (const symbols::SourceFrame& frame : symbol.inlined) {
-          name.inlined.push_back(FrameName::Inlined{frame.function, frame.file, frame.line});
-        }
+    return name;
+  }
+  const symbols::Module& module = address_space_.modules()[location.mapping->module];
+  name.module = module.path;
+  if (location.has_vaddr && !location.debug_path.empty()) {
+    symbols::Symbol symbol = symbolizer_.Symbolize(location.debug_path, location.vaddr);
+    if (symbol.found) {
+      name.name = std::move(symbol.function);
+      name.file = std::move(symbol.file);
+      name.line = symbol.line;
+      name.symbolized = true;
+      for (symbols::SourceFrame& frame : symbol.inlined) {
+        name.inlined.push_back(
+            FrameName::Inlined{std::move(frame.function), std::move(frame.file), frame.line});
       }
     }
-    if (!name.symbolized) {
-      uint64_t offset = location.mapping->pgoff + (address - location.mapping->start);
-      name.name = Basename(module.path) + "+" + Hex(offset);
-    }
   }
-  return names_.emplace(key, std::move(name)).first->second;
+  if (!name.symbolized) {
+    uint64_t offset = location.mapping->pgoff + (address - location.mapping->start);
+    name.name = Basename(module.path) + "+" + Hex(offset);
+  }
+  return name;
 }
 
 uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto key = std::make_pair(pid, address);
-  if (auto it = starts_.find(key); it != starts_.end()) return it->second;
+  uint64_t* cached = starts_.TryEmplace(PidAddress{pid, address}).first;
+  if (*cached != 0) return *cached - 1;
   uint64_t start = 0;
   if (std::optional<symbols::JitName> jit = JitName(pid, address, time_ns)) {
-    return starts_.emplace(key, jit->start).first->second;
+    start = jit->start;
+  } else {
+    Location location = Locate(pid, address, time_ns);
+    if (location.has_vaddr && !location.debug_path.empty()) {
+      uint64_t vaddr_start = symbolizer_.FunctionStart(location.debug_path, location.vaddr);
+      if (vaddr_start != 0 && vaddr_start <= location.vaddr) {
+        start = address - (location.vaddr - vaddr_start);
+      }
+    }
   }
-  Location location = Locate(pid, address, time_ns);
-  if (location.has_vaddr && !location.debug_path.empty()) {
-    uint64_t vaddr_start = symbolizer_.FunctionStart(location.debug_path, location.vaddr);
-    if (vaddr_start != 0 && vaddr_start <= location.vaddr) start = address - (location.vaddr - vaddr_start);
-  }
-  starts_.emplace(key, start);
+  // Locate and the symbolizer do not touch starts_: `cached` is still valid.
+  *cached = start + 1;
   return start;
 }
 
 bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns) {
+  uint64_t start = 0, end = 0;
+  return InSymbolizedModule(pid, address, time_ns, &start, &end);
+}
+
+bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns,
+                                           uint64_t* start, uint64_t* end) {
   std::lock_guard<std::mutex> lock(mutex_);
+  *start = address;
+  *end = address + 1;
   if (JitName(pid, address, time_ns)) return true;
   const symbols::Mapping* mapping = FindMapping(pid, address, time_ns);
   if (mapping == nullptr) return false;
+  if (jit_ == nullptr) {  // with JIT code, anonymous mappings hold named and unnamed code
+    *start = mapping->start;
+    *end = mapping->end;
+  }
   auto it = module_symbolized_.find(mapping->module);
   if (it != module_symbolized_.end()) return it->second;
   Location location = Locate(pid, address, time_ns);

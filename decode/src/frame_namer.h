@@ -1,9 +1,11 @@
 // FrameNamer over the symbols library: address -> mapping (time-versioned) -> module files ->
 // LLVM symbolizer. Code without symbols is "module+0xoffset", code outside every module
-// "0xaddress". Thread-safe (a mutex), cached per (pid, address).
+// "0xaddress". Thread-safe (a mutex), cached per (pid, address) in flat hash maps: the flow
+// decoder asks about every instruction of each new block.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -13,6 +15,7 @@
 #include "events.h"
 #include "jit_code_store.h"
 #include "ptscope/symbols.h"
+#include "stack/flat_map.h"
 
 namespace ptscope::decode {
 
@@ -24,8 +27,14 @@ class SymbolsFrameNamer : public FrameNamer {
 
   FrameName Name(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
+  uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   // Whether `address` lies in a module with a symbol table or debug info (for the summary).
   bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns);
+  // The same answer for the whole mapping around `address`: [*start, *end) (for a caller that
+  // caches by range instead of asking per page). Outside every mapping: false and the range
+  // [address, address + 1).
+  bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
+                          uint64_t* end);
   // Names JIT code (jitdump, then perf map) outside file-backed mappings.
   void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
   // One summary note per module whose code ran without symbols (named module+offset), saying
@@ -48,8 +57,21 @@ class SymbolsFrameNamer : public FrameNamer {
   symbols::ModuleResolver& resolver_;
   symbols::Symbolizer& symbolizer_;
   std::mutex mutex_;
-  std::map<std::pair<uint32_t, uint64_t>, FrameName> names_;
-  std::map<std::pair<uint32_t, uint64_t>, uint64_t> starts_;
+  struct PidAddress {
+    uint32_t pid = 0;
+    uint64_t address = 0;
+    bool operator==(const PidAddress&) const = default;
+  };
+  struct PidAddressHash {
+    uint64_t operator()(const PidAddress& k) const {
+      return (k.address ^ (uint64_t{k.pid} << 47)) * 0x9e3779b97f4a7c15ull;
+    }
+  };
+  // Finds or computes the name (under the lock).
+  const FrameName& NameLocked(uint32_t pid, uint64_t address, uint64_t time_ns);
+  FlatMap<PidAddress, uint32_t, PidAddressHash> name_index_;  // -> names_ index + 1
+  std::vector<std::unique_ptr<FrameName>> names_;             // stable: returned by reference
+  FlatMap<PidAddress, uint64_t, PidAddressHash> starts_;       // entry + 1 (0: not asked yet)
   std::map<uint32_t, bool> module_symbolized_;
   const symbols::JitCodeStore* jit_ = nullptr;
   std::set<uint32_t> found_without_symbols_;  // modules whose files were found, symbols not

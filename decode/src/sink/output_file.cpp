@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -33,32 +34,47 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {
                                        " (check the directory exists and is writable)");
     }
   }
-  out->buffer_.reserve(kBufferBytes);
+  out->buffer_ = std::make_unique<char[]>(kBufferBytes);
+  out->capacity_ = kBufferBytes;
   return out;
 }
 
 OutputFile::~OutputFile() { Close(); }
 
 void OutputFile::Write(std::string_view bytes) {
-  buffer_.append(bytes);
-  if (buffer_.size() >= kBufferBytes) Drain();
+  while (!bytes.empty()) {
+    if (used_ == capacity_) Drain();
+    size_t n = std::min(bytes.size(), capacity_ - used_);
+    std::memcpy(buffer_.get() + used_, bytes.data(), n);
+    used_ += n;
+    bytes.remove_prefix(n);
+  }
+}
+
+void OutputFile::MakeRoom(size_t bytes) {
+  Drain();
+  if (bytes > capacity_) {  // a huge packet (a very long name): grow once
+    buffer_ = std::make_unique<char[]>(bytes);
+    capacity_ = bytes;
+  }
 }
 
 void OutputFile::Drain() {
-  if (buffer_.empty() || closed_) return;
+  if (closed_) used_ = 0;  // nothing reaches a closed file
+  if (used_ == 0) return;
   if (error_.empty()) {
     if (gz_ != nullptr) {
-      int n = gzwrite(static_cast<gzFile>(gz_), buffer_.data(), static_cast<unsigned>(buffer_.size()));
-      if (n <= 0 || static_cast<size_t>(n) != buffer_.size()) {
+      int n = gzwrite(static_cast<gzFile>(gz_), buffer_.get(), static_cast<unsigned>(used_));
+      if (n <= 0 || static_cast<size_t>(n) != used_) {
         int code = 0;
         error_ = path_ + ": gzip write failed: " + gzerror(static_cast<gzFile>(gz_), &code);
       }
-    } else if (std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size() ||
+    } else if (std::fwrite(buffer_.get(), 1, used_, file_) != used_ ||
                std::fflush(file_) != 0) {  // our buffer is large: stdio's adds nothing
       error_ = path_ + ": write failed: " + std::strerror(errno) + " (disk full?)";
     }
   }
-  buffer_.clear();
+  used_ = 0;
 }
 
 std::string OutputFile::Close() {

@@ -19,6 +19,13 @@ class OutputFile {
   OutputFile& operator=(const OutputFile&) = delete;
 
   void Write(std::string_view bytes);
+  // Direct writing for the hot paths: room for `max_bytes` at the returned pointer; Commit(end)
+  // then keeps the bytes up to `end`.
+  char* Extend(size_t max_bytes) {
+    if (used_ + max_bytes > capacity_) MakeRoom(max_bytes);
+    return buffer_.get() + used_;
+  }
+  void Commit(const char* end) { used_ = static_cast<size_t>(end - buffer_.get()); }
   // Flushes and closes; returns "" on success or a one-line message naming the file.
   std::string Close();
   const std::string& path() const { return path_; }
@@ -26,12 +33,14 @@ class OutputFile {
  private:
   OutputFile() = default;
   void Drain();
+  void MakeRoom(size_t bytes);
   std::string path_;
   std::FILE* file_ = nullptr;
   void* gz_ = nullptr;  // gzFile when compressing
   bool is_stdout_ = false;
   bool closed_ = false;
-  std::string buffer_;
+  std::unique_ptr<char[]> buffer_;
+  size_t used_ = 0, capacity_ = 0;
   std::string error_;
 };
 

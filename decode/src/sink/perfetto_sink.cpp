@@ -214,23 +214,28 @@ void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns, const Frame
 void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
                                   bool inferred) {
   // The bytes StartPacket + Begin + WritePacket produce for a started sequence and a known frame.
-  const size_t event_size = 2 + state.track_field.size() + fields.size +
-                            (inferred ? inferred_field_.size() : 0);
-  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + state.sequence_field.size() +
-                             2 + 1 + ProtoBuffer::VarintSize(event_size) + event_size;
-  fast_.Clear();
-  fast_.PutVarint((1 << 3) | 2);  // Trace.packet = 1, length-delimited
-  fast_.PutVarint(packet_size);
-  fast_.Varint(packet::kTimestamp, time_ns);
-  fast_.Append(state.sequence_field.view());
-  fast_.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
-  fast_.PutVarint((packet::kTrackEvent << 3) | 2);
-  fast_.PutVarint(event_size);
-  fast_.Varint(event::kType, event::kSliceBegin);
-  fast_.Append(state.track_field.view());
-  fast_.Append(std::string_view(state.field_bytes).substr(fields.offset, fields.size));
-  if (inferred) fast_.Append(inferred_field_.view());
-  out_->Write(fast_.view());
+  std::string_view sequence = state.sequence_field.view(), track = state.track_field.view();
+  std::string_view frame = std::string_view(state.field_bytes).substr(fields.offset, fields.size);
+  std::string_view inferred_bytes = inferred ? inferred_field_.view() : std::string_view();
+  const size_t event_size = 2 + track.size() + frame.size() + inferred_bytes.size();
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + sequence.size() + 2 + 1 +
+                             ProtoBuffer::VarintSize(event_size) + event_size;
+  char* p = out_->Extend(packet_size + 11);
+  *p++ = (1 << 3) | 2;  // Trace.packet = 1, length-delimited
+  p = ProtoBuffer::PutVarintTo(p, packet_size);
+  *p++ = packet::kTimestamp << 3;
+  p = ProtoBuffer::PutVarintTo(p, time_ns);
+  p = ProtoBuffer::AppendTo(p, sequence);
+  *p++ = packet::kSequenceFlags << 3;
+  *p++ = packet::kSeqNeeds;
+  *p++ = (packet::kTrackEvent << 3) | 2;
+  p = ProtoBuffer::PutVarintTo(p, event_size);
+  *p++ = event::kType << 3;
+  *p++ = event::kSliceBegin;
+  p = ProtoBuffer::AppendTo(p, track);
+  p = ProtoBuffer::AppendTo(p, frame);
+  p = ProtoBuffer::AppendTo(p, inferred_bytes);
+  out_->Commit(p);
 }
 
 void PerfettoSink::End(const ThreadKey& thread, uint64_t time_ns) {
@@ -257,19 +262,22 @@ void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
 
 void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
   // The bytes StartPacket + EndLocked + WritePacket produce for a started sequence.
-  const size_t event_size = 2 + state.track_field.size();
-  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + state.sequence_field.size() +
-                             1 + ProtoBuffer::VarintSize(event_size) + event_size;
-  fast_.Clear();
-  fast_.PutVarint((1 << 3) | 2);
-  fast_.PutVarint(packet_size);
-  fast_.Varint(packet::kTimestamp, time_ns);
-  fast_.Append(state.sequence_field.view());
-  fast_.PutVarint((packet::kTrackEvent << 3) | 2);
-  fast_.PutVarint(event_size);
-  fast_.Varint(event::kType, event::kSliceEnd);
-  fast_.Append(state.track_field.view());
-  out_->Write(fast_.view());
+  std::string_view sequence = state.sequence_field.view(), track = state.track_field.view();
+  const size_t event_size = 2 + track.size();
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + sequence.size() + 1 +
+                             ProtoBuffer::VarintSize(event_size) + event_size;
+  char* p = out_->Extend(packet_size + 11);
+  *p++ = (1 << 3) | 2;
+  p = ProtoBuffer::PutVarintTo(p, packet_size);
+  *p++ = packet::kTimestamp << 3;
+  p = ProtoBuffer::PutVarintTo(p, time_ns);
+  p = ProtoBuffer::AppendTo(p, sequence);
+  *p++ = (packet::kTrackEvent << 3) | 2;
+  p = ProtoBuffer::PutVarintTo(p, event_size);
+  *p++ = event::kType << 3;
+  *p++ = event::kSliceEnd;
+  p = ProtoBuffer::AppendTo(p, track);
+  out_->Commit(p);
 }
 
 void PerfettoSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) {

@@ -92,7 +92,6 @@ class PerfettoSink : public SliceSink {
 
   // Reusable encoding buffers.
   ProtoBuffer packet_, event_, interned_, entry_, annotation_, descriptor_, frame_bytes_;
-  ProtoBuffer fast_;              // one fast packet, with its Trace.packet header
   ProtoBuffer inferred_field_;    // the "inferred: true" debug annotation, encoded once
 };
 

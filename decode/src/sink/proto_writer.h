@@ -34,6 +34,20 @@ class ProtoBuffer {
   }
   void Message(uint32_t field, const ProtoBuffer& child) { Bytes(field, child.view()); }
 
+  // Unchecked encoding into memory the caller has sized (the hot packets): each returns the end.
+  static char* PutVarintTo(char* p, uint64_t value) {
+    while (value >= 0x80) {
+      *p++ = static_cast<char>((value & 0x7f) | 0x80);
+      value >>= 7;
+    }
+    *p++ = static_cast<char>(value);
+    return p;
+  }
+  static char* AppendTo(char* p, std::string_view bytes) {
+    std::memcpy(p, bytes.data(), bytes.size());
+    return p + bytes.size();
+  }
+
   void Append(std::string_view bytes) {
     Reserve(bytes.size());
     if (!bytes.empty()) std::memcpy(buf_.data() + size_, bytes.data(), bytes.size());

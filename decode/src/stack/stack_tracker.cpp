@@ -343,8 +343,7 @@ FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
 uint32_t StackTracker::InlineDepthAt(uint64_t call_site) {
   auto [depth, inserted] = inline_cache_.TryEmplace(call_site);
   if (inserted) {
-    size_t n = namer_.Name(thread_.pid, call_site, last_time_).inlined.size();
-    *depth = static_cast<uint32_t>(std::min<size_t>(n, 64));
+    *depth = std::min<uint32_t>(namer_.InlineDepth(thread_.pid, call_site, last_time_), 64);
   }
   return *depth;
 }
