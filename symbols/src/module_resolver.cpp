@@ -52,18 +52,22 @@ void ModuleResolver::Note(std::string note) {
   notes_.push_back(std::move(note));
 }
 
-std::string ModuleResolver::WriteTemp(const std::string& name, const std::vector<uint8_t>& data) {
-  if (temp_dir_.empty()) {
-    const char* base = std::getenv("TMPDIR");
-    std::string templ = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
-                        "/ptscope-modules-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) {
-      Note("cannot create a temporary directory under " + templ +
-           " for embedded binaries; set TMPDIR to a writable directory");
-      return {};
-    }
-    temp_dir_ = templ;
+bool ModuleResolver::EnsureTempDir() {
+  if (!temp_dir_.empty()) return true;
+  const char* base = std::getenv("TMPDIR");
+  std::string templ = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
+                      "/ptscope-modules-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) {
+    Note("cannot create a temporary directory under " + templ +
+         " for embedded binaries; set TMPDIR to a writable directory");
+    return false;
   }
+  temp_dir_ = templ;
+  return true;
+}
+
+std::string ModuleResolver::WriteTemp(const std::string& name, const std::vector<uint8_t>& data) {
+  if (!EnsureTempDir()) return {};
   std::string path = temp_dir_ + "/" + name;
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -152,6 +156,10 @@ void ModuleResolver::ScanSymbolDirs() {
       }
       std::string path = it->path().string();
       if (!it->is_regular_file(ec) || !HasElfMagic(path)) continue;
+      if (it->path().extension() == ".dwp") {  // packages have no build id: found by name
+        scanned_dwp_.emplace(it->path().filename().string(), path);
+        continue;
+      }
       Result<ElfInfo> elf = ReadElfInfo(path);
       if (elf && !elf->build_id.empty()) scanned_files_.emplace(format::ToHex(elf->build_id), path);
     }
@@ -202,6 +210,44 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
   return code.path;  // the binary itself: its symbol table (and DWARF, if not stripped)
 }
 
+// LLVM reads a DWARF package only as "<debug object>.dwp" (DWARFContext's default DWPName, one
+// per LLVMSymbolizer), so a package next to the recorded binary or in a --symbols directory is
+// missed whenever the debug object is a copy under another name (.build-id/xx/rest.debug, an
+// archive copy, a renamed copy in --symbols). Such a pair is shown to LLVM through two symlinks
+// in the temp dir, "<hex>.split" and "<hex>.split.dwp". LLVM itself rejects a package whose DWO
+// ids do not match the skeleton units. (.dwo files are only looked up at DW_AT_comp_dir.)
+std::string ModuleResolver::AttachDwp(const std::string& debug_path, const std::string& hex,
+                                      const std::string& recorded_path,
+                                      const std::string& code_path) {
+  if (debug_path.empty() || IsRegularFile(debug_path + ".dwp")) return debug_path;
+  std::vector<std::string> candidates;
+  if (!recorded_path.empty()) candidates.push_back(recorded_path + ".dwp");
+  candidates.push_back(code_path + ".dwp");
+  std::string name = fs::path(recorded_path.empty() ? code_path : recorded_path).filename().string();
+  if (!symbol_dirs_.empty() && !name.empty()) {
+    for (const std::string& dir : symbol_dirs_) candidates.push_back(dir + "/" + name + ".dwp");
+    ScanSymbolDirs();
+    if (auto it = scanned_dwp_.find(name + ".dwp"); it != scanned_dwp_.end()) {
+      candidates.push_back(it->second);
+    }
+  }
+  for (const std::string& dwp : candidates) {
+    if (!IsRegularFile(dwp) || !EnsureTempDir()) continue;
+    std::error_code ec;
+    std::string link = temp_dir_ + "/" + (hex.empty() ? std::string("nobuildid") : hex) + ".split";
+    if (fs::is_symlink(link + ".dwp", ec)) return link;  // same build id, attached before
+    fs::create_symlink(fs::absolute(debug_path, ec), link, ec);
+    if (!ec) fs::create_symlink(fs::absolute(dwp, ec), link + ".dwp", ec);
+    if (ec) {
+      Note("cannot link the DWARF package " + dwp + " for " + debug_path + " (" + ec.message() +
+           "); inlined frames and lines of split DWARF units are missing");
+      return debug_path;
+    }
+    return link;
+  }
+  return debug_path;
+}
+
 const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
                                            const std::vector<uint8_t>& build_id) {
   std::string hex = format::ToHex(build_id);
@@ -245,6 +291,7 @@ const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
   ModuleFiles files;
   if (code) {
     files.debug_path = FindDebugFile(*code, build_id, recorded_path);
+    files.debug_path = AttachDwp(files.debug_path, hex, recorded_path, code->path);
     files.code_path = code->path;
     files.code_elf = std::move(code->elf);
     files.code_origin = origin;

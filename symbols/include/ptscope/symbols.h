@@ -60,6 +60,8 @@ struct ModuleFiles {
 // id matches), then each --symbols directory (".build-id/xx/rest[.debug]" layout, then every ELF
 // file below it indexed by its own build id), then /usr/lib/debug for debug info. A file whose
 // build id differs from the capture's is never used; the refusal is kept as a note.
+// Split DWARF: a DWARF package found as "<recorded path>.dwp", "<code file>.dwp" or by that name
+// in a --symbols directory is presented to LLVM as "<debug_path>.dwp" (see AttachDwp).
 class ModuleResolver {
  public:
   // Blobs are written under a private temp dir (removed by the destructor).
@@ -90,6 +92,9 @@ class ModuleResolver {
   std::string FindDebugFile(const Candidate& code, const std::vector<uint8_t>& build_id,
                             const std::string& recorded_path);
   std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& data);
+  bool EnsureTempDir();
+  std::string AttachDwp(const std::string& debug_path, const std::string& hex,
+                        const std::string& recorded_path, const std::string& code_path);
   void Note(std::string note);
 
   std::vector<std::string> symbol_dirs_;
@@ -99,6 +104,7 @@ class ModuleResolver {
   std::map<uint32_t, std::string> vdso_by_pid_;
   bool scanned_ = false;
   std::multimap<std::string, std::string> scanned_files_;  // hex build id -> path
+  std::map<std::string, std::string> scanned_dwp_;         // "name.dwp" -> first path found
   std::map<std::string, ModuleFiles> cache_;               // path + '\0' + hex build id
   std::vector<std::string> notes_;
   DebuginfodFetcher* debuginfod_ = nullptr;
