@@ -26,11 +26,12 @@ import tempfile
 # main blocks in futex while the others run); one CPU for everything; signal: a handler entered
 # while switched in and out; syscalls: nanosleep/write with 3 CPUs (idle CPUs).
 CASES = [
-    ('workers', 2, 700, 'a contended mutex: holders preempted, waiters blocked in futex'),
-    ('threads', 2, 1000, 'more threads than CPUs'),
-    ('threads', 1, 3000, 'one CPU'),
-    ('signal', 2, 500, 'signal handler'),
-    ('syscalls', 3, 700, 'blocking syscalls, idle CPUs'),
+    ('workers', 2, 700, [], 'a contended mutex: holders preempted, waiters blocked in futex'),
+    ('workers', 2, 700, ['--timing', 'mtc'], 'MTC timing only: switches last until an MTC edge'),
+    ('threads', 2, 1000, [], 'more threads than CPUs'),
+    ('threads', 1, 3000, [], 'one CPU'),
+    ('signal', 2, 500, [], 'signal handler'),
+    ('syscalls', 3, 700, [], 'blocking syscalls, idle CPUs'),
 ]
 
 PERF_RECORD_AUXTRACE = 71
@@ -152,15 +153,15 @@ def compare(name, truth, got):
     return problems
 
 
-def run_case(pt_emulate, pt_archive, work, prog_name, cpus, timeslice):
-    name = f'{prog_name} --cpus {cpus} --timeslice {timeslice}'
+def run_case(pt_emulate, pt_archive, work, prog_name, cpus, timeslice, extra):
+    name = ' '.join([prog_name, '--cpus', str(cpus), '--timeslice', str(timeslice)] + extra)
     prog = os.environ.get('PTSCOPE_PROG_' + prog_name.upper())
     if not prog:
         return [f'{name}: PTSCOPE_PROG_{prog_name.upper()} is not set']
-    stem = work / f'{prog_name}-{cpus}'
+    stem = work / f'{prog_name}-{cpus}{"".join(extra)}'
     gt, ptar, data = stem.with_suffix('.gt'), stem.with_suffix('.ptar'), stem.with_suffix('.data')
     r = run([pt_emulate, '--cpus', cpus, '--timeslice', timeslice, '--full', '--ground-truth', gt,
-             '-o', ptar, '--', prog])
+             '-o', ptar] + extra + ['--', prog])
     if r.returncode != 0:
         return [f'{name}: pt-emulate rc {r.returncode}: {r.stderr.strip()[:300]}']
     info = run([pt_archive, 'info', ptar])
@@ -224,8 +225,8 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix='percpu_') as tmp:
         work = pathlib.Path(tmp)
-        for prog_name, cpus, timeslice, _ in CASES:
-            failures += run_case(pt_emulate, pt_archive, work, prog_name, cpus, timeslice)
+        for prog_name, cpus, timeslice, extra, _ in CASES:
+            failures += run_case(pt_emulate, pt_archive, work, prog_name, cpus, timeslice, extra)
         failures += check_per_thread_default(pt_emulate, pt_archive, work)
     for f in failures:
         print('FAIL: ' + f, file=sys.stderr)

@@ -158,6 +158,11 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
   if (vm.count("timeslice") && !vm.count("cpus"))
     return MakeError(Errc::kInvalidArgument, "--timeslice needs --cpus N");
   if (o.timeslice < 1) return MakeError(Errc::kInvalidArgument, "--timeslice: at least 1 instruction");
+  if (o.cpus > 0 && o.encoder.timing == TimingMode::kNone) {
+    return MakeError(Errc::kInvalidArgument,
+                     "--cpus needs timing packets (per-CPU streams are split into threads by time): "
+                     "use --timing cyc (exact), mtc (exact under pt-emulate) or tsc (PSBs only)");
+  }
   o.multi_snapshot = vm.count("multi-snapshot") > 0;
   return parsed;
 }

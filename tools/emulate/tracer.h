@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "capture_writer.h"
+#include "cpu_scheduler.h"
 #include "process_state.h"
 #include "pt_encoder_model.h"
 #include "stream_output.h"
@@ -117,7 +118,6 @@ class Tracer {
     int cpu = -1;              // the virtual CPU it runs on, -1 when off every CPU
     int last_cpu = -1;
     uint64_t slice_start = 0;  // `retired` when it was placed on its CPU
-    bool queued = false;       // stopped at a user instruction, waiting for a CPU
     bool syscall_done = false; // its syscall retired at entry: the next stop only resyncs
   };
 
@@ -187,7 +187,7 @@ class Tracer {
   pid_t launched_pid_ = 0;
   TraceSummary summary_;
   std::vector<VirtualCpu> cpus_;
-  std::vector<pid_t> run_queue_;  // runnable threads waiting for a CPU, oldest first
+  std::unique_ptr<CpuScheduler> scheduler_;  // per-CPU mode: the run queue and who runs where
   bool itrace_started_ = false;
 };
 

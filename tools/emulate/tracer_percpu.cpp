@@ -2,10 +2,10 @@
 // `perf record -a -e intel_pt//u` writes them, plus the context-switch sideband perf writes with
 // context_switch=1 (PERF_RECORD_SWITCH_CPU_WIDE on every CPU).
 //
-// Only the threads placed on a virtual CPU are single-stepped. The scheduler is deterministic
-// in its policy: a thread runs for up to --timeslice of its own instructions and is then
-// preempted; a preempted thread prefers another CPU next (threads migrate), and the run queue is
-// FIFO, so every runnable thread eventually runs. A thread about to execute a syscall is resumed
+// Only the threads placed on a virtual CPU are single-stepped. A thread runs for up to
+// --timeslice of its own instructions and is then preempted; CpuScheduler (cpu_scheduler.h)
+// decides, deterministically, who runs next where: threads migrate, and every runnable thread
+// eventually runs. A thread about to execute a syscall is resumed
 // with PTRACE_SYSCALL; at its entry stop the syscall retires on the CPU (TIP.PGD, as user-only
 // tracing ends there), the thread is switched out and continues off-CPU with PTRACE_SINGLESTEP,
 // which stops again before its next user instruction. A thread blocked in the kernel therefore
@@ -15,7 +15,9 @@
 // Timing: a context switch costs 2 ticks of the virtual clock, so the previous thread's packets
 // (at most the switch time - 1) are strictly before the switch records, and the next thread's
 // (at least the switch time + 1) strictly after: perf assigns instructions to threads by
-// comparing their timestamps with the switch records'.
+// comparing their timestamps with the switch records'. With --timing mtc a switch lasts until the
+// next MTC edge; with --timing tsc or none only PSBs carry time, and a decoder cannot place
+// switches exactly (as on hardware).
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
@@ -28,6 +30,7 @@ namespace ptscope::emulate {
 
 void Tracer::CreateCpus() {
   cpus_.resize(options_.cpus);
+  scheduler_ = std::make_unique<CpuScheduler>(options_.cpus);
   for (uint32_t c = 0; c < options_.cpus; ++c) {
     cpus_[c].output = std::make_unique<StreamOutput>(writer_, next_stream_id_++, 0, 0,
                                                      options_.snapshot_size,
@@ -99,8 +102,7 @@ void Tracer::ResumeOnCpu(Thread& t, int signal) {
   }
   if (signal == 0 && t.retired - t.slice_start >= options_.timeslice) {
     const int cpu = t.cpu;
-    t.queued = true;  // SwitchOut queues it behind the threads already waiting
-    run_queue_.push_back(t.tid);
+    scheduler_->Enqueue(t.tid, cpu);  // behind the threads already waiting
     if (Status status = SwitchOut(cpu, true); !status && first_status_) first_status_ = status;
     return;
   }
@@ -114,43 +116,25 @@ void Tracer::ResumeOnCpu(Thread& t, int signal) {
 
 // `t` is stopped at a user instruction, off every CPU: it waits for one.
 Status Tracer::Park(Thread& t) {
-  if (!t.queued) {
-    t.queued = true;
-    run_queue_.push_back(t.tid);
-  }
+  scheduler_->Enqueue(t.tid, t.last_cpu);
   return DispatchIdle(t.last_cpu, false);
 }
 
-void Tracer::Unqueue(Thread& t) {
-  if (!t.queued) return;
-  t.queued = false;
-  run_queue_.erase(std::remove(run_queue_.begin(), run_queue_.end(), t.tid), run_queue_.end());
-}
+void Tracer::Unqueue(Thread& t) { scheduler_->Remove(t.tid); }
 
-// The oldest waiting thread that last ran elsewhere (threads migrate); the oldest of all only when
-// no other CPU is idle to take it.
 Tracer::Thread* Tracer::PickNext(int cpu) {
-  Thread* oldest = nullptr;
-  for (pid_t tid : run_queue_) {
-    auto it = threads_.find(tid);
-    if (it == threads_.end()) continue;
-    Thread* t = it->second.get();
-    if (t->last_cpu != cpu) return t;
-    if (!oldest) oldest = t;
+  while (auto tid = scheduler_->PickFor(cpu)) {
+    auto it = threads_.find(*tid);
+    if (it != threads_.end()) return it->second.get();
   }
-  for (size_t c = 0; c < cpus_.size(); ++c) {
-    if (static_cast<int>(c) != cpu && cpus_[c].current == nullptr) return nullptr;
-  }
-  return oldest;
+  return nullptr;
 }
 
-// Idle CPUs take waiting threads, looked at in rotating order from the CPU after `after`
-// (`after` itself last, or never when `skip_after`), so a lone thread visits every CPU.
+// Idle CPUs take waiting threads in the scheduler's rotating order after `after`.
 Status Tracer::DispatchIdle(int after, bool skip_after) {
-  const int n = static_cast<int>(cpus_.size());
-  for (int k = 1; k <= n && !run_queue_.empty(); ++k) {
-    const int c = ((after < 0 ? -1 : after) + k) % n;
-    if (cpus_[static_cast<size_t>(c)].current != nullptr || (skip_after && c == after)) continue;
+  for (int c : scheduler_->OfferOrder(after, skip_after)) {
+    if (scheduler_->empty()) break;
+    if (!scheduler_->idle(c)) continue;
     if (Thread* next = PickNext(c)) PTSCOPE_TRY(SwitchTo(c, nullptr, next, false));
   }
   return Ok();
@@ -168,6 +152,7 @@ Status Tracer::SwitchOut(int cpu, bool preempt) {
   prev->last_cpu = cpu;
   prev->model = nullptr;
   vcpu.current = nullptr;
+  scheduler_->SetCurrent(cpu, CpuScheduler::kIdle);
   PTSCOPE_TRY(SwitchTo(cpu, prev, PickNext(cpu), preempt));
   PTSCOPE_TRY(DispatchIdle(cpu, true));
   // Left idle for another idle CPU that took one thread while more wait: take the next one.
@@ -196,9 +181,16 @@ Status Tracer::SwitchTo(int cpu, Thread* prev, Thread* next, bool preempt) {
   PTSCOPE_TRY(WriteSwitch(cpu, prev, next, preempt));
   ++clock_;
   if (!next) return Ok();
+  if (options_.encoder.timing == TimingMode::kMtc) {
+    // Without CYC a decoder knows the time only at MTC edges: the switch lasts until the next
+    // edge, so the next thread's first packets come after an MTC later than the switch records.
+    const uint64_t period = uint64_t{options_.encoder.tsc_per_ctc} << options_.encoder.mtc_freq;
+    clock_ = (clock_ / period + 1) * period + 1;
+  }
   Unqueue(*next);
   VirtualCpu& vcpu = cpus_[static_cast<size_t>(cpu)];
   vcpu.current = next;
+  scheduler_->SetCurrent(cpu, next->tid);
   next->cpu = cpu;
   next->model = vcpu.model.get();
   next->slice_start = next->retired;
