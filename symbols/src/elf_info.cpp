@@ -2,7 +2,9 @@
 #include <llvm/Object/BuildID.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/CRC.h>
 #include <llvm/Support/Error.h>
+#include <llvm/Support/MemoryBuffer.h>
 
 #include "ptscope/symbols.h"
 
@@ -29,10 +31,17 @@ void ReadSections(const llvm::object::ELF64LEObjectFile& elf, ElfInfo& info) {
         llvm::consumeError(contents.takeError());
         continue;
       }
-      // NUL-terminated file name, padded, then a CRC32 we do not need.
+      // NUL-terminated file name, zero padding to a multiple of 4, then the debug file's CRC-32
+      // (little-endian here: ELF64LE only).
       llvm::StringRef text = *contents;
       size_t nul = text.find('\0');
-      info.debuglink = text.substr(0, nul == llvm::StringRef::npos ? text.size() : nul).str();
+      if (nul == llvm::StringRef::npos) continue;  // malformed: no usable link
+      size_t crc_at = (nul + 1 + 3) / 4 * 4;
+      if (crc_at + 4 > text.size()) continue;
+      info.debuglink = text.substr(0, nul).str();
+      const auto* crc = reinterpret_cast<const uint8_t*>(text.data()) + crc_at;
+      info.debuglink_crc = uint32_t{crc[0]} | uint32_t{crc[1]} << 8 | uint32_t{crc[2]} << 16 |
+                           uint32_t{crc[3]} << 24;
     }
   }
 }
@@ -65,6 +74,15 @@ Result<ElfInfo> ReadElfInfo(const std::string& path) {
   }
   ReadSections(*elf, info);
   return info;
+}
+
+Result<uint32_t> FileCrc32(const std::string& path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buffer) return Unexpected(Errc::kIo, path + ": cannot read (" + buffer.getError().message() + ")");
+  llvm::StringRef bytes = (*buffer)->getBuffer();
+  return llvm::crc32(llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                             bytes.size()));
 }
 
 std::optional<uint64_t> FileOffsetToVaddr(const ElfInfo& elf, uint64_t file_offset) {

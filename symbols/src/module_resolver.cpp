@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
@@ -166,6 +167,47 @@ void ModuleResolver::ScanSymbolDirs() {
   }
 }
 
+// .gnu_debuglink: the named file in the binary's directory, its .debug/ subdirectory and
+// /usr/lib/debug/<directory> (gdb's order), for the directory of the file we read and of the
+// recorded path, then in each --symbols directory. The CRC-32 in the link must match the file
+// (and the build id, when known): a mismatch is a stale debug file, refused with a note.
+std::string ModuleResolver::FindDebuglinkFile(const Candidate& code,
+                                              const std::vector<uint8_t>& build_id,
+                                              const std::string& recorded_path) {
+  const std::string& link = code.elf.debuglink;
+  if (link.empty() || link.find('/') != std::string::npos) return {};
+  std::vector<fs::path> candidates;
+  std::vector<fs::path> dirs = {fs::path(code.path).parent_path()};
+  if (!recorded_path.empty()) dirs.push_back(fs::path(recorded_path).parent_path());
+  for (const fs::path& dir : dirs) {
+    candidates.push_back(dir / link);
+    candidates.push_back(dir / ".debug" / link);
+    candidates.push_back(fs::path("/usr/lib/debug") / dir.relative_path() / link);
+  }
+  for (const std::string& dir : symbol_dirs_) candidates.push_back(fs::path(dir) / link);
+  for (const fs::path& candidate : candidates) {
+    std::string path = candidate.lexically_normal().string();
+    if (path == code.path) continue;
+    auto found = Probe(path, build_id, true);
+    if (!found) continue;
+    Result<uint32_t> crc = FileCrc32(path);
+    if (!crc) {
+      Note(crc.error().message);
+      continue;
+    }
+    if (*crc != code.elf.debuglink_crc) {
+      char text[96];
+      std::snprintf(text, sizeof text, ": CRC-32 0x%08x, but .gnu_debuglink in ", *crc);
+      char want[32];
+      std::snprintf(want, sizeof want, " wants 0x%08x", code.elf.debuglink_crc);
+      Note("stale debug file " + path + text + code.path + want + "; not used");
+      continue;
+    }
+    return found->path;
+  }
+  return {};
+}
+
 std::string ModuleResolver::FindDebugFile(const Candidate& code,
                                           const std::vector<uint8_t>& build_id,
                                           const std::string& recorded_path) {
@@ -191,13 +233,8 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
       return found->path;
     }
   }
-  if (!code.elf.debuglink.empty()) {
-    fs::path code_dir = fs::path(code.path).parent_path();
-    for (const fs::path& candidate :
-         {code_dir / code.elf.debuglink, code_dir / ".debug" / code.elf.debuglink,
-          fs::path("/usr/lib/debug") / code_dir.relative_path() / code.elf.debuglink}) {
-      if (auto found = Probe(candidate.string(), build_id, true)) return found->path;
-    }
+  if (std::string linked = FindDebuglinkFile(code, build_id, recorded_path); !linked.empty()) {
+    return linked;
   }
   if (debuginfod_ != nullptr && !hex.empty() && !code.elf.has_debug_info) {
     Result<std::string> fetched = debuginfod_->FetchDebugInfo(build_id, recorded_path);

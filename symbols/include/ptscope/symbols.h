@@ -37,10 +37,14 @@ struct ElfInfo {
   bool has_debug_info = false;         // .debug_info present
   bool code_is_nobits = false;         // .text is SHT_NOBITS: a separate debug file
   std::string debuglink;               // .gnu_debuglink file name, empty when absent
+  uint32_t debuglink_crc = 0;          // its CRC-32 of the debug file (valid with debuglink)
 };
 
 // Reads the ELF facts of `path`. kBadMagic when it is not a 64-bit little-endian ELF.
 Result<ElfInfo> ReadElfInfo(const std::string& path);
+
+// CRC-32 (zlib's, as .gnu_debuglink uses) of the whole file; kIo when unreadable.
+Result<uint32_t> FileCrc32(const std::string& path);
 
 // ELF virtual address of the byte at `file_offset`, through the PT_LOAD that maps it.
 std::optional<uint64_t> FileOffsetToVaddr(const ElfInfo& elf, uint64_t file_offset);
@@ -58,7 +62,9 @@ struct ModuleFiles {
 
 // Finds files by build id: an embedded archive copy, then the recorded path (only if its build
 // id matches), then each --symbols directory (".build-id/xx/rest[.debug]" layout, then every ELF
-// file below it indexed by its own build id), then /usr/lib/debug for debug info. A file whose
+// file below it indexed by its own build id), then /usr/lib/debug for debug info, then the
+// binary's .gnu_debuglink (beside it, in .debug/, under /usr/lib/debug/<dir>, in --symbols;
+// CRC-32 checked, a stale file is refused with a note). A file whose
 // build id differs from the capture's is never used; the refusal is kept as a note.
 // Split DWARF: a DWARF package found as "<recorded path>.dwp", "<code file>.dwp" or by that name
 // in a --symbols directory is presented to LLVM as "<debug_path>.dwp" (see AttachDwp).
@@ -92,6 +98,8 @@ class ModuleResolver {
   std::string FindDebugFile(const Candidate& code, const std::vector<uint8_t>& build_id,
                             const std::string& recorded_path);
   std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& data);
+  std::string FindDebuglinkFile(const Candidate& code, const std::vector<uint8_t>& build_id,
+                                const std::string& recorded_path);
   bool EnsureTempDir();
   std::string AttachDwp(const std::string& debug_path, const std::string& hex,
                         const std::string& recorded_path, const std::string& code_path);

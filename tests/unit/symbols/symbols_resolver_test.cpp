@@ -77,6 +77,60 @@ TEST_CASE("ELF facts of the test binary match readelf") {
   CHECK(ReadElfInfo("/etc/passwd").error().code == Errc::kBadMagic);
 }
 
+// zlib's CRC-32 of a file, computed by python (the oracle), as "0x%08x".
+std::string PythonCrc32(const std::string& path) {
+  std::string out = Run("python3 -c 'import sys,zlib; print(\"0x%08x\" % zlib.crc32(open(sys.argv[1],\"rb\").read()))' '" + path + "'");
+  return out.substr(0, out.find('\n'));
+}
+
+TEST_CASE("resolver: .gnu_debuglink beside the binary and in .debug/, CRC-32 checked") {
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  std::vector<uint8_t> id = Bytes(ReadelfBuildId(prog));
+  REQUIRE(id.size() == 20);
+  TempDir dir;
+  std::string debug = (dir.path / "prog.debug").string();
+  std::string app = (dir.path / "app").string();
+  REQUIRE(std::system(("objcopy --only-keep-debug '" + prog + "' '" + debug + "'").c_str()) == 0);
+  REQUIRE(std::system(("objcopy --strip-all --add-gnu-debuglink='" + debug + "' '" + prog + "' '" +
+                       app + "'").c_str()) == 0);
+  std::string link_crc = PythonCrc32(debug);
+  REQUIRE(link_crc.size() == 10);
+
+  Result<ElfInfo> elf = ReadElfInfo(app);
+  REQUIRE(elf.has_value());
+  CHECK(elf->debuglink == "prog.debug");
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", elf->debuglink_crc);
+  CHECK(std::string(text) == link_crc);
+
+  SUBCASE("beside the binary") {
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(app, id);
+    CHECK(files.code_path == app);
+    CHECK(files.debug_path == debug);
+    CHECK(resolver.notes().empty());
+  }
+  SUBCASE("in the .debug subdirectory") {
+    fs::create_directories(dir.path / ".debug");
+    fs::rename(debug, dir.path / ".debug" / "prog.debug");
+    ModuleResolver resolver({});
+    CHECK(resolver.Resolve(app, id).debug_path == (dir.path / ".debug" / "prog.debug").string());
+  }
+  SUBCASE("a debug file whose CRC-32 differs is refused with a note") {
+    // Same build id, one byte appended: only the CRC tells the file changed.
+    REQUIRE(std::system(("printf x >> '" + debug + "'").c_str()) == 0);
+    std::string changed_crc = PythonCrc32(debug);
+    REQUIRE(changed_crc != link_crc);
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(app, id);
+    CHECK(files.debug_path == app);
+    REQUIRE(resolver.notes().size() == 1);
+    CHECK(resolver.notes()[0] == "stale debug file " + debug + ": CRC-32 " + changed_crc +
+                                     ", but .gnu_debuglink in " + app + " wants " + link_crc +
+                                     "; not used");
+  }
+}
+
 TEST_CASE("resolver: recorded path, build-id dir, plain dir, rebuilt binary refused") {
   std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
   std::string prog2 = Env("PTSCOPE_SYMBOLS_PROG_V2");
