@@ -103,15 +103,19 @@ void StackTracker::Finish(uint64_t end_time_ns) {
 void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   ++counters_.calls;
   EnsureCurrent(e.from);
-  uint64_t from_start = StartOf(e.from);
-  if (from_start != 0 && stack_.back().function_start != 0 &&
-      from_start != stack_.back().function_start) {
+  // One look-up for both facts about the call site (calls are the hottest event).
+  AddressFacts& site = FactsOf(e.from);
+  const uint64_t from_start = StartOf(site, e.from);
+  const bool corrected = from_start != 0 && stack_.back().function_start != 0 &&
+                         from_start != stack_.back().function_start;
+  // Inlined slices already open in the caller (kInlineChange) make call-site wrappers redundant
+  // (ReplaceTop closes them).
+  const bool wrap = options_.inlined_frames && (corrected || stack_.back().inline_open == 0);
+  const uint32_t wrappers = wrap ? InlineDepthOf(site, e.from) : 0;
+  if (corrected) {
     ++counters_.corrected_callers;
     ReplaceTop(e.from, from_start, t, true);
   }
-  // Inlined slices already open in the caller (kInlineChange) make call-site wrappers redundant.
-  bool wrap = options_.inlined_frames && stack_.back().inline_open == 0;
-  uint32_t wrappers = wrap ? InlineDepthAt(e.from) : 0;
   for (uint32_t i = 0; i < wrappers; ++i) {
     FrameId inl{FrameId::Kind::kInlined, e.from, i};
     Emit(RecordType::kBegin, t, inl, false);
@@ -330,22 +334,30 @@ void StackTracker::CloseSyntheticTop(uint64_t t) {
 
 void StackTracker::CloseAll(uint64_t t) { PopTo(0, t); }
 
-uint64_t StackTracker::StartOf(uint64_t ip) {
-  auto [start, inserted] = start_cache_.TryEmplace(ip);
-  if (inserted) *start = namer_.FunctionStart(thread_.pid, ip, last_time_);
-  return *start;
+StackTracker::AddressFacts& StackTracker::FactsOf(uint64_t ip) {
+  return *address_facts_.TryEmplace(ip).first;
+}
+
+uint64_t StackTracker::StartOf(uint64_t ip) { return StartOf(FactsOf(ip), ip); }
+
+uint64_t StackTracker::StartOf(AddressFacts& facts, uint64_t ip) {
+  if (!facts.has_start) {  // the namer does not touch address_facts_: `facts` stays valid
+    facts.start = namer_.FunctionStart(thread_.pid, ip, last_time_);
+    facts.has_start = true;
+  }
+  return facts.start;
 }
 
 FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
   return FrameId{FrameId::Kind::kFunction, start != 0 ? start : ip, 0};
 }
 
-uint32_t StackTracker::InlineDepthAt(uint64_t call_site) {
-  auto [depth, inserted] = inline_cache_.TryEmplace(call_site);
-  if (inserted) {
-    *depth = std::min<uint32_t>(namer_.InlineDepth(thread_.pid, call_site, last_time_), 64);
+uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_site) {
+  if (!facts.has_inline_depth) {
+    facts.inline_depth = std::min<uint32_t>(namer_.InlineDepth(thread_.pid, call_site, last_time_), 64);
+    facts.has_inline_depth = true;
   }
-  return *depth;
+  return facts.inline_depth;
 }
 
 void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,

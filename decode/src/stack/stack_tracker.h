@@ -154,9 +154,19 @@ class StackTracker {
   // Returns (size_t)-1 when nothing matches.
   size_t FindLandingFrame(uint64_t to, uint64_t to_start, bool by_return_ip_only) const;
 
+  // What the namer says about an address, asked once per address.
+  struct AddressFacts {
+    uint64_t start = 0;          // FrameNamer::FunctionStart
+    uint32_t inline_depth = 0;   // FrameNamer::InlineDepth (call sites), capped at 64
+    bool has_start = false;
+    bool has_inline_depth = false;
+  };
+  // Valid until the next FactsOf of a new address.
+  AddressFacts& FactsOf(uint64_t ip);
   uint64_t StartOf(uint64_t ip);
+  uint64_t StartOf(AddressFacts& facts, uint64_t ip);
   FrameId FunctionFrame(uint64_t ip, uint64_t start) const;
-  uint32_t InlineDepthAt(uint64_t call_site);
+  uint32_t InlineDepthOf(AddressFacts& facts, uint64_t call_site);
 
   void Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
             uint32_t text_index = 0);
@@ -195,8 +205,7 @@ class StackTracker {
 
   // Per address: FrameNamer answers, asked once (calls and jumps hit a few thousand addresses
   // millions of times).
-  AddressMap<uint64_t> start_cache_;
-  AddressMap<uint32_t> inline_cache_;
+  AddressMap<AddressFacts> address_facts_;
 };
 
 }  // namespace ptscope::decode
