@@ -1,8 +1,12 @@
 #include "pt_archive_out.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -37,8 +41,17 @@ void ModuleCollector::Scan(const std::vector<uint8_t>& records) {
       return;
     }
     const perf::Record& record = next->value();
+    if (const auto* comm = std::get_if<perf::CommRecord>(&record.body)) pids_.insert(comm->pid);
     const auto* mmap = std::get_if<perf::MmapRecord>(&record.body);
     if (mmap == nullptr) continue;
+    pids_.insert(mmap->pid);
+    // perf's convention: the runtime maps its own jit-<pid>.dump executable as a marker.
+    std::string jit_name = "/jit-" + std::to_string(mmap->pid) + ".dump";
+    if (mmap->filename.size() > jit_name.size() &&
+        mmap->filename.compare(mmap->filename.size() - jit_name.size(), jit_name.size(),
+                               jit_name) == 0) {
+      jitdumps_[mmap->pid].insert(mmap->filename);
+    }
     if (mmap->filename == "[vdso]") {
       vdso_by_pid_.emplace(mmap->pid, mmap->addr);
       continue;
@@ -69,6 +82,82 @@ std::optional<uint64_t> ModuleCollector::VdsoAddress(uint32_t pid) const {
   auto it = vdso_by_pid_.find(pid);
   if (it == vdso_by_pid_.end()) return std::nullopt;
   return it->second;
+}
+
+namespace {
+
+// Upper bound of one Blob chunk's payload (FORMAT.md: raw chunks are at most 1 GiB).
+constexpr uint64_t kMaxJitFileBytes = (1ull << 30) - 4096;
+
+// The whole file, if it is a regular file (not a symlink) owned by us or by process `pid`.
+Result<std::vector<uint8_t>> ReadOwnedFile(const std::string& path, uint32_t pid) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return MakeError(errno == ENOENT ? Errc::kNotFound : Errc::kIo,
+                               path + ": cannot open: " + std::strerror(errno));
+  struct stat st {};
+  struct stat proc {};
+  bool proc_known = ::stat(("/proc/" + std::to_string(pid)).c_str(), &proc) == 0;
+  std::string refusal;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    refusal = "not a regular file";
+  } else if (st.st_uid != ::getuid() && !(proc_known && st.st_uid == proc.st_uid)) {
+    refusal = "owned by uid " + std::to_string(st.st_uid) + ", not by the traced process";
+  } else if (static_cast<uint64_t>(st.st_size) > kMaxJitFileBytes) {
+    refusal = std::to_string(st.st_size) + " bytes, above the 1 GiB chunk limit";
+  }
+  if (!refusal.empty()) {
+    ::close(fd);
+    return MakeError(Errc::kPermission, path + ": " + refusal + "; not captured");
+  }
+  // Read to EOF, not to st_size: the runtime may still be appending.
+  std::vector<uint8_t> bytes;
+  uint8_t buffer[65536];
+  while (bytes.size() <= kMaxJitFileBytes) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return MakeError(Errc::kIo, path + ": read failed: " + std::strerror(err));
+    }
+    if (n == 0) break;
+    bytes.insert(bytes.end(), buffer, buffer + n);
+  }
+  ::close(fd);
+  if (bytes.size() > kMaxJitFileBytes) {
+    return MakeError(Errc::kIo, path + ": grew above the 1 GiB chunk limit; not captured");
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<format::BlobChunk> CaptureJitFiles(const ModuleCollector& modules,
+                                               std::vector<std::string>* warnings) {
+  std::vector<format::BlobChunk> blobs;
+  auto capture = [&](format::BlobKind kind, uint32_t pid, const std::string& path,
+                     bool must_exist) {
+    Result<std::vector<uint8_t>> bytes = ReadOwnedFile(path, pid);
+    if (!bytes) {
+      if (must_exist || bytes.error().code != Errc::kNotFound) {
+        warnings->push_back(bytes.error().message);
+      }
+      return;
+    }
+    format::BlobChunk blob;
+    blob.kind = kind;
+    blob.pid = pid;
+    blob.name = path;
+    blob.data = std::move(*bytes);
+    blobs.push_back(std::move(blob));
+  };
+  for (const auto& [pid, paths] : modules.jitdumps()) {
+    for (const std::string& path : paths) capture(format::BlobKind::kJitdump, pid, path, true);
+  }
+  for (uint32_t pid : modules.pids()) {
+    capture(format::BlobKind::kPerfMap, pid, "/tmp/perf-" + std::to_string(pid) + ".map", false);
+  }
+  return blobs;
 }
 
 Result<format::BlobChunk> EmbedModule(const format::ModuleChunk& module) {

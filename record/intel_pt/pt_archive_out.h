@@ -31,12 +31,26 @@ class ModuleCollector {
   // Where [vdso] was mapped in process `pid` (first seen), if a record said so.
   std::optional<uint64_t> VdsoAddress(uint32_t pid) const;
   uint64_t malformed_records() const { return malformed_; }
+  // jit-PID.dump files mapped by process PID (the runtime's executable marker mapping), by pid.
+  const std::map<uint32_t, std::set<std::string>>& jitdumps() const { return jitdumps_; }
+  // Every process that a record named (owner candidates of /tmp/perf-PID.map).
+  const std::set<uint32_t>& pids() const { return pids_; }
 
  private:
+  std::map<uint32_t, std::set<std::string>> jitdumps_;
+  std::set<uint32_t> pids_;
   std::map<std::string, std::vector<uint8_t>> files_;  // path → build id (may be empty)
   std::map<uint32_t, uint64_t> vdso_by_pid_;
   uint64_t malformed_ = 0;
 };
+
+// JIT code descriptions the capture's processes wrote, read completely when the capture ends
+// (both files are append-only, so the last read holds every version): each mapped jitdump
+// (kJitdump) and each /tmp/perf-PID.map (kPerfMap), pid and original path set. Files are opened
+// without following symlinks and must be regular files owned by us or by the process (perf's
+// rule), since /tmp names can be planted by others. Problems become `warnings`.
+std::vector<format::BlobChunk> CaptureJitFiles(const ModuleCollector& modules,
+                                               std::vector<std::string>* warnings);
 
 // The bytes of a module for --embed-binaries (BlobChunk kind kElf).
 Result<format::BlobChunk> EmbedModule(const format::ModuleChunk& module);

@@ -471,6 +471,10 @@ Status Session::Loop() {
 Status Session::Finish() {
   if (opts_.full) PTSCOPE_TRY(DrainPtFull());
   PTSCOPE_TRY(DrainSideband(true));
+  // JIT code descriptions (jitdump, perf map), complete as of now: they name and hold JIT code.
+  for (const format::BlobChunk& blob : CaptureJitFiles(modules_, &summary_.warnings)) {
+    PTSCOPE_TRY(writer_->Write(blob));
+  }
   std::vector<format::ModuleChunk> modules = modules_.Modules(&build_ids_);
   for (format::ModuleChunk& module : modules) {
     if (opts_.embed_binaries) {
