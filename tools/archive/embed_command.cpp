@@ -70,6 +70,13 @@ std::vector<NeededModule> CollectModules(const SplicedArchive& a, std::vector<st
   return modules;
 }
 
+std::string RealPath(const std::string& path) {
+  if (path.empty()) return path;
+  std::error_code ec;
+  fs::path real = fs::canonical(path, ec);
+  return ec ? path : real.string();
+}
+
 Result<std::vector<uint8_t>> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return MakeError(Errc::kIo, path + ": cannot open to embed it");
@@ -169,15 +176,17 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
         plan.edits.append.push_back(std::move(added));
       }
     }
-    bool separate_debug = !files.debug_path.empty() && files.debug_path != files.code_path;
+    // The resolver may hand out a symlink of its own (split DWARF): compare the real files.
+    std::string debug_file = RealPath(files.debug_path);
+    bool separate_debug = !debug_file.empty() && debug_file != RealPath(files.code_path);
     if (separate_debug && debug_info && have_debug.count(hex) == 0) {
-      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(files.debug_path));
-      plan.lines.push_back("debug info " + what + " from " + files.debug_path + " (" +
+      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(debug_file));
+      plan.lines.push_back("debug info " + what + " from " + debug_file + " (" +
                            std::to_string(data.size()) + " bytes)");
       plan.edits.append.push_back(MakeBlob(fmt::BlobKind::kDebugInfo, m, std::move(data)));
       ++plan.debug_embedded;
     } else if (separate_debug && !debug_info) {
-      plan.lines.push_back("  separate debug info at " + files.debug_path +
+      plan.lines.push_back("  separate debug info at " + debug_file +
                            " (--debug-info embeds it)");
     }
   }
