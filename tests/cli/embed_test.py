@@ -11,6 +11,8 @@ A stripped embed_program is recorded with pt-emulate and deleted; an unstripped 
   idempotent  embedding again changes nothing (bytes and report)
   debug     --debug-info from DIR/.build-id/xx/rest.debug next to a stripped copy: both blobs
             embedded, names exact again
+  unknown   a chunk type of a newer minor version is kept in place byte for byte; an archive
+            without End (cut off) gets the blob appended and stays without End
   damaged   a flipped payload byte: exit 1, one line naming the file, chunk and offset, and the
             input is left alone; a file that is not an archive is refused the same way
 
@@ -179,6 +181,54 @@ def check_debug_info(tools, work, archive, stripped, syms, want_id):
         raise Failure(f'decoded tree with embedded debug info {tree}, expected {EXPECTED_TREE}')
 
 
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    return crc ^ 0xFFFFFFFF
+
+
+def chunk_bytes(ctype, payload):
+    """An uncompressed chunk (FORMAT.md "Chunk"): header with both CRCs, payload, padding."""
+    head = struct.pack('<IHHQQI', 0x4B435450, ctype, 0, len(payload), len(payload),
+                       crc32c(payload))
+    head += struct.pack('<I', crc32c(head))
+    return head + payload + bytes((8 - len(payload) % 8) % 8)
+
+
+def check_unknown_and_incomplete(tools, work, archive):
+    """A chunk type from a newer minor version is kept byte for byte and counted in End; an
+    archive without End is embedded into and stays without End."""
+    emulate, ptarchive, decode = tools
+    data = open(archive, 'rb').read()
+    listed = chunks(archive)
+    if listed[-1][0] != 15:
+        raise Failure('the capture has no End chunk')
+    end_at = len(data) - len(listed[-1][1])
+    unknown = chunk_bytes(12, b'future chunk payload')
+    count = struct.unpack_from('<Q', listed[-1][1], 32)[0]
+    newer = os.path.join(work, 'newer.ptar')
+    open(newer, 'wb').write(data[:end_at] + unknown + chunk_bytes(15, struct.pack('<Q', count + 1)))
+    run([ptarchive, 'verify', newer])
+    out = os.path.join(work, 'newer-embedded.ptar')
+    run([ptarchive, 'embed', newer, '--symbols', os.path.join(work, 'syms'), '-o', out])
+    run([ptarchive, 'verify', out])
+    after = chunks(out)
+    if (12, unknown) not in after or after.index((12, unknown)) != len(listed) - 1:
+        raise Failure('the unknown chunk was not kept in place byte for byte')
+    cut = os.path.join(work, 'cut.ptar')
+    open(cut, 'wb').write(data[:end_at])
+    out = os.path.join(work, 'cut-embedded.ptar')
+    r = run([ptarchive, 'embed', cut, '--symbols', os.path.join(work, 'syms'), '-o', out])
+    want = f'  note: {cut} has no End chunk (a cut-off capture); the output stays incomplete'
+    if want not in r.stdout.splitlines():
+        raise Failure(f'no incomplete note in:\n{r.stdout}')
+    if [c[0] for c in chunks(out)] != [c[0] for c in listed[:-1]] + [6]:
+        raise Failure(f'cut-off archive: chunk types {[c[0] for c in chunks(out)]}')
+
+
 def check_damaged(tools, work, archive):
     emulate, ptarchive, decode = tools
     data = bytearray(open(archive, 'rb').read())
@@ -227,11 +277,13 @@ def main():
             once = check_embed(tools, work, archive, syms, recorded, want_id)
             check_idempotent(tools, work, once)
             check_debug_info(tools, work, archive, stripped, syms, want_id)
+            check_unknown_and_incomplete(tools, work, archive)
             check_damaged(tools, work, archive)
         except Failure as e:
             print(f'FAIL {e}')
             return 1
-    print('PASS pt-archive embed: refuse, embed, idempotent, debug info, damaged input')
+    print('PASS pt-archive embed: refuse, embed, idempotent, debug info, unknown chunks, '
+          'cut-off and damaged input')
     return 0
 
 

@@ -224,6 +224,10 @@ int RunEmbed(const std::vector<std::string>& args) {
   Result<EmbedPlan> plan = Plan(*archive, dirs, vm.count("debug-info") > 0);
   if (!plan) return ReportError(plan.error());
   for (const std::string& line : plan->lines) std::printf("%s\n", line.c_str());
+  if (!archive->complete) {
+    std::printf("  note: %s has no End chunk (a cut-off capture); the output stays incomplete\n",
+                in.c_str());
+  }
   bool changed = !plan->edits.append.empty() || !plan->edits.replace.empty();
   if (changed || out != in) {
     std::string dir = fs::path(out).has_parent_path() ? fs::path(out).parent_path().string() : ".";
