@@ -9,22 +9,41 @@ FoldedSink::FoldedSink(std::unique_ptr<OutputFile> out, FrameNamer& namer)
 
 void FoldedSink::Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame, bool) {
   std::lock_guard lock(mutex_);
+  BeginLocked(thread, threads_[{thread.pid, thread.tid}], time_ns, frame);
+}
+
+void FoldedSink::WriteRecords(const ThreadKey& thread, const SliceRecord* records, size_t count) {
+  std::lock_guard lock(mutex_);
   ThreadStack& stack = threads_[{thread.pid, thread.tid}];
-  const std::string* name = names_.Resolve(thread.pid, frame, time_ns).name;
-  uint32_t parent = stack.open.empty() ? 0 : stack.open.back().node;
-  auto found = nodes_[parent].children.find(name);
-  uint32_t index;
-  if (found != nodes_[parent].children.end()) {
-    index = found->second;
-  } else {
-    index = static_cast<uint32_t>(nodes_.size());
-    nodes_[parent].children.emplace(name, index);  // before push_back moves the nodes
-    Node node;
-    node.name = name;
-    node.parent = parent;
-    nodes_.push_back(std::move(node));
+  for (const SliceRecord* r = records; r != records + count; ++r) {
+    switch (r->type) {
+      case SliceRecord::Type::kBegin: BeginLocked(thread, stack, r->time_ns, r->frame); break;
+      case SliceRecord::Type::kEnd: EndLocked(stack, r->time_ns); break;
+      case SliceRecord::Type::kInstant: stack.last_time = std::max(stack.last_time, r->time_ns); break;
+    }
   }
-  stack.open.push_back(OpenSlice{index, time_ns, 0});
+}
+
+void FoldedSink::BeginLocked(const ThreadKey& thread, ThreadStack& stack, uint64_t time_ns,
+                             const FrameId& frame) {
+  uint32_t parent = stack.open.empty() ? 0 : stack.open.back().node;
+  uint32_t* cached = child_of_.TryEmplace(ChildKey{parent, thread.pid, frame}).first;
+  if (*cached == 0) {  // frames with equal names share the node: look it up by name
+    const std::string* name = names_.Resolve(thread.pid, frame, time_ns).name;
+    auto found = nodes_[parent].children.find(name);
+    if (found != nodes_[parent].children.end()) {
+      *cached = found->second + 1;
+    } else {
+      uint32_t index = static_cast<uint32_t>(nodes_.size());
+      nodes_[parent].children.emplace(name, index);  // before push_back moves the nodes
+      Node node;
+      node.name = name;
+      node.parent = parent;
+      nodes_.push_back(std::move(node));
+      *cached = index + 1;
+    }
+  }
+  stack.open.push_back(OpenSlice{*cached - 1, time_ns, 0});
   stack.last_time = std::max(stack.last_time, time_ns);
 }
 

@@ -14,6 +14,7 @@
 #include "events.h"
 #include "sink/frame_name_cache.h"
 #include "sink/output_file.h"
+#include "stack/flat_map.h"
 
 namespace ptscope::decode {
 
@@ -27,6 +28,7 @@ class FoldedSink : public SliceSink {
   void End(const ThreadKey& thread, uint64_t time_ns) override;
   // Not part of the output; only moves the thread's last time (where Finish closes leftovers).
   void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string&) override;
+  void WriteRecords(const ThreadKey& thread, const SliceRecord* records, size_t count) override;
   void Finish() override;
   std::string OutputError() const override { return error_; }
 
@@ -47,6 +49,8 @@ class FoldedSink : public SliceSink {
     std::vector<OpenSlice> open;
     uint64_t last_time = 0;
   };
+  void BeginLocked(const ThreadKey& thread, ThreadStack& stack, uint64_t time_ns,
+                   const FrameId& frame);
   void EndLocked(ThreadStack& stack, uint64_t time_ns);
   std::string PathOf(uint32_t node) const;
 
@@ -54,6 +58,20 @@ class FoldedSink : public SliceSink {
   std::unique_ptr<OutputFile> out_;
   FrameNameCache names_;
   std::vector<Node> nodes_;  // nodes_[0] is the root
+  // (parent node, pid, frame) -> child node: the per-slice path skips naming and the std::map.
+  struct ChildKey {
+    uint32_t parent = 0, pid = 0;
+    FrameId frame;
+    bool operator==(const ChildKey&) const = default;
+  };
+  struct ChildKeyHash {
+    uint64_t operator()(const ChildKey& k) const {
+      return (k.frame.address ^ (uint64_t{k.parent} << 32) ^ (uint64_t{k.pid} << 13) ^
+              (uint64_t{k.frame.inline_index} << 52) ^ (uint64_t(k.frame.kind) << 60)) *
+             0x9e3779b97f4a7c15ull;
+    }
+  };
+  FlatMap<ChildKey, uint32_t, ChildKeyHash> child_of_;  // node index + 1
   std::map<std::pair<uint32_t, uint32_t>, ThreadStack> threads_;
   bool finished_ = false;
   std::string error_;
