@@ -10,6 +10,7 @@
 
 #include "minidebuginfo.h"
 #include "ptscope/symbols.h"
+#include "split_dwarf.h"
 
 namespace ptscope::symbols {
 namespace {
@@ -119,6 +120,14 @@ struct Symbolizer::Impl {
   std::set<std::string> failed_modules;
   std::vector<std::string> failures;
   MiniDebugInfoSymbolizer mini;  // stripped binaries with .gnu_debugdata
+  RelativeDwoSymbolizer relative_dwo;  // split DWARF with a relative DW_AT_comp_dir
+
+  llvm::Expected<llvm::DIInliningInfo> Inlined(const std::string& path, uint64_t vaddr) {
+    llvm::DIInliningInfo info;
+    if (relative_dwo.Symbolize(path, vaddr, &info)) return info;
+    return llvm_symbolizer.symbolizeInlinedCode(
+        path, {vaddr, llvm::object::SectionedAddress::UndefSection});
+  }
 
   const std::vector<FunctionEntry>& Table(const std::string& path) {
     auto it = function_tables.find(path);
@@ -171,8 +180,7 @@ Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
     return symbol;
   }
   if (impl_->failed_modules.count(debug_path) == 0) {
-    auto info = impl_->llvm_symbolizer.symbolizeInlinedCode(
-        debug_path, {vaddr, llvm::object::SectionedAddress::UndefSection});
+    auto info = impl_->Inlined(debug_path, vaddr);
     if (!info) {
       impl_->Fail(debug_path, llvm::toString(info.takeError()));
     } else if (info->getNumberOfFrames() > 0) {

@@ -9,6 +9,8 @@ and decoded with pt-decode. Every case must give exactly
     demo::Widget::Frobnicate(int)  SRC:FROBNICATE
 
   dwo        DWARF 5, the .dwo left where gcc wrote it (found through DW_AT_comp_dir)
+  relative   DW_AT_comp_dir "." (-fdebug-prefix-map): the .dwo beside the binary, pt-decode
+             started elsewhere (file names stay "./prog.cpp", as the DWARF says)
   dwp        DWARF 4, a package prog.dwp (llvm-dwp) beside the binary, the .dwo deleted
   renamed    the binary deleted; --symbols DIR holds an unstripped copy under another name and
              prog.dwp (LLVM alone would look for "copy.dwp")
@@ -39,16 +41,17 @@ def run(cmd, cwd=None):
     return r
 
 
-def expected_tree(source):
+def expected_tree(source, shown=None):
+    shown = shown or source
     lines = {}
     for number, text in enumerate(open(source, encoding="utf-8"), start=1):
         m = re.search(r"// (FROBNICATE|HELPER|OUTER|MAIN)$", text.rstrip())
         if m:
             lines[m.group(1)] = number
-    return [f"main  {source}:{lines['MAIN']}",
-            f"  OuterFunction  {source}:{lines['OUTER']}",
-            f"    InlinedHelper (inlined)  {source}:{lines['HELPER']}",
-            f"  demo::Widget::Frobnicate(int)  {source}:{lines['FROBNICATE']}"]
+    return [f"main  {shown}:{lines['MAIN']}",
+            f"  OuterFunction  {shown}:{lines['OUTER']}",
+            f"    InlinedHelper (inlined)  {shown}:{lines['HELPER']}",
+            f"  demo::Widget::Frobnicate(int)  {shown}:{lines['FROBNICATE']}"]
 
 
 def tree_of_main(pt_decode, archive, out, extra):
@@ -100,6 +103,20 @@ def main():
         run([emulate, "--full", "-o", archive5, "--", os.path.join(d5, "prog")])
         check("dwo", archive5, [], expected_tree(os.path.join(d5, "prog.cpp")))
 
+        # relative: -fdebug-prefix-map makes DW_AT_comp_dir "."; pt-decode runs elsewhere, so
+        # the .dwo is found only relative to the binary's directory.
+        drel = os.path.join(work, "drel")
+        os.makedirs(drel)
+        shutil.copy(source_in, os.path.join(drel, "prog.cpp"))
+        run(["g++", "-g", "-O2", "-gsplit-dwarf", f"-fdebug-prefix-map={drel}=.",
+             "-Wl,--build-id=sha1", "prog.cpp", "-o", "prog"], cwd=drel)
+        if os.path.exists(os.path.join(os.getcwd(), "prog.dwo")):
+            raise Failure("a prog.dwo in the working directory would hide the relative lookup")
+        archive_rel = os.path.join(work, "drel.ptar")
+        run([emulate, "--full", "-o", archive_rel, "--", os.path.join(drel, "prog")])
+        check("relative", archive_rel, [], expected_tree(os.path.join(drel, "prog.cpp"),
+                                                         "./prog.cpp"))
+
         # dwp: DWARF 4 (the dwp tools here cannot package gcc's DWARF 5 .dwo files).
         d4 = os.path.join(work, "d4")
         os.makedirs(d4)
@@ -141,8 +158,9 @@ def main():
         if failures:
             print("FAIL " + "\nFAIL ".join(failures))
             return 1
-        print("ok: split DWARF names, lines and inlined frames from .dwo, .dwp beside the binary, "
-              "a renamed copy and a .build-id copy with the package in --symbols")
+        print("ok: split DWARF names, lines and inlined frames from .dwo (absolute and relative "
+              "comp_dir), .dwp beside the binary, a renamed copy and a .build-id copy with the "
+              "package in --symbols")
         return 0
     except Failure as e:
         print(f"FAIL {e}")

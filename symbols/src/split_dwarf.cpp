@@ -1,0 +1,72 @@
+#include "split_dwarf.h"
+
+#include <llvm/DebugInfo/DWARF/DWARFContext.h>
+#include <llvm/DebugInfo/DWARF/DWARFUnit.h>
+#include <llvm/DebugInfo/Symbolize/SymbolizableObjectFile.h>
+#include <llvm/Demangle/Demangle.h>
+
+#include <filesystem>
+#include <system_error>
+
+namespace ptscope::symbols {
+namespace fs = std::filesystem;
+
+std::unique_ptr<RelativeDwoSymbolizer::Module> RelativeDwoSymbolizer::Load(
+    const std::string& debug_path) {
+  std::error_code ec;
+  if (fs::exists(debug_path + ".dwp", ec)) return nullptr;  // LLVM's own lookup finds it
+  fs::path base = fs::canonical(debug_path, ec).parent_path();
+  if (ec) return nullptr;
+  auto owning = llvm::object::ObjectFile::createObjectFile(debug_path);
+  if (!owning) {
+    llvm::consumeError(owning.takeError());  // the LLVMSymbolizer path reports it
+    return nullptr;
+  }
+  auto quiet = [](llvm::Error error) { llvm::consumeError(std::move(error)); };
+  std::unique_ptr<llvm::DWARFContext> context = llvm::DWARFContext::create(
+      *owning->getBinary(), llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
+      quiet, quiet);
+  bool helped = false;
+  for (const auto& unit : context->compile_units()) {
+    llvm::DWARFDie die = unit->getUnitDIE();
+    std::optional<const char*> dwo_name = llvm::dwarf::toString(
+        die.find({llvm::dwarf::DW_AT_dwo_name, llvm::dwarf::DW_AT_GNU_dwo_name}));
+    if (!dwo_name || fs::path(*dwo_name).is_absolute()) continue;
+    const char* comp_dir = unit->getCompilationDir();
+    fs::path dir = comp_dir != nullptr ? fs::path(comp_dir) : fs::path();
+    if (dir.is_absolute()) continue;  // LLVM looks there itself
+    fs::path dwo = (base / dir / *dwo_name).lexically_normal();
+    if (!fs::is_regular_file(dwo, ec)) continue;
+    llvm::DWARFDie split = unit->getNonSkeletonUnitDIE(false, dwo.string());
+    helped |= split.isValid() && split.getDwarfUnit()->isDWOUnit();
+  }
+  if (!helped) return nullptr;
+  auto symbolizable = llvm::symbolize::SymbolizableObjectFile::create(
+      owning->getBinary(), std::move(context), /*UntagAddresses=*/false);
+  if (!symbolizable) {
+    llvm::consumeError(symbolizable.takeError());
+    return nullptr;
+  }
+  auto module = std::make_unique<Module>();
+  module->binary = std::move(*owning);
+  module->symbolizable = std::move(*symbolizable);
+  return module;
+}
+
+bool RelativeDwoSymbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr,
+                                      llvm::DIInliningInfo* info) {
+  auto it = modules_.find(debug_path);
+  if (it == modules_.end()) it = modules_.emplace(debug_path, Load(debug_path)).first;
+  if (it->second == nullptr) return false;
+  llvm::DILineInfoSpecifier spec(llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
+                                 llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName);
+  *info = it->second->symbolizable->symbolizeInlinedCode(
+      {vaddr, llvm::object::SectionedAddress::UndefSection}, spec, /*UseSymbolTable=*/true);
+  for (uint32_t i = 0; i < info->getNumberOfFrames(); ++i) {
+    llvm::DILineInfo* frame = info->getMutableFrame(i);
+    frame->FunctionName = llvm::demangle(frame->FunctionName);
+  }
+  return true;
+}
+
+}  // namespace ptscope::symbols
