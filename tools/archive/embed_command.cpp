@@ -85,22 +85,43 @@ Result<std::vector<uint8_t>> ReadBytes(const std::string& path) {
   return bytes;
 }
 
-// Files below `dirs` named like the module but carrying another build id: the user probably put
-// a rebuilt binary there. Returns "refused FILE: build id X, capture needs Y" lines.
-std::vector<std::string> Refusals(const std::vector<std::string>& dirs, const NeededModule& m) {
-  std::vector<std::string> lines;
-  std::string name = fs::path(m.path).filename().string();
-  for (const std::string& dir : dirs) {
-    std::error_code ec;
-    fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-    for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->path().filename() != name || !it->is_regular_file(ec)) continue;
-      Result<symbols::ElfInfo> elf = symbols::ReadElfInfo(it->path().string());
-      if (!elf || elf->build_id == m.build_id) continue;
-      lines.push_back("refused " + it->path().string() + ": build id " +
-                      (elf->build_id.empty() ? "none" : fmt::ToHex(elf->build_id)) +
-                      ", capture needs " + fmt::ToHex(m.build_id) + " (" + m.path + ")");
+// Files below `dirs` by file name, built on first use (one walk however many modules miss).
+class NameIndex {
+ public:
+  explicit NameIndex(const std::vector<std::string>& dirs) : dirs_(dirs) {}
+  const std::vector<std::string>& Find(const std::string& name) {
+    if (!built_) Build();
+    static const std::vector<std::string> kNone;
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? kNone : it->second;
+  }
+
+ private:
+  void Build() {
+    built_ = true;
+    for (const std::string& dir : dirs_) {
+      std::error_code ec;
+      fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+      for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        if (it->is_regular_file(ec)) by_name_[it->path().filename().string()].push_back(it->path());
+      }
     }
+  }
+  std::vector<std::string> dirs_;
+  bool built_ = false;
+  std::map<std::string, std::vector<std::string>> by_name_;
+};
+
+// Files named like the module but carrying another build id: the user probably put a rebuilt
+// binary there. Returns "refused FILE: build id X, capture needs Y (PATH)" lines.
+std::vector<std::string> Refusals(NameIndex& index, const NeededModule& m) {
+  std::vector<std::string> lines;
+  for (const std::string& path : index.Find(fs::path(m.path).filename().string())) {
+    Result<symbols::ElfInfo> elf = symbols::ReadElfInfo(path);
+    if (!elf || elf->build_id == m.build_id) continue;
+    lines.push_back("refused " + path + ": build id " +
+                    (elf->build_id.empty() ? "none" : fmt::ToHex(elf->build_id)) +
+                    ", capture needs " + fmt::ToHex(m.build_id) + " (" + m.path + ")");
   }
   return lines;
 }
@@ -126,6 +147,7 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
   std::vector<NeededModule> modules = CollectModules(a, plan.lines);
   std::set<std::string> have_code, have_debug;
   symbols::ModuleResolver resolver(dirs);
+  NameIndex names(dirs);
   for (const fmt::Chunk& chunk : a.chunks) {
     const auto* blob = std::get_if<fmt::BlobChunk>(&chunk);
     if (blob == nullptr || blob->build_id.empty()) continue;
@@ -153,7 +175,7 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
     } else if (files.code_path.empty()) {
       plan.lines.push_back("not found  " + what);
       ++plan.not_found;
-      for (std::string& line : Refusals(dirs, m)) plan.lines.push_back("  " + line);
+      for (std::string& line : Refusals(names, m)) plan.lines.push_back("  " + line);
       continue;
     } else {
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(files.code_path));
