@@ -3,7 +3,8 @@
 // classified and where execution continued, and it emits the packets a PT unit configured for
 // user-only branch tracing would have produced (reference/intel-pt.md §1(a) and §7).
 //
-// One model per traced thread (per-thread streams, as perf's per-thread mode). All times are
+// One model per traced thread (per-thread streams, as perf's per-thread mode), or with --cpus
+// one per virtual CPU, fed by whichever thread runs there (tracer_percpu.cpp). All times are
 // virtual TSC ticks; the caller passes the clock value at which each event happens. Under
 // pt-emulate's clock one core cycle equals one TSC tick, so CYC payloads are TSC deltas.
 #pragma once

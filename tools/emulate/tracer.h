@@ -1,6 +1,7 @@
 // The ptrace side of pt-emulate: runs or attaches to the target, single-steps every thread,
-// classifies each retired instruction and feeds the per-thread PtEncoderModel, and turns what it
-// observes (syscalls, clone/fork/exec/exit, signals) into sideband. Writes through CaptureWriter.
+// classifies each retired instruction and feeds the per-thread PtEncoderModel (or, with --cpus,
+// the model of the virtual CPU the thread runs on), and turns what it observes (syscalls,
+// clone/fork/exec/exit, signals, context switches) into sideband. Writes through CaptureWriter.
 #pragma once
 
 #include <sys/types.h>
@@ -166,7 +167,6 @@ class Tracer {
   Status ReleaseCpu(Thread& t);
   Status WriteSwitch(int cpu, const Thread* prev, const Thread* next, bool preempt);
   template <typename Fn> Status ForEachStream(Fn fn);
-  Status first_status_ = Ok();  // an error met where none can be returned (Resume)
 
   EmulateOptions options_;
   record::CaptureWriter* writer_;
@@ -189,6 +189,7 @@ class Tracer {
   std::vector<VirtualCpu> cpus_;
   std::unique_ptr<CpuScheduler> scheduler_;  // per-CPU mode: the run queue and who runs where
   bool itrace_started_ = false;
+  Status first_status_ = Ok();  // an error met where none can be returned (inside Resume)
 };
 
 // Every PT stream: the virtual CPUs' (per-CPU mode) or the threads' (per-thread mode).
