@@ -28,6 +28,7 @@ import tempfile
 CASES = [
     ('workers', 2, 700, [], 'a contended mutex: holders preempted, waiters blocked in futex'),
     ('workers', 2, 700, ['--timing', 'mtc'], 'MTC timing only: switches last until an MTC edge'),
+    ('workers', 1, 200, [], 'one CPU: a preempted lock holder must get the CPU back'),
     ('threads', 2, 1000, [], 'more threads than CPUs'),
     ('threads', 1, 3000, [], 'one CPU'),
     ('signal', 2, 500, [], 'signal handler'),
