@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""percpu_test.py PT_EMULATE PT_ARCHIVE WORKERS: per-CPU captures of pt-emulate --cpus (issue #6).
+"""percpu_test.py PT_EMULATE PT_ARCHIVE WORKERS UFFD: per-CPU captures of pt-emulate --cpus (issue #6).
 
 For each case (a corpus program, a CPU count, a timeslice) the program runs under
 `pt-emulate --cpus N --timeslice T --full --ground-truth gt.txt`, the archive is exported with
@@ -29,6 +29,7 @@ CASES = [
     ('workers', 2, 700, [], 'a contended mutex: holders preempted, waiters blocked in futex'),
     ('workers', 2, 700, ['--timing', 'mtc'], 'MTC timing only: switches last until an MTC edge'),
     ('workers', 1, 200, [], 'one CPU: a preempted lock holder must get the CPU back'),
+    ('uffd', 1, 20000, [], 'one CPU: a thread blocked in a page fault (not a syscall) leaves it'),
     ('threads', 2, 1000, [], 'more threads than CPUs'),
     ('threads', 1, 3000, [], 'one CPU'),
     ('signal', 2, 500, [], 'signal handler'),
@@ -160,9 +161,15 @@ def run_case(pt_emulate, pt_archive, work, prog_name, cpus, timeslice, extra):
     if not prog:
         return [f'{name}: PTSCOPE_PROG_{prog_name.upper()} is not set']
     stem = work / f'{prog_name}-{cpus}{"".join(extra)}'
+    if prog_name == 'uffd' and run([prog]).returncode == 2:
+        print(f'{name}: userfaultfd is not available here: case skipped')
+        return []
     gt, ptar, data = stem.with_suffix('.gt'), stem.with_suffix('.ptar'), stem.with_suffix('.data')
-    r = run([pt_emulate, '--cpus', cpus, '--timeslice', timeslice, '--full', '--ground-truth', gt,
-             '-o', ptar] + extra + ['--', prog])
+    try:  # a scheduling deadlock would hang here: bounded, and reported as such
+        r = run([pt_emulate, '--cpus', cpus, '--timeslice', timeslice, '--full', '--ground-truth',
+                 gt, '-o', ptar] + extra + ['--', prog], timeout=150)
+    except subprocess.TimeoutExpired:
+        return [f'{name}: pt-emulate did not finish in 150 s (the traced program deadlocked?)']
     if r.returncode != 0:
         return [f'{name}: pt-emulate rc {r.returncode}: {r.stderr.strip()[:300]}']
     info = run([pt_archive, 'info', ptar])
@@ -218,8 +225,8 @@ def check_per_thread_default(pt_emulate, pt_archive, work):
 
 def main():
     pt_emulate, pt_archive = sys.argv[1:3]
-    if len(sys.argv) > 3:
-        os.environ['PTSCOPE_PROG_WORKERS'] = sys.argv[3]
+    for name, path in zip(['WORKERS', 'UFFD'], sys.argv[3:5]):
+        os.environ['PTSCOPE_PROG_' + name] = path
     if shutil.which('perf') is None:
         print('perf not installed: skipped')
         return 77

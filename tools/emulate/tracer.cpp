@@ -101,7 +101,15 @@ Tracer::Tracer(const EmulateOptions& options, record::CaptureWriter* writer,
   if (options_.cpus > 0) CreateCpus();
 }
 
-Tracer::~Tracer() = default;
+Tracer::~Tracer() {
+  if (sigchld_fd_ >= 0) {
+    close(sigchld_fd_);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  }
+}
 
 ProcessState* Tracer::Process(pid_t pid) {
   auto it = processes_.find(pid);

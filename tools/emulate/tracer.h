@@ -120,6 +120,9 @@ class Tracer {
     int last_cpu = -1;
     uint64_t slice_start = 0;  // `retired` when it was placed on its CPU
     bool syscall_done = false; // its syscall retired at entry: the next stop only resyncs
+    uint64_t resumed_ns = 0;   // CLOCK_MONOTONIC of its last step on a CPU
+    bool stuck = false;        // switched out because its step did not come back (page fault)
+    bool step_pending = false; // that step completed off-CPU: it retires when back on a CPU
   };
 
   // One virtual CPU of --cpus: its PT stream and the thread on it (nullptr: idle).
@@ -156,6 +159,9 @@ class Tracer {
   bool per_cpu() const { return !cpus_.empty(); }
   void CreateCpus();
   Status HandleOffCpuStop(Thread& t, int status);
+  Status OpenSigchldFd();
+  pid_t WaitPerCpu(int* status);
+  void SwitchOutStuck();
   Status OnSyscallEntry(Thread& t);
   void ResumeOnCpu(Thread& t, int signal);
   Status Park(Thread& t);
@@ -190,6 +196,7 @@ class Tracer {
   std::unique_ptr<CpuScheduler> scheduler_;  // per-CPU mode: the run queue and who runs where
   bool itrace_started_ = false;
   Status first_status_ = Ok();  // an error met where none can be returned (inside Resume)
+  int sigchld_fd_ = -1;          // per-CPU mode: signalfd for SIGCHLD (waits with a timeout)
 };
 
 // Every PT stream: the virtual CPUs' (per-CPU mode) or the threads' (per-thread mode).

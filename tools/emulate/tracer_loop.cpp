@@ -28,6 +28,7 @@ std::optional<std::string> ReadWhole(const std::string& path) {
 Status Tracer::Run() {
   const auto start = std::chrono::steady_clock::now();
   SampleTimeSync();
+  if (per_cpu()) PTSCOPE_TRY(OpenSigchldFd());
   uint64_t checked_at = 0;
   while (!threads_.empty()) {
     if (g_stop_requested && !stopping_) PTSCOPE_TRY(BeginStop("signal"));
@@ -41,9 +42,12 @@ Status Tracer::Run() {
       break;
     }
     int status = 0;
-    const pid_t tid = waitpid(-1, &status, __WALL);
+    const pid_t tid = per_cpu() ? WaitPerCpu(&status) : waitpid(-1, &status, __WALL);
     if (tid < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR) {
+        PTSCOPE_TRY(first_status_);
+        continue;
+      }
       if (errno == ECHILD) break;
       return MakeError(Errc::kInternal, std::string("waitpid failed: ") + std::strerror(errno));
     }

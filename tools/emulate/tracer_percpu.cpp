@@ -18,15 +18,31 @@
 // comparing their timestamps with the switch records'. With --timing mtc a switch lasts until the
 // next MTC edge; with --timing tsc or none only PSBs carry time, and a decoder cannot place
 // switches exactly (as on hardware).
+#include <poll.h>
 #include <sys/ptrace.h>
+#include <sys/signalfd.h>
 #include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 
 #include "tracer.h"
+#include "tracer_util.h"
 
 namespace ptscope::emulate {
+namespace {
+
+// A step that has not come back after this long is blocked (a page fault waiting on
+// userfaultfd, say): its thread leaves the CPU as a kernel would switch it out. A busy host can
+// delay a step that long too; switching such a thread out is harmless, only less regular.
+constexpr uint64_t kStuckStepNs = 100'000'000;
+constexpr int kWatchdogMs = 50;
+
+}  // namespace
 
 void Tracer::CreateCpus() {
   cpus_.resize(options_.cpus);
@@ -36,6 +52,55 @@ void Tracer::CreateCpus() {
                                                      options_.snapshot_size,
                                                      static_cast<int32_t>(c));
     cpus_[c].model = std::make_unique<PtEncoderModel>(options_.encoder, cpus_[c].output.get());
+  }
+}
+
+// SIGCHLD (sent for every tracee stop) is read from a signalfd, so the wait can time out. Blocked
+// only from here on: children forked earlier (the launched program) keep the default mask.
+Status Tracer::OpenSigchldFd() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0)
+    return MakeError(Errc::kInternal, std::string("cannot block SIGCHLD: ") + std::strerror(errno));
+  sigchld_fd_ = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (sigchld_fd_ < 0)
+    return MakeError(Errc::kInternal, std::string("signalfd failed: ") + std::strerror(errno));
+  return Ok();
+}
+
+// waitpid(-1) that also wakes every kWatchdogMs to switch out threads whose step does not come
+// back, so that a thread blocked outside a syscall cannot hold a CPU another thread needs (e.g.
+// the one that would resolve its page fault). Returns -1 with errno EINTR to let Run() look at
+// its flags.
+pid_t Tracer::WaitPerCpu(int* status) {
+  for (;;) {
+    const pid_t tid = waitpid(-1, status, __WALL | WNOHANG);
+    if (tid != 0) return tid;
+    pollfd fd{sigchld_fd_, POLLIN, 0};
+    const int ready = poll(&fd, 1, kWatchdogMs);
+    if (ready < 0) return -1;  // EINTR: a stop or snapshot request
+    signalfd_siginfo info;
+    while (read(sigchld_fd_, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    }
+    if (ready == 0 && !stopping_) {
+      SwitchOutStuck();
+      if (!first_status_) {
+        errno = EINTR;
+        return -1;
+      }
+    }
+  }
+}
+
+void Tracer::SwitchOutStuck() {
+  const uint64_t now = MonotonicNs();
+  for (size_t c = 0; c < cpus_.size(); ++c) {
+    Thread* t = cpus_[c].current;
+    if (!t || !t->running || now - t->resumed_ns < kStuckStepNs) continue;
+    t->stuck = true;  // FUP(ip) + TIP.PGD: its instruction has not retired
+    if (Status status = SwitchOut(static_cast<int>(c), false); !status && first_status_)
+      first_status_ = status;
   }
 }
 
@@ -65,6 +130,13 @@ Status Tracer::HandleOffCpuStop(Thread& t, int status) {
   if (sig != SIGTRAP) {
     Resume(t, sig);  // a signal for the target, delivered on the way back to user mode
     return Ok();
+  }
+  if (t.stuck) {
+    t.stuck = false;
+    if (!t.injected_caught) {  // its instruction completed after all: it retires on a CPU
+      t.step_pending = true;
+      return Park(t);
+    }
   }
   // Back at a user instruction, nothing retired since the last stop: the syscall (already
   // encoded at its entry) completed, or a signal handler's frame was set up.
@@ -100,6 +172,11 @@ void Tracer::ResumeOnCpu(Thread& t, int signal) {
     if (ptrace(PTRACE_SINGLESTEP, t.tid, nullptr, signal) == 0) t.running = true;
     return;
   }
+  if (t.step_pending) {  // a step that completed while it was switched out retires here
+    t.step_pending = false;
+    if (Status status = HandleStepTrap(t); !status && first_status_) first_status_ = status;
+    return;
+  }
   if (signal == 0 && t.retired - t.slice_start >= options_.timeslice) {
     const int cpu = t.cpu;
     scheduler_->Enqueue(t.tid, cpu);  // behind the threads already waiting
@@ -111,6 +188,7 @@ void Tracer::ResumeOnCpu(Thread& t, int signal) {
   // (a blocking syscall would hold the CPU).
   const auto request =
       insn.is_syscall && !t.injected_caught ? PTRACE_SYSCALL : PTRACE_SINGLESTEP;
+  t.resumed_ns = MonotonicNs();
   if (ptrace(request, t.tid, nullptr, signal) == 0) t.running = true;
 }
 
