@@ -119,6 +119,7 @@ Status Tracer::HandleOffCpuStop(Thread& t, int status) {
     ptrace(PTRACE_GETREGS, t.tid, nullptr, &t.regs);
     t.ip = t.regs.rip;
     t.started = true;
+    t.stuck = false;  // interrupted before its step completed: it runs that instruction again
     if (static_cast<int64_t>(t.regs.orig_rax) >= 0) {  // inside a syscall: run it to user mode
       t.resync = true;
       Resume(t, 0);
