@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "debuginfod_fetcher.h"
@@ -36,7 +37,8 @@ struct Options {
   std::string output, output_dir, format;
   std::vector<std::string> symbol_dirs;
   std::vector<std::string> debuginfod_urls;
-  unsigned jobs = 1;
+  unsigned jobs = 0;  // 0: every core
+  size_t unit_bytes = 0;
   bool summary = false;
   std::vector<std::string> threads;  // --threads values, each a comma-separated list
   std::string time_range;
@@ -183,6 +185,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   pipeline.symbol_dirs = options.symbol_dirs;
   pipeline.debuginfod_urls = options.debuginfod_urls;
   pipeline.jobs = options.jobs;
+  pipeline.unit_bytes = options.unit_bytes;
   pipeline.format = format;
   pipeline.output_path = output;
   pipeline.threads = options.thread_ids;
@@ -195,7 +198,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
     if (!tty) return;
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (seconds < 1.0) return;
-    std::fprintf(stderr, "\rpt-decode: %s: %" PRIu64 "/%" PRIu64 " threads decoded (%.1f s)",
+    std::fprintf(stderr, "\rpt-decode: %s: %" PRIu64 "/%" PRIu64 " decode units (%.1f s)",
                  input.c_str(), done, total, seconds);
     printed = true;
   };
@@ -232,9 +235,12 @@ int main(int argc, char** argv) {
       ("debuginfod", po::value(&options.debuginfod_urls), "debuginfod server URL (http, https, "
        "file://) asked last for missing binaries/debug info by build id; repeatable; default "
        "$DEBUGINFOD_URLS; without either nothing is fetched")
-      ("jobs,j", po::value(&options.jobs)->default_value(1), "threads decoded in parallel");
+      ("jobs,j", po::value(&options.jobs), "decoder threads (default: every core); the output "
+       "is the same for every value");
   po::options_description hidden;
-  hidden.add_options()("input", po::value(&options.inputs));
+  hidden.add_options()("input", po::value(&options.inputs))
+      // Bytes of PT per decode unit: tests use tiny units to check that joins are exact.
+      ("unit-bytes", po::value(&options.unit_bytes));
   po::options_description all;
   all.add(visible).add(hidden);
   po::positional_options_description positional;
@@ -260,7 +266,7 @@ int main(int argc, char** argv) {
                  "--output-dir DIR\n", options.inputs.size());
     return 2;
   }
-  if (options.jobs == 0) options.jobs = 1;
+  if (options.jobs == 0) options.jobs = std::max(1u, std::thread::hardware_concurrency());
   if (options.summary) {
     if (!options.format.empty() && options.format != "summary") {
       std::fprintf(stderr, "pt-decode: --summary and --format %s contradict each other; give "

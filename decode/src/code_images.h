@@ -66,6 +66,12 @@ class ThreadImage {
   pt_image_section_cache* iscache() const { return images_.iscache(); }
   // The process whose address space this image follows.
   uint32_t pid() const { return pid_; }
+  // Per-CPU decoding: another process now runs; the next At() builds its image.
+  void SetPid(uint32_t pid) {
+    if (pid == pid_) return;
+    pid_ = pid;
+    next_change_ = 0;
+  }
   // The decoder's current time: which version of JIT code the read callback serves.
   void SetTime(uint64_t time_ns) { time_ns_ = time_ns; }
   // JIT code bytes at `ip` (for instructions libipt read through the callback); 0 if none.

@@ -60,6 +60,7 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     if (pt_blk_time(decoder_, &tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0) Anchor(tsc);
     // Without any time yet, take the mappings in force at the end of the capture.
     uint64_t image_time = have_anchor_ ? anchor_ns_ : kNoTime;
+    if (timeline_ != nullptr) UpdateThread(image_time);
     if (image_.NeedsSwitch(image_time)) SwitchImageIfNeeded(image_time);
     for (;;) {
       status = DrainEvents(decoder_, status);
@@ -87,10 +88,57 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     status = next < 0 ? -pte_eos : pt_blk_sync_set(decoder_, static_cast<uint64_t>(next));
     synced = status >= 0;
   }
-  ResolvePending(0);
+  if (buffer_ != nullptr && next_unit_.valid) {
+    JoinNextUnit();
+  } else {
+    ResolvePending(0);
+  }
   FlushExtrapolated();
   pt_blk_free_decoder(decoder_);
   decoder_ = nullptr;
+  if (buffer_ != nullptr) {
+    buffer_->stats = stats_;
+    buffer_->last_end_ip = last_end_ip_;
+    buffer_->trailing_insns = position_ - last_event_position_;
+    buffer_->end_inline_depth = inline_depth_ == kUnknownDepth ? 0 : inline_depth_;
+    buffer_->end_after_transfer = inline_after_transfer_;
+  }
+}
+
+bool KeepRestatement(const UnitEvents* previous, const UnitEvents& next) {
+  uint32_t depth = previous != nullptr ? previous->end_inline_depth : 0;
+  bool after_transfer = previous != nullptr && previous->end_after_transfer;
+  // The rule of FlowDecoder::QueueInlineChanges for a block, with the previous unit's state.
+  return after_transfer ? next.restate_depth != 0 || depth != 0 : next.restate_depth != depth;
+}
+
+void FlowDecoder::JoinNextUnit() {
+  // The unit was decoded through the next unit's PSB+ header, so libipt stopped exactly where the
+  // next unit starts: a branch still waiting for its target goes there. (The header's TSC is not
+  // used as an anchor here, as a sequential decoder does not use it either: the next unit starts
+  // from it, and the time of the events between this unit's last timing packet and the join is
+  // extrapolated at the rate before.)
+  ResolvePending(next_unit_.ip);
+}
+
+void FlowDecoder::UpdateThread(uint64_t time_ns) {
+  ThreadKey thread = timeline_->ThreadOnCpu(cpu_, time_ns);
+  if (have_thread_ && thread == thread_) return;
+  have_thread_ = true;
+  thread_ = thread;
+  if (buffer_ != nullptr) {
+    size_t first = buffer_->events.size() + waiting_.size();
+    if (!buffer_->runs.empty() && buffer_->runs.back().first == first) {
+      buffer_->runs.back().thread = thread;
+    } else {
+      buffer_->runs.push_back(UnitEvents::Run{thread, first});
+    }
+  }
+  if (thread.pid != image_.pid()) {
+    image_.SetPid(thread.pid);
+    inline_depth_ = 0;
+    if (decoder_ != nullptr) SwitchImageIfNeeded(time_ns);
+  }
 }
 
 bool FlowDecoder::Stuck(uint32_t ninsn) {
@@ -110,7 +158,7 @@ bool FlowDecoder::Stuck(uint32_t ninsn) {
   stuck_insns_ = 0;
   if (stats_.first_error.empty()) {
     stats_.first_error = "decoding looped without consuming trace at offset " +
-                         std::to_string(offset) + " (damaged trace?)";
+                         std::to_string(offset + offset_base_) + " (damaged trace?)";
   }
   return true;
 }
@@ -135,8 +183,17 @@ int FlowDecoder::DrainEvents(pt_block_decoder* decoder, int status) {
 void FlowDecoder::HandleEvent(const pt_event& event) {
   switch (event.type) {
     case ptev_enabled:
-      if (!event.status_update) Queue(FlowEvent::Kind::kEnable, 0, event.variant.enabled.ip);
       if (event.has_tsc) Anchor(event.tsc);
+      if (timeline_ != nullptr && !event.status_update) {
+        // Tracing resumes after a context switch on this CPU: who runs now?
+        uint64_t tsc = 0;
+        uint32_t lost_mtc = 0, lost_cyc = 0;
+        if (!event.has_tsc && pt_blk_time(decoder_, &tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0) {
+          Anchor(tsc);
+        }
+        UpdateThread(have_anchor_ ? anchor_ns_ : kNoTime);
+      }
+      if (!event.status_update) Queue(FlowEvent::Kind::kEnable, 0, event.variant.enabled.ip);
       break;
     case ptev_disabled: {
       uint64_t resume = event.ip_suppressed ? 0 : event.variant.disabled.ip;
@@ -235,7 +292,7 @@ void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset)
     detail = text;
   } else {
     detail = std::string(pt_errstr(pt_errcode(error))) + " at trace offset " +
-             std::to_string(offset);
+             std::to_string(offset + offset_base_);
     if (stats_.first_error.empty()) stats_.first_error = detail;
   }
   QueueGap(cause, 0, std::move(detail));
@@ -287,7 +344,7 @@ void FlowDecoder::Anchor(uint64_t tsc) {
                                (waiting_position_[i] - anchor_position_);
       time = anchor_ns_ + static_cast<uint64_t>(part / span);
     }
-    Emit(waiting_[i], time);
+    Emit(waiting_[i], time, waiting_position_[i]);
   }
   waiting_.clear();
   waiting_position_.clear();
@@ -310,14 +367,24 @@ void FlowDecoder::FlushExtrapolated() {
                                 (waiting_position_[i] - anchor_position_);
       time += static_cast<uint64_t>(extra / rate_insns_);
     }
-    Emit(waiting_[i], time);
+    Emit(waiting_[i], time, waiting_position_[i]);
   }
   waiting_.clear();
   waiting_position_.clear();
 }
 
-void FlowDecoder::Emit(FlowEvent& event, uint64_t time_ns) {
+void FlowDecoder::Emit(FlowEvent& event, uint64_t time_ns, uint64_t position) {
   if (time_ns < last_emitted_ns_) time_ns = last_emitted_ns_;  // non-decreasing per thread
+  if (buffer_ != nullptr) {
+    event.time_ns = time_ns;
+    last_emitted_ns_ = time_ns;
+    if (time_ns < stats_.first_ns) stats_.first_ns = time_ns;
+    stats_.last_ns = time_ns;
+    stats_.events++;
+    buffer_->events.push_back(std::move(event));
+    buffer_->positions.push_back(position);
+    return;
+  }
   while (next_trigger_ < triggers_.size() && triggers_[next_trigger_].time_ns <= time_ns) {
     FlowEvent trigger;
     trigger.kind = FlowEvent::Kind::kTrigger;

@@ -11,6 +11,7 @@
 #include <intel-pt.h>
 
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -19,6 +20,8 @@
 #include "code_images.h"
 #include "decoder_setup.h"
 #include "events.h"
+#include "psb_units.h"
+#include "sideband_timeline.h"
 #include "x86_branch.h"
 
 namespace ptscope::decode {
@@ -43,6 +46,60 @@ struct TriggerMark {
   std::string text;
 };
 
+// One decode unit's events, kept for the pipeline to stitch to its neighbours (see psb_units.h).
+struct UnitEvents {
+  struct Run {
+    ThreadKey thread;
+    size_t first = 0;  // index of the run's first event
+  };
+  std::vector<FlowEvent> events;
+  std::vector<uint64_t> positions;  // instructions the unit retired before each event
+  std::vector<Run> runs;            // which thread each stretch of events belongs to
+  FlowStats stats;
+  uint64_t last_end_ip = 0;
+  // Instructions retired after the last event: a sequential decoder counts them in the next
+  // unit's first event (FlowEvent::insn_count).
+  uint64_t trailing_insns = 0;
+  // Inlined-depth bookkeeping across a join (SetContinuation): the unit states the depth of its
+  // first instruction at once (event `restate_index`, SIZE_MAX when none); whether a sequential
+  // decoder would have stated it too depends on the previous unit's end state, which the
+  // pipeline knows (see KeepRestatement).
+  size_t restate_index = SIZE_MAX;
+  uint32_t restate_depth = 0;
+  uint32_t end_inline_depth = 0;
+  bool end_after_transfer = false;
+};
+
+// Whether a sequential decode would have emitted `next`'s restated inlined depth, given the end
+// state of the unit before it (`previous`, nullptr when there is none).
+bool KeepRestatement(const UnitEvents* previous, const UnitEvents& next);
+
+// Per-worker cache of the inlined depths of blocks, shared by the FlowDecoders a worker creates
+// one after another (blocks repeat across units). Key: (pid, block start).
+struct BlockInlineKey {
+  uint32_t pid;
+  uint64_t ip;
+  bool operator==(const BlockInlineKey&) const = default;
+};
+struct BlockInlineKeyHash {
+  size_t operator()(const BlockInlineKey& key) const {
+    return std::hash<uint64_t>()(key.ip * 0x9E3779B97F4A7C15ull ^ key.pid);
+  }
+};
+
+// Inlined depth of each instruction of a block.
+struct InlineStep {
+  uint32_t index = 0;  // instruction index in the block
+  uint32_t depth = 0;
+  uint64_t ip = 0;
+};
+struct BlockInline {
+  uint64_t end_ip = 0;
+  uint32_t first_depth = 0;
+  std::vector<InlineStep> steps;  // depth changes after the first instruction
+};
+using BlockInlineCache = std::unordered_map<BlockInlineKey, BlockInline, BlockInlineKeyHash>;
+
 class FlowDecoder {
  public:
   FlowDecoder(const DecoderSetup& setup, const CodeImages& images, uint32_t pid, FlowOutput& out);
@@ -58,6 +115,26 @@ class FlowDecoder {
   void SetInlineNamer(FrameNamer* namer) { inline_namer_ = namer; }
   // Decodes one contiguous piece of the stream (bytes must outlive the call only).
   void DecodeSegment(const uint8_t* begin, size_t size);
+
+  // Unit mode (parallel decoding). Events go to `buffer` instead of the FlowOutput, with their
+  // positions; the caller stitches units and adds triggers, lost-data gaps and the end.
+  void SetUnitBuffer(UnitEvents* buffer) { buffer_ = buffer; }
+  // The unit continues the previous unit of a contiguous piece: state its inlined depth at once.
+  void SetContinuation() { inline_depth_ = kUnknownDepth; }
+  // The PSB that follows this unit (same piece), whose header the unit's bytes include (see
+  // DecodeUnitSpan::decode_end): a branch left without target at the end goes to its FUP, and
+  // its TSC anchors the time there.
+  void SetNextUnit(const PsbState& next) { next_unit_ = next; }
+  // A per-CPU stream: the thread (and address space) follows `cpu`'s schedule, looked up at the
+  // sync point and whenever tracing is enabled again. Needs a unit buffer (runs).
+  void FollowCpu(const SidebandTimeline* timeline, uint32_t cpu) {
+    timeline_ = timeline;
+    cpu_ = cpu;
+  }
+  // Added to libipt's offsets in messages (the unit's offset within its piece).
+  void SetOffsetBase(uint64_t base) { offset_base_ = base; }
+  // Share a worker's cache of blocks' inlined depths (default: the decoder's own).
+  void SetBlockInlineCache(BlockInlineCache* cache) { block_inline_ = cache; }
   // Data was lost before the next segment.
   void LostData(const std::string& detail);
   // Ends the thread: flushes waiting events and emits kEnd.
@@ -80,23 +157,16 @@ class FlowDecoder {
   void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip = 0);
   void QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
                uint64_t return_ip, uint32_t inline_depth);
-  // Inlined depth of each instruction of a block (cached per block start).
-  struct InlineStep {
-    uint32_t index = 0;  // instruction index in the block
-    uint32_t depth = 0;
-    uint64_t ip = 0;
-  };
-  struct BlockInline {
-    uint64_t end_ip = 0;
-    uint32_t first_depth = 0;
-    std::vector<InlineStep> steps;  // depth changes after the first instruction
-  };
   const BlockInline& InlineOf(const pt_block& block);
+  // Unit mode: see SetNextUnit.
+  void JoinNextUnit();
+  void UpdateThread(uint64_t time_ns);
+  static constexpr uint32_t kUnknownDepth = UINT32_MAX;
   void QueueInlineChanges(const pt_block& block, uint64_t block_position);
   void QueueGap(GapCause cause, uint64_t resume_ip, std::string detail);
   void Anchor(uint64_t tsc);
   void FlushExtrapolated();
-  void Emit(FlowEvent& event, uint64_t time_ns);
+  void Emit(FlowEvent& event, uint64_t time_ns, uint64_t position);
   void SwitchImageIfNeeded(uint64_t time_ns);
 
   const DecoderSetup& setup_;
@@ -123,8 +193,17 @@ class FlowDecoder {
   // An event other than kInlineChange came since the last block: the stack tracker's top frame
   // may have changed, so the next block re-states any non-zero depth on either side.
   bool inline_after_transfer_ = false;
-  std::unordered_map<uint64_t, BlockInline> block_inline_;
+  BlockInlineCache own_block_inline_;
+  BlockInlineCache* block_inline_ = &own_block_inline_;
   size_t next_trigger_ = 0;
+  // Unit mode.
+  UnitEvents* buffer_ = nullptr;
+  PsbState next_unit_;
+  const SidebandTimeline* timeline_ = nullptr;
+  uint32_t cpu_ = 0;
+  bool have_thread_ = false;
+  ThreadKey thread_;
+  uint64_t offset_base_ = 0;
 };
 
 }  // namespace ptscope::decode

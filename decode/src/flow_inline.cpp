@@ -17,8 +17,8 @@ constexpr uint32_t kMaxInlineDepth = 64;
 
 }  // namespace
 
-const FlowDecoder::BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
-  auto [it, inserted] = block_inline_.try_emplace(block.ip);
+const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
+  auto [it, inserted] = block_inline_->try_emplace(BlockInlineKey{image_.pid(), block.ip});
   BlockInline& info = it->second;
   if (!inserted && info.end_ip == block.end_ip) return info;
   info = BlockInline{};
@@ -58,6 +58,10 @@ void FlowDecoder::QueueInlineChanges(const pt_block& block, uint64_t block_posit
                                         : info.first_depth != inline_depth_;
   inline_after_transfer_ = false;
   if (restate) {
+    if (inline_depth_ == kUnknownDepth && buffer_ != nullptr) {
+      buffer_->restate_index = buffer_->events.size() + waiting_.size();
+      buffer_->restate_depth = info.first_depth;
+    }
     inline_depth_ = info.first_depth;
     QueueAt(block_position, FlowEvent::Kind::kInlineChange, block.ip, block.ip, 0, inline_depth_);
   }

@@ -40,6 +40,18 @@ void InsnLister::UpdateImage(pt_insn_decoder* decoder, uint64_t tsc, bool have_t
   if (changed) pt_insn_set_image(decoder, image);
 }
 
+void InsnLister::FollowSchedule(uint64_t tsc, bool have_time) {
+  if (timeline_ == nullptr) return;
+  uint64_t time_ns = have_time ? setup_.time.ToNs(tsc) : UINT64_MAX;
+  ThreadKey thread = timeline_->ThreadOnCpu(cpu_, time_ns);
+  if (have_thread_ && thread == thread_) return;
+  have_thread_ = true;
+  thread_ = thread;
+  image_.SetPid(thread.pid);
+  tid_ = thread.tid;
+  if (switch_run_) writer_now_ = switch_run_(thread, time_ns);
+}
+
 void InsnLister::NoteError(int error, pt_insn_decoder* decoder) {
   if (error == -pte_eos) return;
   ++errors_;
@@ -66,12 +78,20 @@ void InsnLister::DecodeSegment(const uint8_t* begin, size_t size) {
     uint64_t tsc = 0;
     uint32_t lost_mtc = 0, lost_cyc = 0;
     bool have_time = pt_insn_time(decoder, &tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0;
+    FollowSchedule(tsc, have_time);
     UpdateImage(decoder, tsc, have_time);
     for (;;) {
       while (status >= 0 && (status & pts_event_pending) != 0) {
         pt_event event;
         status = pt_insn_event(decoder, &event, sizeof event);
-        if (status >= 0 && event.has_tsc) UpdateImage(decoder, event.tsc, true);
+        if (status < 0) break;
+        if (event.type == ptev_enabled) {
+          if (event.has_tsc == 0) pt_insn_time(decoder, &event.tsc, &lost_mtc, &lost_cyc);
+          FollowSchedule(event.tsc, event.tsc != 0);
+          UpdateImage(decoder, event.tsc, event.tsc != 0);
+        } else if (event.has_tsc) {
+          UpdateImage(decoder, event.tsc, true);
+        }
       }
       if (status < 0 || (status & pts_eos) != 0) break;
       pt_insn insn;
@@ -79,7 +99,7 @@ void InsnLister::DecodeSegment(const uint8_t* begin, size_t size) {
       status = pt_insn_next(decoder, &insn, sizeof insn);
       // An instruction and an error can come together: the instruction is valid unless ptic_error.
       if (insn.iclass != ptic_error) {
-        writer_.Write(tid_, insn.ip);
+        if (writer_now_ != nullptr) writer_now_->Write(tid_, insn.ip);
         ++instructions_;
       }
       // Bound a walk through a packet-free loop of direct jumps (damaged trace): see FlowDecoder.

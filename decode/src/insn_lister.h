@@ -7,10 +7,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "code_images.h"
 #include "decoder_setup.h"
+#include "sideband_timeline.h"
 
 namespace ptscope::decode {
 
@@ -34,7 +36,18 @@ class InsnLister {
  public:
   InsnLister(const DecoderSetup& setup, const CodeImages& images, uint32_t pid, uint32_t tid,
              InsnWriter& writer)
-      : setup_(setup), image_(images, pid), tid_(tid), writer_(writer) {}
+      : setup_(setup), image_(images, pid), tid_(tid), writer_(writer), writer_now_(&writer) {}
+  // A per-CPU stream: the thread (its address space and the tid printed) follows `cpu`'s schedule
+  // in the sideband, looked up whenever tracing is enabled again and at every sync point.
+  // `switch_run` is called whenever the thread changes (with the new thread and the time) and
+  // returns the writer for that thread's next stretch of instructions (so that the caller can
+  // put each thread's stretches from several CPUs back in time order).
+  void FollowCpu(const SidebandTimeline& timeline, uint32_t cpu,
+                 std::function<InsnWriter*(ThreadKey, uint64_t)> switch_run) {
+    timeline_ = &timeline;
+    cpu_ = cpu;
+    switch_run_ = std::move(switch_run);
+  }
   void DecodeSegment(const uint8_t* begin, size_t size);
   uint64_t instructions() const { return instructions_; }
   uint64_t errors() const { return errors_; }
@@ -43,11 +56,18 @@ class InsnLister {
  private:
   void UpdateImage(pt_insn_decoder* decoder, uint64_t tsc, bool have_time);
   void NoteError(int error, pt_insn_decoder* decoder);
+  void FollowSchedule(uint64_t tsc, bool have_time);
 
   const DecoderSetup& setup_;
   ThreadImage image_;
   uint32_t tid_;
   InsnWriter& writer_;
+  const SidebandTimeline* timeline_ = nullptr;
+  std::function<InsnWriter*(ThreadKey, uint64_t)> switch_run_;
+  bool have_thread_ = false;
+  ThreadKey thread_;
+  InsnWriter* writer_now_ = nullptr;
+  uint32_t cpu_ = 0;
   uint64_t instructions_ = 0;
   uint64_t errors_ = 0;
   std::string first_error_;

@@ -1,66 +1,76 @@
 // Stage wiring (see pipeline.h).
+//
+// Every contiguous piece of a PT stream is cut into decode units at PSBs (psb_units.h). Units are
+// decoded on a worker pool, each by its own FlowDecoder over the shared image-section cache, into
+// event buffers; the calling thread stitches them back in order (unit_pool.h) and feeds each
+// thread's StackTracker, so the call stacks are exactly those of one sequential pass and the
+// output is the same for every --jobs value. Per-thread streams are consumed as they complete
+// (memory bounded by the window of units in flight); per-CPU streams are split into the runs of
+// each thread by the context-switch sideband, and each thread's runs from all CPUs are put back
+// in time order before its stack is tracked.
 #include "pipeline.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <thread>
 
 #include "debuginfod_fetcher.h"
 #include "decoder_setup.h"
 #include "flow_decoder.h"
 #include "frame_namer.h"
 #include "insn_lister.h"
+#include "psb_units.h"
 #include "sideband_timeline.h"
 #include "sink/sink_factory.h"
 #include "stack/stack_tracker.h"
+#include "unit_pool.h"
+#include "window_sink.h"
 
 namespace ptscope::decode {
 namespace {
 
-struct Segment {
+constexpr size_t kDefaultUnitBytes = 64 * 1024;
+
+struct Piece {
   std::vector<uint8_t> bytes;
-  std::string loss_before;  // non-empty: data was lost before this segment
+  std::string loss_before;  // non-empty: data was lost before this piece
+  std::vector<DecodeUnitSpan> units;
 };
 
-struct ThreadStream {
-  ThreadKey key;
-  std::vector<Segment> segments;
+struct Stream {
+  ThreadKey key;     // per-thread streams
+  int32_t cpu = -1;  // >= 0: a per-CPU stream; threads come from the CPU's schedule
+  std::vector<Piece> pieces;
   std::vector<TriggerMark> triggers;
 };
 
-// Groups per-thread PT pieces by stream, in stream_offset order, cut wherever data was lost.
-std::vector<ThreadStream> CollectStreams(const format::Archive& archive,
-                                         const SidebandTimeline& timeline,
-                                         std::vector<std::string>& notes) {
+std::string StreamName(const Stream& stream) {
+  return stream.cpu >= 0 ? "cpu " + std::to_string(stream.cpu)
+                         : "thread " + std::to_string(stream.key.tid);
+}
+
+// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
+std::vector<Stream> CollectStreams(const format::Archive& archive, const SidebandTimeline& timeline) {
   std::map<uint32_t, std::vector<const format::PtDataChunk*>> by_stream;
-  bool per_cpu_noted = false;
-  for (const format::PtDataChunk& piece : archive.pt_data) {
-    if (piece.cpu != -1 && piece.tid == 0) {
-      if (!per_cpu_noted) {
-        notes.push_back("per-CPU PT streams are not decoded yet (only per-thread streams): "
-                        "record with per-thread tracing");
-        per_cpu_noted = true;
-      }
-      continue;
-    }
-    by_stream[piece.stream_id].push_back(&piece);
-  }
-  std::vector<ThreadStream> streams;
+  for (const format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
+  std::vector<Stream> streams;
   for (auto& [stream_id, pieces] : by_stream) {
     std::stable_sort(pieces.begin(), pieces.end(), [](const auto* a, const auto* b) {
       return a->stream_offset < b->stream_offset;
     });
-    ThreadStream stream;
-    stream.key.tid = pieces.front()->tid;
-    stream.key.pid = pieces.front()->pid != 0 ? pieces.front()->pid
-                                              : timeline.PidOf(pieces.front()->tid);
-    if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
+    Stream stream;
+    if (pieces.front()->cpu >= 0 && pieces.front()->tid == 0) {
+      stream.cpu = pieces.front()->cpu;
+    } else {
+      stream.key.tid = pieces.front()->tid;
+      stream.key.pid = pieces.front()->pid != 0 ? pieces.front()->pid
+                                                : timeline.PidOf(pieces.front()->tid);
+      if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
+    }
     const format::PtDataChunk* previous = nullptr;
     for (const format::PtDataChunk* piece : pieces) {
       std::string loss;
@@ -81,43 +91,101 @@ std::vector<ThreadStream> CollectStreams(const format::Archive& archive,
       } else if (piece->bytes_lost_before != 0) {
         loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
       }
-      if (stream.segments.empty() || !loss.empty()) {
-        stream.segments.push_back(Segment{{}, loss});
-      }
-      std::vector<uint8_t>& bytes = stream.segments.back().bytes;
+      if (stream.pieces.empty() || !loss.empty()) stream.pieces.push_back(Piece{{}, loss, {}});
+      std::vector<uint8_t>& bytes = stream.pieces.back().bytes;
       bytes.insert(bytes.end(), piece->data.begin(), piece->data.end());
       previous = piece;
     }
     streams.push_back(std::move(stream));
   }
-  std::sort(streams.begin(), streams.end(), [](const ThreadStream& a, const ThreadStream& b) {
+  std::sort(streams.begin(), streams.end(), [](const Stream& a, const Stream& b) {
+    if (a.cpu != b.cpu) return a.cpu < b.cpu;  // per-thread streams (cpu -1) first
     return a.key.tid != b.key.tid ? a.key.tid < b.key.tid : a.key.pid < b.key.pid;
   });
   return streams;
 }
 
-void AttachTriggers(const format::Archive& archive, const DecoderSetup& setup,
-                    std::vector<ThreadStream>& streams) {
-  for (const format::MarkerChunk& marker : archive.markers) {
-    if (marker.kind != format::MarkerKind::kTrigger) continue;
-    for (ThreadStream& stream : streams) {
-      if (marker.tid != 0 && marker.tid != stream.key.tid) continue;
-      stream.triggers.push_back(
-          TriggerMark{setup.time.ToNs(marker.tsc), marker.value, "trigger: " + marker.text});
-    }
-  }
-  for (ThreadStream& stream : streams) {
-    std::stable_sort(stream.triggers.begin(), stream.triggers.end(),
-                     [](const TriggerMark& a, const TriggerMark& b) { return a.time_ns < b.time_ns; });
-  }
+bool Selected(const std::vector<uint32_t>& threads, const ThreadKey& key) {
+  if (threads.empty()) return true;
+  return std::find(threads.begin(), threads.end(), key.tid) != threads.end() ||
+         std::find(threads.begin(), threads.end(), key.pid) != threads.end();
 }
 
-// Collects one thread's FlowEvents (for parallel decoding) and counts symbolized instructions.
-class CollectingOutput : public FlowOutput {
+std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
+                                    uint32_t tid) {
+  std::vector<TriggerMark> triggers;
+  for (const format::MarkerChunk& marker : archive.markers) {
+    if (marker.kind != format::MarkerKind::kTrigger) continue;
+    if (marker.tid != 0 && marker.tid != tid) continue;
+    triggers.push_back(
+        TriggerMark{setup.time.ToNs(marker.tsc), marker.value, "trigger: " + marker.text});
+  }
+  std::stable_sort(triggers.begin(), triggers.end(),
+                   [](const TriggerMark& a, const TriggerMark& b) { return a.time_ns < b.time_ns; });
+  return triggers;
+}
+
+// One unit of work: a span of one piece of one stream.
+struct WorkUnit {
+  size_t stream = 0, piece = 0, unit = 0;
+};
+
+// Feeds one thread's stitched events to its StackTracker: triggers in time order among them,
+// lost-data gaps between pieces, the end; counts instructions in modules with symbols.
+class ThreadFeed {
  public:
-  CollectingOutput(ThreadKey key, SymbolsFrameNamer& namer, StackTracker* tracker)
-      : key_(key), namer_(namer), tracker_(tracker) {}
-  void OnFlowEvent(const FlowEvent& event) override {
+  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, SliceSink& sink,
+             std::vector<TriggerMark> triggers)
+      : key_(key), namer_(namer), tracker_(key, namer, sink), triggers_(std::move(triggers)) {}
+
+  void Deliver(FlowEvent& event) {
+    if (event.time_ns < last_ns_) event.time_ns = last_ns_;  // non-decreasing per thread
+    while (next_trigger_ < triggers_.size() && triggers_[next_trigger_].time_ns <= event.time_ns) {
+      FlowEvent trigger;
+      trigger.kind = FlowEvent::Kind::kTrigger;
+      trigger.time_ns = std::max(triggers_[next_trigger_].time_ns, last_ns_);
+      trigger.to = triggers_[next_trigger_].address;
+      trigger.detail = triggers_[next_trigger_].text;
+      ++next_trigger_;
+      tracker_.OnEvent(trigger);
+    }
+    CountSymbolized(event);
+    last_ns_ = event.time_ns;
+    tracker_.OnEvent(event);
+  }
+  void Gap(GapCause cause, std::string detail, uint64_t insn_count) {
+    FlowEvent gap;
+    gap.kind = FlowEvent::Kind::kGap;
+    gap.insn_count = insn_count;
+    gap.gap_cause = cause;
+    gap.time_ns = last_ns_;
+    gap.detail = std::move(detail);
+    Deliver(gap);
+  }
+  void AddStats(const FlowStats& stats) {
+    stats_.instructions += stats.instructions;
+    stats_.events += stats.events;
+    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
+    stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
+    stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
+    if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
+  }
+  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
+  void Finish(uint64_t last_end_ip, uint64_t trailing_insns) {
+    FlowEvent end;
+    end.kind = FlowEvent::Kind::kEnd;
+    end.from = last_end_ip;
+    end.insn_count = trailing_insns;
+    end.time_ns = last_ns_;
+    Deliver(end);
+    tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, last_ns_));
+  }
+  const FlowStats& stats() const { return stats_; }
+  uint64_t symbolized() const { return symbolized_; }
+  const ThreadKey& key() const { return key_; }
+
+ private:
+  void CountSymbolized(const FlowEvent& event) {
     uint64_t where = event.from != 0 ? event.from : last_to_;
     if (event.insn_count != 0 && where != 0) {
       uint64_t page = where >> 12;
@@ -128,59 +196,182 @@ class CollectingOutput : public FlowOutput {
       if (cached_symbolized_) symbolized_ += event.insn_count;
     }
     if (event.to != 0) last_to_ = event.to;
-    if (tracker_ != nullptr) {
-      tracker_->OnEvent(event);
-    } else {
-      events_.push_back(event);
-    }
   }
-  std::vector<FlowEvent>& events() { return events_; }
-  uint64_t symbolized() const { return symbolized_; }
 
- private:
   ThreadKey key_;
   SymbolsFrameNamer& namer_;
-  StackTracker* tracker_;
-  std::vector<FlowEvent> events_;
-  uint64_t last_to_ = 0;
-  uint64_t cached_page_ = UINT64_MAX;
+  StackTracker tracker_;
+  std::vector<TriggerMark> triggers_;
+  size_t next_trigger_ = 0;
+  uint64_t last_ns_ = 0;
+  FlowStats stats_;
+  uint64_t last_to_ = 0, cached_page_ = UINT64_MAX;
   bool cached_symbolized_ = false;
   uint64_t symbolized_ = 0;
 };
 
-struct ThreadResult {
-  FlowStats stats;
-  uint64_t symbolized = 0;
-  std::vector<FlowEvent> events;  // only when decoded in parallel
-};
-
-ThreadResult DecodeThreadFlow(const ThreadStream& stream, const DecoderSetup& setup,
-                              const CodeImages& images, SymbolsFrameNamer& namer,
-                              StackTracker* tracker) {
-  CollectingOutput output(stream.key, namer, tracker);
-  FlowDecoder decoder(setup, images, stream.key.pid, output);
-  decoder.SetTriggers(stream.triggers);
-  decoder.SetInlineNamer(&namer);
-  for (const Segment& segment : stream.segments) {
-    if (!segment.loss_before.empty()) decoder.LostData(segment.loss_before);
-    decoder.DecodeSegment(segment.bytes.data(), segment.bytes.size());
-  }
-  decoder.Finish();
-  return ThreadResult{decoder.stats(), output.symbolized(), std::move(output.events())};
-}
-
-void AddStats(const FlowStats& stats, const ThreadKey& key, DecodeSummary& summary) {
+void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary) {
+  const FlowStats& stats = feed.stats();
   summary.instructions += stats.instructions;
+  summary.symbolized_instructions += feed.symbolized();
   for (size_t i = 0; i < stats.gaps.size(); ++i) summary.gaps[i] += stats.gaps[i];
   if (stats.events != 0) {
     summary.first_ns = std::min(summary.first_ns, stats.first_ns);
     summary.last_ns = std::max(summary.last_ns, stats.last_ns);
   }
   if (!stats.first_error.empty()) {
-    summary.notes.push_back("thread " + std::to_string(key.tid) + ": first decode error: " +
-                            stats.first_error);
+    summary.notes.push_back("thread " + std::to_string(feed.key().tid) +
+                            ": first decode error: " + stats.first_error);
   }
 }
+
+// Everything the decode stage shares (read-only while workers run, apart from the thread-safe
+// namer and each worker's own cache).
+struct DecodeContext {
+  const DecoderSetup& setup;
+  const CodeImages& images;
+  const SidebandTimeline& timeline;
+  SymbolsFrameNamer& namer;
+  std::vector<Stream>& streams;
+  std::vector<BlockInlineCache> worker_caches;
+};
+
+void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, UnitEvents& out) {
+  const Stream& stream = context.streams[work.stream];
+  const Piece& piece = stream.pieces[work.piece];
+  const DecodeUnitSpan& span = piece.units[work.unit];
+  struct NoOutput : FlowOutput {
+    void OnFlowEvent(const FlowEvent&) override {}
+  } unused;
+  FlowDecoder decoder(context.setup, context.images, stream.key.pid, unused);
+  decoder.SetUnitBuffer(&out);
+  decoder.SetInlineNamer(&context.namer);
+  decoder.SetBlockInlineCache(&context.worker_caches[worker]);
+  decoder.SetOffsetBase(span.begin);
+  if (work.unit > 0) decoder.SetContinuation();
+  if (work.unit + 1 < piece.units.size()) decoder.SetNextUnit(piece.units[work.unit + 1].start);
+  if (stream.cpu >= 0) {
+    decoder.FollowCpu(&context.timeline, static_cast<uint32_t>(stream.cpu));
+  } else {
+    out.runs.push_back(UnitEvents::Run{stream.key, 0});
+  }
+  decoder.DecodeSegment(piece.bytes.data() + span.begin, span.decode_end - span.begin);
+}
+
+// Units to decode, in consumption order, after --threads and --time-range.
+std::vector<WorkUnit> PlanUnits(std::vector<Stream>& streams, const DecoderSetup& setup,
+                                const PipelineOptions& options, uint64_t window_from_ns,
+                                uint64_t window_to_ns) {
+  std::vector<WorkUnit> plan;
+  for (size_t s = 0; s < streams.size(); ++s) {
+    for (size_t p = 0; p < streams[s].pieces.size(); ++p) {
+      const std::vector<DecodeUnitSpan>& units = streams[s].pieces[p].units;
+      for (size_t u = 0; u < units.size(); ++u) {
+        // A unit lies outside the window when it starts after its end, or when the next unit
+        // (of the same piece) starts before its beginning. Without time, keep everything.
+        uint64_t start_tsc = units[u].start.tsc;
+        if (start_tsc != 0 && setup.time.ToNs(start_tsc) > window_to_ns) continue;
+        if (u + 1 < units.size() && units[u + 1].start.tsc != 0 &&
+            setup.time.ToNs(units[u + 1].start.tsc) < window_from_ns) {
+          continue;
+        }
+        plan.push_back(WorkUnit{s, p, u});
+      }
+    }
+  }
+  (void)options;
+  return plan;
+}
+
+Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const DecoderSetup& setup,
+                               const CodeImages& images, const SidebandTimeline& timeline,
+                               const PipelineOptions& options, DecodeSummary summary) {
+  const bool to_stdout = options.output_path == "-";
+  std::FILE* file = to_stdout ? stdout : std::fopen(options.output_path.c_str(), "wb");
+  if (file == nullptr) {
+    return Unexpected(Errc::kIo, options.output_path + ": cannot create the output file (" +
+                                     std::strerror(errno) + ")");
+  }
+  // A per-CPU stream's instructions are kept per run (one thread's stretch on one CPU) and
+  // written per thread in time order at the end.
+  struct Run {
+    ThreadKey thread;
+    uint64_t time_ns = 0;
+    size_t order = 0;
+    char* text = nullptr;
+    size_t size = 0;
+    std::FILE* memory = nullptr;
+    std::unique_ptr<InsnWriter> writer;
+  };
+  std::vector<std::unique_ptr<Run>> runs;
+  bool failed = false;
+  {
+    InsnWriter writer(file);
+    for (size_t i = 0; i < streams.size(); ++i) {
+      Stream& stream = streams[i];
+      InsnLister lister(setup, images, stream.key.pid, stream.key.tid, writer);
+      if (stream.cpu >= 0) {
+        lister.FollowCpu(timeline, static_cast<uint32_t>(stream.cpu),
+                         [&](ThreadKey thread, uint64_t time_ns) -> InsnWriter* {
+                           if (thread.tid == 0 || !Selected(options.threads, thread)) return nullptr;
+                           auto run = std::make_unique<Run>();
+                           run->thread = thread;
+                           run->time_ns = time_ns;
+                           run->order = runs.size();
+                           run->memory = open_memstream(&run->text, &run->size);
+                           if (run->memory == nullptr) return nullptr;
+                           run->writer = std::make_unique<InsnWriter>(run->memory);
+                           runs.push_back(std::move(run));
+                           return runs.back()->writer.get();
+                         });
+      }
+      for (const Piece& piece : stream.pieces) {
+        if (!piece.loss_before.empty()) summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
+        lister.DecodeSegment(piece.bytes.data(), piece.bytes.size());
+      }
+      summary.instructions += lister.instructions();
+      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)] += lister.errors();
+      if (!lister.first_error().empty()) {
+        summary.notes.push_back(StreamName(stream) + ": first decode error: " + lister.first_error());
+      }
+      if (options.progress) options.progress(i + 1, streams.size());
+    }
+    for (auto& run : runs) {
+      run->writer.reset();  // flushes into the memory stream
+      std::fclose(run->memory);
+    }
+    std::stable_sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) {
+      if (a->thread.tid != b->thread.tid) return a->thread.tid < b->thread.tid;
+      return a->time_ns != b->time_ns ? a->time_ns < b->time_ns : a->order < b->order;
+    });
+    writer.Flush();
+    for (auto& run : runs) {
+      if (run->size != 0 && std::fwrite(run->text, 1, run->size, file) != run->size) failed = true;
+      std::free(run->text);
+    }
+    failed = failed || writer.failed();
+  }
+  if ((to_stdout ? std::fflush(file) : std::fclose(file)) != 0 || failed) {
+    return Unexpected(Errc::kIo, options.output_path + ": write failed (disk full?)");
+  }
+  return summary;
+}
+
+Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
+  SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
+                      : options.format == OutputFormat::kFolded  ? SinkFormat::kFolded
+                      : options.format == OutputFormat::kSummary ? SinkFormat::kSummary
+                                                                 : SinkFormat::kPerfetto;
+  return CreateSink(format, options.output_path, namer);
+}
+
+// One thread's run of events inside a per-CPU unit's buffer.
+struct CpuRun {
+  uint32_t tid = 0;
+  uint64_t first_ns = 0;
+  size_t plan_index = 0, first = 0, end = 0;
+  uint32_t cpu = 0;
+};
 
 }  // namespace
 
@@ -195,53 +386,6 @@ const char* OutputFormatName(OutputFormat format) {
   return "?";
 }
 
-namespace {
-
-Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
-  SinkFormat format = options.format == OutputFormat::kText     ? SinkFormat::kText
-                      : options.format == OutputFormat::kFolded ? SinkFormat::kFolded
-                                                                : SinkFormat::kPerfetto;
-  return CreateSink(format, options.output_path, namer);
-}
-
-Result<DecodeSummary> RunInsns(const std::vector<ThreadStream>& streams, const DecoderSetup& setup,
-                               const CodeImages& images, const PipelineOptions& options,
-                               DecodeSummary summary) {
-  const bool to_stdout = options.output_path == "-";
-  std::FILE* file = to_stdout ? stdout : std::fopen(options.output_path.c_str(), "wb");
-  if (file == nullptr) {
-    return Unexpected(Errc::kIo, options.output_path + ": cannot create the output file (" +
-                                     std::strerror(errno) + ")");
-  }
-  bool failed = false;
-  {
-    InsnWriter writer(file);
-    for (size_t i = 0; i < streams.size(); ++i) {
-      const ThreadStream& stream = streams[i];
-      InsnLister lister(setup, images, stream.key.pid, stream.key.tid, writer);
-      for (const Segment& segment : stream.segments) {
-        if (!segment.loss_before.empty()) summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
-        lister.DecodeSegment(segment.bytes.data(), segment.bytes.size());
-      }
-      summary.instructions += lister.instructions();
-      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)] += lister.errors();
-      if (!lister.first_error().empty()) {
-        summary.notes.push_back("thread " + std::to_string(stream.key.tid) +
-                                ": first decode error: " + lister.first_error());
-      }
-      if (options.progress) options.progress(i + 1, streams.size());
-    }
-    writer.Flush();
-    failed = writer.failed();
-  }
-  if ((to_stdout ? std::fflush(file) : std::fclose(file)) != 0 || failed) {
-    return Unexpected(Errc::kIo, options.output_path + ": write failed (disk full?)");
-  }
-  return summary;
-}
-
-}  // namespace
-
 Result<DecodeSummary> RunPipeline(const format::Archive& archive, const PipelineOptions& options) {
   PTSCOPE_ASSIGN_OR_RETURN(DecoderSetup setup, SetupFromMetadata(archive));
   DecodeSummary summary;
@@ -249,13 +393,36 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
   if (!setup.cpu_note.empty()) summary.notes.push_back(setup.cpu_note);
   SidebandTimeline timeline = SidebandTimeline::Build(archive);
   summary.notes.insert(summary.notes.end(), timeline.notes().begin(), timeline.notes().end());
-  std::vector<ThreadStream> streams = CollectStreams(archive, timeline, summary.notes);
+  std::vector<Stream> streams = CollectStreams(archive, timeline);
   if (streams.empty()) {
-    return Unexpected(Errc::kNotFound,
-                      archive.path + ": the archive holds no per-thread PT data to decode");
+    return Unexpected(Errc::kNotFound, archive.path + ": the archive holds no PT data to decode");
   }
-  AttachTriggers(archive, setup, streams);
-  summary.threads = streams.size();
+  std::erase_if(streams, [&](const Stream& stream) {
+    return stream.cpu < 0 && !Selected(options.threads, stream.key);
+  });
+  if (streams.empty()) {
+    return Unexpected(Errc::kNotFound, archive.path + ": no traced thread or process matches --threads");
+  }
+  pt_config config;
+  pt_config_init(&config);
+  setup.Apply(config);
+  const size_t unit_bytes = options.unit_bytes != 0 ? options.unit_bytes : kDefaultUnitBytes;
+  uint64_t capture_start_ns = UINT64_MAX;
+  for (Stream& stream : streams) {
+    for (Piece& piece : stream.pieces) {
+      piece.units = SplitAtPsb(piece.bytes.data(), piece.bytes.size(), config, unit_bytes);
+      if (!piece.units.empty() && piece.units.front().start.tsc != 0) {
+        capture_start_ns = std::min(capture_start_ns, setup.time.ToNs(piece.units.front().start.tsc));
+      }
+    }
+    if (stream.cpu < 0) stream.triggers = TriggersOf(archive, setup, stream.key.tid);
+  }
+  if (capture_start_ns == UINT64_MAX) capture_start_ns = 0;
+  const bool windowed = options.time_from_ns != 0 || options.time_to_ns != UINT64_MAX;
+  const uint64_t window_from = capture_start_ns + options.time_from_ns;
+  const uint64_t window_to = options.time_to_ns == UINT64_MAX || options.time_to_ns > UINT64_MAX - capture_start_ns
+                                 ? UINT64_MAX
+                                 : capture_start_ns + options.time_to_ns;
 
   symbols::ModuleResolver resolver(options.symbol_dirs);
   for (const format::BlobChunk& blob : archive.blobs) PTSCOPE_TRY(resolver.AddBlob(blob));
@@ -266,57 +433,211 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
   CodeImages images(timeline.address_space(), resolver);
   if (!jit.empty()) images.SetJitCode(&jit);
   std::vector<uint32_t> pids;
-  for (const ThreadStream& stream : streams) pids.push_back(stream.key.pid);
+  for (const Stream& stream : streams) {
+    if (stream.cpu < 0) pids.push_back(stream.key.pid);
+  }
+  for (uint32_t pid : timeline.ScheduledPids()) pids.push_back(pid);
   images.Prepare(pids);
   summary.missing = images.missing();
 
   if (options.format == OutputFormat::kInsns) {
-    PTSCOPE_ASSIGN_OR_RETURN(summary, RunInsns(streams, setup, images, options, std::move(summary)));
-  } else {
-    symbols::Symbolizer symbolizer;
-    SymbolsFrameNamer namer(timeline.address_space(), resolver, symbolizer);
-    if (!jit.empty()) namer.SetJitCode(&jit);
-    PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SliceSink> sink, MakeSink(options, namer));
-    unsigned jobs = std::max(1u, std::min<unsigned>(options.jobs, streams.size()));
-    std::vector<ThreadResult> results(streams.size());
-    if (jobs > 1) {
-      // Decoding (the expensive part) runs in parallel; stacks and the sink stay serial.
-      std::atomic<size_t> next{0};
-      std::atomic<size_t> done{0};
-      std::vector<std::thread> workers;
-      for (unsigned j = 0; j < jobs; ++j) {
-        workers.emplace_back([&] {
-          for (size_t i = next++; i < streams.size(); i = next++) {
-            results[i] = DecodeThreadFlow(streams[i], setup, images, namer, nullptr);
-            ++done;
-          }
-        });
-      }
-      for (std::thread& worker : workers) worker.join();
-    }
-    for (size_t i = 0; i < streams.size(); ++i) {
-      const ThreadKey& key = streams[i].key;
-      sink->BeginThread(key, timeline.ProcessName(key.pid), timeline.ThreadName(key.tid));
-      StackTracker tracker(key, namer, *sink);
-      if (jobs > 1) {
-        for (const FlowEvent& event : results[i].events) tracker.OnEvent(event);
-        results[i].events = {};
-      } else {
-        results[i] = DecodeThreadFlow(streams[i], setup, images, namer, &tracker);
-      }
-      tracker.Finish(results[i].stats.last_ns);
-      AddStats(results[i].stats, key, summary);
-      summary.symbolized_instructions += results[i].symbolized;
-      if (options.progress) options.progress(i + 1, streams.size());
-    }
-    sink->Finish();
-    std::string output_error = sink->OutputError();
-    if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
-    for (const std::string& failure : symbolizer.failures()) {
-      summary.notes.push_back("cannot load symbols: " + failure);
-    }
-    for (std::string& note : namer.UnsymbolizedNotes()) summary.notes.push_back(std::move(note));
+    summary.threads = streams.size();
+    PTSCOPE_ASSIGN_OR_RETURN(
+        summary, RunInsns(streams, setup, images, timeline, options, std::move(summary)));
+    summary.notes.insert(summary.notes.end(), resolver.notes().begin(), resolver.notes().end());
+    return summary;
   }
+
+  symbols::Symbolizer symbolizer;
+  SymbolsFrameNamer namer(timeline.address_space(), resolver, symbolizer);
+  if (!jit.empty()) namer.SetJitCode(&jit);
+  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SliceSink> output_sink, MakeSink(options, namer));
+  std::unique_ptr<WindowSink> window_sink;
+  if (windowed) window_sink = std::make_unique<WindowSink>(*output_sink, window_from, window_to);
+  SliceSink& sink = windowed ? static_cast<SliceSink&>(*window_sink) : *output_sink;
+
+  std::vector<WorkUnit> plan = PlanUnits(streams, setup, options, window_from, window_to);
+  const unsigned jobs = std::max(1u, options.jobs);
+  DecodeContext context{setup, images, timeline, namer, streams, {}};
+  context.worker_caches.resize(jobs);
+  const size_t window = 2 * static_cast<size_t>(jobs) + 2;
+
+  // Consumption state for per-thread streams (plan order: stream, piece, unit).
+  std::unique_ptr<ThreadFeed> feed;
+  size_t feed_stream = SIZE_MAX, feed_piece = SIZE_MAX;
+  uint64_t last_end_ip = 0;
+  uint64_t carried_insns = 0;  // instructions after a unit's last event (per-thread streams)
+  auto finish_feed = [&] {
+    if (!feed) return;
+    feed->Finish(last_end_ip, carried_insns);
+    carried_insns = 0;
+    AddThreadToSummary(*feed, summary);
+    ++summary.threads;
+    feed.reset();
+  };
+  // Per-CPU streams: kept until every unit is decoded, then regrouped by thread.
+  std::map<size_t, UnitEvents> cpu_units;
+  std::vector<CpuRun> cpu_runs;
+  std::map<uint32_t, ThreadKey> cpu_threads;
+  uint64_t idle_instructions = 0;
+
+  // The previous consumed unit's end state, for the inlined-depth restatement at a join.
+  struct JoinState {
+    bool valid = false;
+    WorkUnit work;
+    UnitEvents end;  // only the end_* fields are used
+  } previous;
+  auto consume = [&](size_t index, UnitEvents& events) {
+    const WorkUnit& work = plan[index];
+    Stream& stream = streams[work.stream];
+    bool follows = previous.valid && previous.work.stream == work.stream &&
+                   previous.work.piece == work.piece && previous.work.unit + 1 == work.unit;
+    if (events.restate_index != SIZE_MAX &&
+        KeepRestatement(follows ? &previous.end : nullptr, events)) {
+      events.restate_index = SIZE_MAX;  // a sequential decoder states it too: keep it
+    }
+    if (events.restate_index != SIZE_MAX) {
+      // The skipped event's instructions count in the next one.
+      uint64_t count = events.events[events.restate_index].insn_count;
+      if (events.restate_index + 1 < events.events.size()) {
+        events.events[events.restate_index + 1].insn_count += count;
+      } else {
+        events.trailing_insns += count;
+      }
+    }
+    previous.valid = true;
+    previous.work = work;
+    previous.end.end_inline_depth = events.end_inline_depth;
+    previous.end.end_after_transfer = events.end_after_transfer;
+    if (options.progress) options.progress(index + 1, plan.size());
+    if (stream.cpu >= 0) {
+      for (size_t r = 0; r < events.runs.size(); ++r) {
+        const UnitEvents::Run& run = events.runs[r];
+        size_t end = r + 1 < events.runs.size() ? events.runs[r + 1].first : events.events.size();
+        if (run.first >= end) continue;
+        if (run.thread.tid == 0 || !Selected(options.threads, run.thread)) {
+          for (size_t e = run.first; e < end; ++e) idle_instructions += events.events[e].insn_count;
+          continue;
+        }
+        cpu_threads[run.thread.tid] = run.thread;
+        cpu_runs.push_back(CpuRun{run.thread.tid, events.events[run.first].time_ns, index,
+                                  run.first, end, static_cast<uint32_t>(stream.cpu)});
+      }
+      cpu_units.emplace(index, std::move(events));
+      return;
+    }
+    if (work.stream != feed_stream) {
+      finish_feed();
+      feed_stream = work.stream;
+      feed_piece = SIZE_MAX;
+      sink.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
+                       timeline.ThreadName(stream.key.tid));
+      feed = std::make_unique<ThreadFeed>(stream.key, namer, sink, stream.triggers);
+    }
+    if (work.piece != feed_piece) {
+      feed_piece = work.piece;
+      const Piece& piece = stream.pieces[work.piece];
+      if (!piece.loss_before.empty()) {
+        feed->CountGap(GapCause::kLostData);
+        feed->Gap(GapCause::kLostData, piece.loss_before, carried_insns);
+        carried_insns = 0;
+      }
+    }
+    feed->AddStats(events.stats);
+    if (follows) {  // instructions retired before the join count in the first event after it
+      size_t first = events.restate_index == 0 ? 1 : 0;
+      if (first < events.events.size()) {
+        events.events[first].insn_count += carried_insns;
+      } else {
+        events.trailing_insns += carried_insns;
+      }
+    }
+    carried_insns = events.trailing_insns;
+    for (size_t e = 0; e < events.events.size(); ++e) {
+      if (e != events.restate_index) feed->Deliver(events.events[e]);
+    }
+    last_end_ip = events.last_end_ip;
+  };
+  RunOrdered(plan.size(), jobs, window,
+             [&](size_t index, unsigned worker, UnitEvents& out) {
+               DecodeUnit(context, plan[index], worker, out);
+             },
+             consume);
+  finish_feed();
+  // Pieces without a single PSB decode to nothing: say so, and keep the track of a thread none of
+  // whose trace was decodable, with its gaps.
+  for (size_t s = 0; s < streams.size(); ++s) {
+    const Stream& stream = streams[s];
+    bool decoded = false;
+    for (const WorkUnit& work : plan) decoded = decoded || work.stream == s;
+    std::unique_ptr<ThreadFeed> empty;
+    if (!decoded && stream.cpu < 0 && !windowed) {
+      sink.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
+                       timeline.ThreadName(stream.key.tid));
+      empty = std::make_unique<ThreadFeed>(stream.key, namer, sink, std::vector<TriggerMark>{});
+      ++summary.threads;
+    }
+    for (const Piece& piece : stream.pieces) {
+      if (empty && !piece.loss_before.empty()) {
+        empty->Gap(GapCause::kLostData, piece.loss_before, 0);
+        summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
+      }
+      if (!piece.units.empty() || piece.bytes.empty()) continue;
+      std::string detail = "no PSB in " + std::to_string(piece.bytes.size()) +
+                           " bytes of trace: nothing to decode";
+      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
+      if (empty) empty->Gap(GapCause::kDecodeError, detail, 0);
+      summary.notes.push_back(StreamName(stream) + ": " + detail);
+    }
+    if (empty) empty->Finish(0, 0);
+  }
+
+  if (!cpu_runs.empty()) {
+    std::stable_sort(cpu_runs.begin(), cpu_runs.end(), [](const CpuRun& a, const CpuRun& b) {
+      return a.first_ns != b.first_ns ? a.first_ns < b.first_ns : a.plan_index < b.plan_index;
+    });
+    for (const auto& [tid, key] : cpu_threads) {
+      sink.BeginThread(key, timeline.ProcessName(key.pid), timeline.ThreadName(key.tid));
+      ThreadFeed thread_feed(key, namer, sink, TriggersOf(archive, setup, key.tid));
+      uint64_t end_ip = 0;
+      for (const CpuRun& run : cpu_runs) {
+        if (run.tid != tid) continue;
+        UnitEvents& events = cpu_units.at(run.plan_index);
+        for (size_t e = run.first; e < run.end; ++e) {
+          if (e != events.restate_index) thread_feed.Deliver(events.events[e]);
+        }
+        end_ip = events.events[run.end - 1].from;
+      }
+      thread_feed.Finish(end_ip, 0);
+      AddThreadToSummary(thread_feed, summary);
+      ++summary.threads;
+    }
+    // Instructions and gaps of per-CPU units count once, whoever ran them.
+    for (const auto& [index, events] : cpu_units) {
+      summary.instructions += events.stats.instructions;
+      for (size_t i = 0; i < events.stats.gaps.size(); ++i) summary.gaps[i] += events.stats.gaps[i];
+      if (events.stats.events != 0) {
+        summary.first_ns = std::min(summary.first_ns, events.stats.first_ns);
+        summary.last_ns = std::max(summary.last_ns, events.stats.last_ns);
+      }
+      if (!events.stats.first_error.empty()) {
+        summary.notes.push_back(StreamName(streams[plan[index].stream]) +
+                                ": decode error: " + events.stats.first_error);
+      }
+    }
+  }
+  if (idle_instructions != 0) {
+    summary.notes.push_back(std::to_string(idle_instructions) +
+                            " instructions of per-CPU trace ran while the sideband names no "
+                            "(selected) thread on that CPU: not attributed");
+  }
+  sink.Finish();
+  std::string output_error = sink.OutputError();
+  if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  for (const std::string& failure : symbolizer.failures()) {
+    summary.notes.push_back("cannot load symbols: " + failure);
+  }
+  for (std::string& note : namer.UnsymbolizedNotes()) summary.notes.push_back(std::move(note));
   summary.notes.insert(summary.notes.end(), resolver.notes().begin(), resolver.notes().end());
   return summary;
 }

@@ -32,7 +32,10 @@ struct PipelineOptions {
   // (PSB segments entirely outside it are skipped without decoding).
   uint64_t time_from_ns = 0;
   uint64_t time_to_ns = UINT64_MAX;
-  // Called now and then with (threads done, threads total); may be empty.
+  // Bytes of PT per decode unit (0: the default). Only tests change it: the output must not
+  // depend on it.
+  size_t unit_bytes = 0;
+  // Called now and then with (decode units done, units total); may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

@@ -56,6 +56,7 @@ SidebandTimeline SidebandTimeline::Build(const format::Archive& archive) {
                    [](const TimedRecord& a, const TimedRecord& b) { return a.time_ns < b.time_ns; });
   for (const TimedRecord& timed : records) {
     timeline.Apply(timed.record, timed.time_ns);
+    timeline.Schedule(timed.record, timed.time_ns);
   }
   timeline.records_ = records.size();
   return timeline;
@@ -85,6 +86,49 @@ void SidebandTimeline::Apply(const perf::Record& record, uint64_t time_ns) {
       }
     }
   }
+}
+
+// Who runs on a CPU: a switch-in names the incoming thread in its sample_id; a CPU-wide
+// switch-out names it in next_prev; ITRACE_START names the thread tracing starts in.
+void SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
+  if (!record.sample_id) return;
+  const perf::SampleId& id = *record.sample_id;
+  ThreadKey thread;
+  if (const auto* sw = std::get_if<perf::SwitchRecord>(&record.body)) {
+    if (!sw->out) {
+      thread = ThreadKey{id.pid, id.tid};
+    } else if (sw->cpu_wide) {
+      thread = ThreadKey{sw->next_prev_pid, sw->next_prev_tid};
+    } else {
+      return;
+    }
+  } else if (std::holds_alternative<perf::ItraceStartRecord>(record.body)) {
+    thread = ThreadKey{id.pid, id.tid};
+  } else {
+    return;
+  }
+  runs_by_cpu_[id.cpu].push_back(CpuRun{time_ns, thread});
+}
+
+ThreadKey SidebandTimeline::ThreadOnCpu(uint32_t cpu, uint64_t time_ns) const {
+  auto runs = runs_by_cpu_.find(cpu);
+  if (runs == runs_by_cpu_.end()) return ThreadKey{};
+  const std::vector<CpuRun>& list = runs->second;
+  auto after = std::upper_bound(list.begin(), list.end(), time_ns,
+                                [](uint64_t t, const CpuRun& run) { return t < run.from_ns; });
+  return after == list.begin() ? ThreadKey{} : std::prev(after)->thread;
+}
+
+std::vector<uint32_t> SidebandTimeline::ScheduledPids() const {
+  std::vector<uint32_t> pids;
+  for (const auto& [cpu, runs] : runs_by_cpu_) {
+    for (const CpuRun& run : runs) {
+      if (run.thread.tid != 0) pids.push_back(run.thread.pid);
+    }
+  }
+  std::sort(pids.begin(), pids.end());
+  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
+  return pids;
 }
 
 std::string SidebandTimeline::ThreadName(uint32_t tid) const {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "events.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
 #include "ptscope/symbols.h"
@@ -24,14 +25,25 @@ class SidebandTimeline {
   std::string ThreadName(uint32_t tid) const;
   // Pid of a thread when the sideband names it (FORK/COMM), else 0.
   uint32_t PidOf(uint32_t tid) const;
+  // The thread running on `cpu` at `time_ns` per the SWITCH/SWITCH_CPU_WIDE/ITRACE_START records
+  // (per-CPU traces); {0, 0} when none is known (idle or before the first record).
+  ThreadKey ThreadOnCpu(uint32_t cpu, uint64_t time_ns) const;
+  // Every process seen running on some CPU (their images must be prepared).
+  std::vector<uint32_t> ScheduledPids() const;
   uint64_t records() const { return records_; }
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
   void Apply(const perf::Record& record, uint64_t time_ns);
+  void Schedule(const perf::Record& record, uint64_t time_ns);
+  struct CpuRun {
+    uint64_t from_ns;
+    ThreadKey thread;
+  };
   symbols::AddressSpace address_space_;
   std::map<uint32_t, std::string> thread_names_;
   std::map<uint32_t, uint32_t> pid_of_tid_;
+  std::map<uint32_t, std::vector<CpuRun>> runs_by_cpu_;  // in time order
   uint64_t records_ = 0;
   std::vector<std::string> notes_;
 };

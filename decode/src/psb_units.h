@@ -1,0 +1,51 @@
+// Splitting a PT stream into decode units at PSB boundaries (issue #8).
+//
+// PT restarts its compression state at every PSB (last IP, return compression), and the PSB+
+// header states where execution is (FUP) and what time it is (TSC). So the bytes from one PSB to
+// the next can be decoded by a decoder of their own, in any order, on any thread. Units group
+// consecutive PSB segments until they reach a target size; the boundaries depend only on the
+// bytes and the target, never on the number of threads, so every --jobs value decodes the same
+// units and produces the same output.
+#pragma once
+
+#include <intel-pt.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace ptscope::decode {
+
+// What the PSB+ header at a unit's start says.
+struct PsbState {
+  bool valid = false;      // libipt decodes a PSB here
+  uint64_t tsc = 0;        // 0: the PSB+ carries no TSC
+  uint64_t ip = 0;         // FUP: the next instruction to execute
+  bool has_ip = false;     // false: tracing was disabled (or the FUP suppressed) at this PSB
+  size_t header_end = 0;   // offset just after the PSB+ header (its PSBEND)
+};
+
+struct DecodeUnitSpan {
+  size_t begin = 0;        // offset of the unit's first PSB within the piece
+  size_t end = 0;          // offset of the next unit's PSB, or the piece's end
+  // The unit is decoded up to here: through the next unit's PSB+ header, so that libipt walks
+  // exactly to the instruction where the next unit starts (the header's FUP), as a sequential
+  // decoder does; without it libipt stops after the unit's last packet, possibly a few
+  // instructions short of that point.
+  size_t decode_end = 0;
+  PsbState start;          // the PSB+ at `begin`
+};
+
+// Units covering `bytes` from its first PSB on; none when there is no PSB. `config` supplies the
+// CPU/errata fields for libipt's packet decoder (its begin/end are ignored). Units hold at least
+// `target_bytes` except the last.
+std::vector<DecodeUnitSpan> SplitAtPsb(const uint8_t* bytes, size_t size, const pt_config& config,
+                                       size_t target_bytes);
+
+// Offset of the first PSB at or after `from`, or `size` when there is none (memchr-speed scan).
+size_t FindPsb(const uint8_t* bytes, size_t size, size_t from);
+
+// Parses the PSB+ header at `offset` (a PSB) with libipt's packet decoder.
+PsbState ReadPsbState(const uint8_t* bytes, size_t size, const pt_config& config, size_t offset);
+
+}  // namespace ptscope::decode
