@@ -122,10 +122,14 @@ void FlowDecoder::JoinNextUnit() {
 }
 
 void FlowDecoder::UpdateThread(uint64_t time_ns) {
-  ThreadKey thread = timeline_->ThreadOnCpu(cpu_, time_ns);
-  if (have_thread_ && thread == thread_) return;
+  uint64_t since_ns = 0;
+  ThreadKey thread = timeline_->ThreadOnCpu(cpu_, time_ns, &since_ns);
+  // A new stretch also when the same thread was switched in again (it may have run on another
+  // CPU in between, and the pipeline orders each thread's stretches by time).
+  if (have_thread_ && thread == thread_ && since_ns == thread_since_ns_) return;
   have_thread_ = true;
   thread_ = thread;
+  thread_since_ns_ = since_ns;
   if (buffer_ != nullptr) {
     size_t first = buffer_->events.size() + waiting_.size();
     if (!buffer_->runs.empty() && buffer_->runs.back().first == first) {

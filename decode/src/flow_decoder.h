@@ -203,6 +203,7 @@ class FlowDecoder {
   uint32_t cpu_ = 0;
   bool have_thread_ = false;
   ThreadKey thread_;
+  uint64_t thread_since_ns_ = 0;  // when thread_'s stretch on this CPU began (its switch-in)
   uint64_t offset_base_ = 0;
 };
 

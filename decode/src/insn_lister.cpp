@@ -43,10 +43,13 @@ void InsnLister::UpdateImage(pt_insn_decoder* decoder, uint64_t tsc, bool have_t
 void InsnLister::FollowSchedule(uint64_t tsc, bool have_time) {
   if (timeline_ == nullptr) return;
   uint64_t time_ns = have_time ? setup_.time.ToNs(tsc) : UINT64_MAX;
-  ThreadKey thread = timeline_->ThreadOnCpu(cpu_, time_ns);
-  if (have_thread_ && thread == thread_) return;
+  uint64_t since_ns = 0;
+  ThreadKey thread = timeline_->ThreadOnCpu(cpu_, time_ns, &since_ns);
+  // A new run also when the same thread was switched in again: it may have run elsewhere since.
+  if (have_thread_ && thread == thread_ && since_ns == thread_since_ns_) return;
   have_thread_ = true;
   thread_ = thread;
+  thread_since_ns_ = since_ns;
   image_.SetPid(thread.pid);
   tid_ = thread.tid;
   if (switch_run_) writer_now_ = switch_run_(thread, time_ns);

@@ -66,6 +66,7 @@ class InsnLister {
   std::function<InsnWriter*(ThreadKey, uint64_t)> switch_run_;
   bool have_thread_ = false;
   ThreadKey thread_;
+  uint64_t thread_since_ns_ = 0;  // when thread_'s stretch on cpu_ began (its switch-in)
   InsnWriter* writer_now_ = nullptr;
   uint32_t cpu_ = 0;
   uint64_t instructions_ = 0;

@@ -110,13 +110,16 @@ void SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
   runs_by_cpu_[id.cpu].push_back(CpuRun{time_ns, thread});
 }
 
-ThreadKey SidebandTimeline::ThreadOnCpu(uint32_t cpu, uint64_t time_ns) const {
+ThreadKey SidebandTimeline::ThreadOnCpu(uint32_t cpu, uint64_t time_ns, uint64_t* since_ns) const {
+  if (since_ns != nullptr) *since_ns = 0;
   auto runs = runs_by_cpu_.find(cpu);
   if (runs == runs_by_cpu_.end()) return ThreadKey{};
   const std::vector<CpuRun>& list = runs->second;
   auto after = std::upper_bound(list.begin(), list.end(), time_ns,
                                 [](uint64_t t, const CpuRun& run) { return t < run.from_ns; });
-  return after == list.begin() ? ThreadKey{} : std::prev(after)->thread;
+  if (after == list.begin()) return ThreadKey{};
+  if (since_ns != nullptr) *since_ns = std::prev(after)->from_ns;
+  return std::prev(after)->thread;
 }
 
 std::vector<uint32_t> SidebandTimeline::ScheduledPids() const {

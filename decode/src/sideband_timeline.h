@@ -27,7 +27,10 @@ class SidebandTimeline {
   uint32_t PidOf(uint32_t tid) const;
   // The thread running on `cpu` at `time_ns` per the SWITCH/SWITCH_CPU_WIDE/ITRACE_START records
   // (per-CPU traces); {0, 0} when none is known (idle or before the first record).
-  ThreadKey ThreadOnCpu(uint32_t cpu, uint64_t time_ns) const;
+  // `since_ns` (optional) receives when that stretch began (its switch-in; 0 before the first
+  // record): the same thread switched in again on the CPU is a new stretch, since between the
+  // two it may have run on other CPUs.
+  ThreadKey ThreadOnCpu(uint32_t cpu, uint64_t time_ns, uint64_t* since_ns = nullptr) const;
   // Every process seen running on some CPU (their images must be prepared).
   std::vector<uint32_t> ScheduledPids() const;
   uint64_t records() const { return records_; }
