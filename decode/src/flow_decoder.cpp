@@ -148,8 +148,12 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
 bool FlowDecoder::Stuck(uint32_t ninsn) {
   // Damaged trace can leave libipt walking a loop of direct jumps that needs no packets: without
   // this bound pt_blk_next would return blocks forever. Real code cannot retire this many
-  // instructions without producing a single packet.
+  // instructions without producing a single packet. (Checked every 64 blocks: asking libipt for
+  // its offset after every block costs a few percent of a decode.)
   constexpr uint64_t kMaxInsnsWithoutTrace = uint64_t{1} << 20;
+  stuck_insns_ += ninsn;
+  if (++stuck_blocks_ < 64) return false;
+  stuck_blocks_ = 0;
   uint64_t offset = 0;
   pt_blk_get_offset(decoder_, &offset);
   if (offset != stuck_offset_) {
@@ -157,7 +161,6 @@ bool FlowDecoder::Stuck(uint32_t ninsn) {
     stuck_insns_ = 0;
     return false;
   }
-  stuck_insns_ += ninsn;
   if (stuck_insns_ < kMaxInsnsWithoutTrace) return false;
   stuck_insns_ = 0;
   if (stats_.first_error.empty()) {
@@ -236,19 +239,22 @@ void FlowDecoder::HandleEvent(const pt_event& event) {
   }
 }
 
-BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) const {
+BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   uint8_t bytes[15];
   size_t size = 0;
   if (block.truncated) {
     size = block.size;
     std::memcpy(bytes, block.raw, size);
-  } else {
-    int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, block.isid, block.end_ip);
-    if (read <= 0) read = static_cast<int>(image_.ReadJit(bytes, sizeof bytes, block.end_ip));
-    if (read <= 0) return {};
-    size = static_cast<size_t>(read);
+    return ClassifyBranch(bytes, size);
   }
-  return ClassifyBranch(bytes, size);
+  // Code at an address does not change for a process (JIT code aside, whose calls are rare):
+  // classify each block end once instead of reading libipt's locked image cache every time.
+  auto [cached, inserted] = block_inline_->branches.TryEmplace(BlockInlineKey{image_.pid(), block.end_ip});
+  if (!inserted) return *cached;
+  int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, block.isid, block.end_ip);
+  if (read <= 0) read = static_cast<int>(image_.ReadJit(bytes, sizeof bytes, block.end_ip));
+  *cached = read <= 0 ? BranchInsn{} : ClassifyBranch(bytes, static_cast<size_t>(read));
+  return *cached;
 }
 
 void FlowDecoder::HandleBlock(const pt_block& block) {
@@ -316,7 +322,8 @@ void FlowDecoder::Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64
 
 void FlowDecoder::QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
                           uint64_t return_ip, uint32_t inline_depth) {
-  FlowEvent& event = waiting_.emplace_back();
+  // In unit mode events wait for their time in place, in the unit's buffer (no copy later).
+  FlowEvent& event = buffer_ != nullptr ? buffer_->events.emplace_back() : waiting_.emplace_back();
   event.kind = kind;
   event.from = from;
   event.to = to;
@@ -325,33 +332,48 @@ void FlowDecoder::QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from
   if (kind != FlowEvent::Kind::kInlineChange) inline_after_transfer_ = true;
   event.insn_count = position - last_event_position_;
   last_event_position_ = position;
-  waiting_position_.push_back(position);
-  if (waiting_.size() >= kMaxWaiting) FlushExtrapolated();
+  (buffer_ != nullptr ? buffer_->positions : waiting_position_).push_back(position);
+  if (WaitingCount() >= kMaxWaiting) FlushExtrapolated();
+}
+
+size_t FlowDecoder::WaitingCount() const {
+  return buffer_ != nullptr ? buffer_->events.size() - first_waiting_ : waiting_.size();
+}
+
+void FlowDecoder::ClearWaiting() {
+  if (buffer_ != nullptr) {
+    first_waiting_ = buffer_->events.size();
+  } else {
+    waiting_.clear();
+    waiting_position_.clear();
+  }
 }
 
 void FlowDecoder::QueueGap(GapCause cause, uint64_t resume_ip, std::string detail) {
   Queue(FlowEvent::Kind::kGap, 0, resume_ip);
   inline_depth_ = 0;  // the stack tracker closes everything at a gap
-  waiting_.back().gap_cause = cause;
-  waiting_.back().detail = std::move(detail);
+  FlowEvent& gap = buffer_ != nullptr ? buffer_->events.back() : waiting_.back();
+  gap.gap_cause = cause;
+  gap.detail = std::move(detail);
   stats_.gaps[static_cast<size_t>(cause)]++;
 }
 
 void FlowDecoder::Anchor(uint64_t tsc) {
   uint64_t ns = setup_.time.ToNs(tsc);
   if (have_anchor_ && ns < anchor_ns_) ns = anchor_ns_;
-  for (size_t i = 0; i < waiting_.size(); ++i) {
+  const size_t count = WaitingCount();
+  const uint64_t span = position_ - anchor_position_;
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t position = WaitingPosition(i);
     uint64_t time = ns;
-    uint64_t span = position_ - anchor_position_;
     if (have_anchor_ && span != 0) {
       unsigned __int128 part = static_cast<unsigned __int128>(ns - anchor_ns_) *
-                               (waiting_position_[i] - anchor_position_);
+                               (position - anchor_position_);
       time = anchor_ns_ + static_cast<uint64_t>(part / span);
     }
-    Emit(waiting_[i], time, waiting_position_[i]);
+    Emit(WaitingEvent(i), time, position);
   }
-  waiting_.clear();
-  waiting_position_.clear();
+  ClearWaiting();
   if (have_anchor_ && position_ > anchor_position_) {
     rate_ns_ = ns - anchor_ns_;
     rate_insns_ = position_ - anchor_position_;
@@ -364,29 +386,29 @@ void FlowDecoder::Anchor(uint64_t tsc) {
 }
 
 void FlowDecoder::FlushExtrapolated() {
-  for (size_t i = 0; i < waiting_.size(); ++i) {
+  const size_t count = WaitingCount();
+  for (size_t i = 0; i < count; ++i) {
+    uint64_t position = WaitingPosition(i);
     uint64_t time = anchor_ns_;
     if (have_anchor_ && rate_insns_ != 0) {
       unsigned __int128 extra = static_cast<unsigned __int128>(rate_ns_) *
-                                (waiting_position_[i] - anchor_position_);
+                                (position - anchor_position_);
       time += static_cast<uint64_t>(extra / rate_insns_);
     }
-    Emit(waiting_[i], time, waiting_position_[i]);
+    Emit(WaitingEvent(i), time, position);
   }
-  waiting_.clear();
-  waiting_position_.clear();
+  ClearWaiting();
 }
 
 void FlowDecoder::Emit(FlowEvent& event, uint64_t time_ns, uint64_t position) {
   if (time_ns < last_emitted_ns_) time_ns = last_emitted_ns_;  // non-decreasing per thread
-  if (buffer_ != nullptr) {
+  (void)position;
+  if (buffer_ != nullptr) {  // the event already sits in the unit's buffer
     event.time_ns = time_ns;
     last_emitted_ns_ = time_ns;
     if (time_ns < stats_.first_ns) stats_.first_ns = time_ns;
     stats_.last_ns = time_ns;
     stats_.events++;
-    buffer_->events.push_back(std::move(event));
-    buffer_->positions.push_back(position);
     return;
   }
   while (next_trigger_ < triggers_.size() && triggers_[next_trigger_].time_ns <= time_ns) {

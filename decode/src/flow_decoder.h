@@ -22,6 +22,7 @@
 #include "events.h"
 #include "psb_units.h"
 #include "sideband_timeline.h"
+#include "stack/flat_map.h"
 #include "x86_branch.h"
 
 namespace ptscope::decode {
@@ -60,6 +61,16 @@ struct UnitEvents {
   // Instructions retired after the last event: a sequential decoder counts them in the next
   // unit's first event (FlowEvent::insn_count).
   uint64_t trailing_insns = 0;
+  void Reset() {  // for reuse: keeps the vectors' capacity
+    events.clear();
+    positions.clear();
+    runs.clear();
+    stats = FlowStats{};
+    last_end_ip = trailing_insns = 0;
+    restate_index = SIZE_MAX;
+    restate_depth = end_inline_depth = 0;
+    end_after_transfer = false;
+  }
   // Inlined-depth bookkeeping across a join (SetContinuation): the unit states the depth of its
   // first instruction at once (event `restate_index`, SIZE_MAX when none); whether a sequential
   // decoder would have stated it too depends on the previous unit's end state, which the
@@ -81,9 +92,10 @@ struct BlockInlineKey {
   uint64_t ip;
   bool operator==(const BlockInlineKey&) const = default;
 };
+// Fibonacci hashing of (pid, address) for FlatMap (which takes the top bits).
 struct BlockInlineKeyHash {
-  size_t operator()(const BlockInlineKey& key) const {
-    return std::hash<uint64_t>()(key.ip * 0x9E3779B97F4A7C15ull ^ key.pid);
+  uint64_t operator()(const BlockInlineKey& key) const {
+    return (key.ip ^ (static_cast<uint64_t>(key.pid) << 47)) * 0x9E3779B97F4A7C15ull;
   }
 };
 
@@ -98,7 +110,12 @@ struct BlockInline {
   uint32_t first_depth = 0;
   std::vector<InlineStep> steps;  // depth changes after the first instruction
 };
-using BlockInlineCache = std::unordered_map<BlockInlineKey, BlockInline, BlockInlineKeyHash>;
+// Per-worker caches of facts about code that never change for a (pid, address): the inlined depths
+// of a block's instructions, and the length of a call instruction (its return address).
+struct BlockInlineCache {
+  FlatMap<BlockInlineKey, BlockInline, BlockInlineKeyHash> blocks;
+  FlatMap<BlockInlineKey, BranchInsn, BlockInlineKeyHash> branches;
+};
 
 class FlowDecoder {
  public:
@@ -118,7 +135,10 @@ class FlowDecoder {
 
   // Unit mode (parallel decoding). Events go to `buffer` instead of the FlowOutput, with their
   // positions; the caller stitches units and adds triggers, lost-data gaps and the end.
-  void SetUnitBuffer(UnitEvents* buffer) { buffer_ = buffer; }
+  void SetUnitBuffer(UnitEvents* buffer) {
+    buffer_ = buffer;
+    first_waiting_ = buffer->events.size();
+  }
   // The unit continues the previous unit of a contiguous piece: state its inlined depth at once.
   void SetContinuation() { inline_depth_ = kUnknownDepth; }
   // The PSB that follows this unit (same piece), whose header the unit's bytes include (see
@@ -151,7 +171,7 @@ class FlowDecoder {
   bool Stuck(uint32_t ninsn);
   void HandleEvent(const pt_event& event);
   void HandleBlock(const pt_block& block);
-  BranchInsn ClassifyLast(const pt_block& block) const;
+  BranchInsn ClassifyLast(const pt_block& block);
   void HandleError(int error, const pt_block& block, uint64_t offset);
   void ResolvePending(uint64_t target);
   void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip = 0);
@@ -167,6 +187,16 @@ class FlowDecoder {
   void Anchor(uint64_t tsc);
   void FlushExtrapolated();
   void Emit(FlowEvent& event, uint64_t time_ns, uint64_t position);
+  // Events waiting for their time: in the unit buffer from first_waiting_ on (unit mode), else
+  // in waiting_.
+  size_t WaitingCount() const;
+  FlowEvent& WaitingEvent(size_t i) {
+    return buffer_ != nullptr ? buffer_->events[first_waiting_ + i] : waiting_[i];
+  }
+  uint64_t WaitingPosition(size_t i) const {
+    return buffer_ != nullptr ? buffer_->positions[first_waiting_ + i] : waiting_position_[i];
+  }
+  void ClearWaiting();
   void SwitchImageIfNeeded(uint64_t time_ns);
 
   const DecoderSetup& setup_;
@@ -187,6 +217,7 @@ class FlowDecoder {
   uint64_t rate_ns_ = 0, rate_insns_ = 0;  // ns per instruction of the last anchored interval
   uint64_t last_emitted_ns_ = 0;
   uint64_t stuck_offset_ = UINT64_MAX, stuck_insns_ = 0;
+  uint32_t stuck_blocks_ = 0;
   std::vector<TriggerMark> triggers_;
   FrameNamer* inline_namer_ = nullptr;
   uint32_t inline_depth_ = 0;  // inlined depth at the last instruction
@@ -198,6 +229,7 @@ class FlowDecoder {
   size_t next_trigger_ = 0;
   // Unit mode.
   UnitEvents* buffer_ = nullptr;
+  size_t first_waiting_ = 0;  // unit mode: events from here on have no time yet
   PsbState next_unit_;
   const SidebandTimeline* timeline_ = nullptr;
   uint32_t cpu_ = 0;

@@ -18,8 +18,8 @@ constexpr uint32_t kMaxInlineDepth = 64;
 }  // namespace
 
 const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
-  auto [it, inserted] = block_inline_->try_emplace(BlockInlineKey{image_.pid(), block.ip});
-  BlockInline& info = it->second;
+  auto [found, inserted] = block_inline_->blocks.TryEmplace(BlockInlineKey{image_.pid(), block.ip});
+  BlockInline& info = *found;
   if (!inserted && info.end_ip == block.end_ip) return info;
   info = BlockInline{};
   info.end_ip = block.end_ip;
@@ -30,8 +30,7 @@ const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
   uint64_t ip = block.ip;
   uint32_t previous = 0;
   for (uint32_t index = 0; index < block.ninsn; ++index) {
-    size_t n = inline_namer_->Name(image_.pid(), ip, time).inlined.size();
-    uint32_t depth = static_cast<uint32_t>(std::min<size_t>(n, kMaxInlineDepth));
+    uint32_t depth = std::min(inline_namer_->InlineDepth(image_.pid(), ip, time), kMaxInlineDepth);
     if (index == 0) {
       info.first_depth = depth;
     } else if (depth != previous) {

@@ -188,10 +188,9 @@ class ThreadFeed {
   void CountSymbolized(const FlowEvent& event) {
     uint64_t where = event.from != 0 ? event.from : last_to_;
     if (event.insn_count != 0 && where != 0) {
-      uint64_t page = where >> 12;
-      if (page != cached_page_) {
-        cached_page_ = page;
-        cached_symbolized_ = namer_.InSymbolizedModule(key_.pid, where, event.time_ns);
+      if (where < range_start_ || where >= range_end_) {  // the answer holds for a whole mapping
+        cached_symbolized_ =
+            namer_.InSymbolizedModule(key_.pid, where, event.time_ns, &range_start_, &range_end_);
       }
       if (cached_symbolized_) symbolized_ += event.insn_count;
     }
@@ -205,7 +204,7 @@ class ThreadFeed {
   size_t next_trigger_ = 0;
   uint64_t last_ns_ = 0;
   FlowStats stats_;
-  uint64_t last_to_ = 0, cached_page_ = UINT64_MAX;
+  uint64_t last_to_ = 0, range_start_ = 1, range_end_ = 0;
   bool cached_symbolized_ = false;
   uint64_t symbolized_ = 0;
 };
@@ -480,6 +479,7 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
   std::vector<CpuRun> cpu_runs;
   std::map<uint32_t, ThreadKey> cpu_threads;
   uint64_t idle_instructions = 0;
+  uint64_t cpu_carried_insns = 0;  // a per-CPU unit's trailing instructions, for the next unit
 
   // The previous consumed unit's end state, for the inlined-depth restatement at a join.
   struct JoinState {
@@ -511,6 +511,17 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
     previous.end.end_after_transfer = events.end_after_transfer;
     if (options.progress) options.progress(index + 1, plan.size());
     if (stream.cpu >= 0) {
+      // As for a thread's stream: instructions retired before the join count in the first event
+      // after it (the CPU's thread does not change at a PSB), or they would be lost.
+      if (follows) {
+        size_t first = events.restate_index == 0 ? 1 : 0;
+        if (first < events.events.size()) {
+          events.events[first].insn_count += cpu_carried_insns;
+        } else {
+          events.trailing_insns += cpu_carried_insns;
+        }
+      }
+      cpu_carried_insns = events.trailing_insns;
       for (size_t r = 0; r < events.runs.size(); ++r) {
         const UnitEvents::Run& run = events.runs[r];
         size_t end = r + 1 < events.runs.size() ? events.runs[r + 1].first : events.events.size();
