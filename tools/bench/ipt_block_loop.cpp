@@ -87,9 +87,18 @@ int DecodeFromSync(pt_block_decoder* decoder, int status, Totals& totals) {
   }
 }
 
+// --flow-config: the block-ending options pt-decode's flow decoder needs (blocks end at calls and
+// jumps, tick events for time), to tell libipt's own cost in that configuration from ours.
+bool g_flow_config = false;
+
 void DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image* image, Totals& totals) {
   pt_config config;
   pt_config_init(&config);
+  if (g_flow_config) {
+    config.flags.variant.block.end_on_call = 1;
+    config.flags.variant.block.end_on_jump = 1;
+    config.flags.variant.block.enable_tick_events = 1;
+  }
   config.begin = bytes.data();
   config.end = bytes.data() + bytes.size();
   config.cpuid_0x15_eax = static_cast<uint32_t>(MetadataNumber(archive, "pt.cpuid15_eax"));
@@ -113,8 +122,13 @@ void DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image*
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--flow-config") {
+    g_flow_config = true;
+    argv[1] = argv[2];
+    argc = 2;
+  }
   if (argc != 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: ipt-block-loop ARCHIVE.ptar\n");
+    std::fprintf(stderr, "usage: ipt-block-loop [--flow-config] ARCHIVE.ptar\n");
     return 2;
   }
   auto archive_or = ptscope::format::ReadArchive(argv[1]);
