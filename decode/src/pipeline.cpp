@@ -480,7 +480,6 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
   std::map<uint32_t, ThreadKey> cpu_threads;
   uint64_t idle_instructions = 0;
   uint64_t cpu_carried_insns = 0;  // a per-CPU unit's trailing instructions, for the next unit
-  uint64_t cpu_carried_insns = 0;  // a per-CPU unit's trailing instructions, for the next unit
 
   // The previous consumed unit's end state, for the inlined-depth restatement at a join.
   struct JoinState {
