@@ -127,6 +127,18 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
   // A new stretch also when the same thread was switched in again (it may have run on another
   // CPU in between, and the pipeline orders each thread's stretches by time).
   if (have_thread_ && thread == thread_ && since_ns == thread_since_ns_) return;
+  if (have_thread_ && !(thread == thread_)) {
+    // The inlined-depth state is the thread's, not the CPU's: keep it for when the thread runs
+    // here again; a thread new to this unit states its depth at its first block.
+    inline_by_tid_[thread_.tid] = InlineState{inline_depth_, inline_after_transfer_};
+    auto saved = inline_by_tid_.find(thread.tid);
+    if (saved != inline_by_tid_.end()) {
+      inline_depth_ = saved->second.depth;
+      inline_after_transfer_ = saved->second.after_transfer;
+    } else {
+      inline_depth_ = kUnknownDepth;
+    }
+  }
   have_thread_ = true;
   thread_ = thread;
   thread_since_ns_ = since_ns;
@@ -140,7 +152,6 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
   }
   if (thread.pid != image_.pid()) {
     image_.SetPid(thread.pid);
-    inline_depth_ = 0;
     if (decoder_ != nullptr) SwitchImageIfNeeded(time_ns);
   }
 }

@@ -140,7 +140,10 @@ class FlowDecoder {
     first_waiting_ = buffer->events.size();
   }
   // The unit continues the previous unit of a contiguous piece: state its inlined depth at once.
-  void SetContinuation() { inline_depth_ = kUnknownDepth; }
+  void SetContinuation() {
+    inline_depth_ = kUnknownDepth;
+    restate_at_unit_start_ = true;
+  }
   // The PSB that follows this unit (same piece), whose header the unit's bytes include (see
   // DecodeUnitSpan::decode_end): a branch left without target at the end goes to its FUP, and
   // its TSC anchors the time there.
@@ -235,6 +238,13 @@ class FlowDecoder {
   uint32_t cpu_ = 0;
   bool have_thread_ = false;
   ThreadKey thread_;
+  bool restate_at_unit_start_ = false;  // the next restatement is the unit-start one
+  // Per-CPU streams: each thread's inlined-depth state while another thread runs on the CPU.
+  struct InlineState {
+    uint32_t depth;
+    bool after_transfer;
+  };
+  std::unordered_map<uint32_t, InlineState> inline_by_tid_;
   uint64_t thread_since_ns_ = 0;  // when thread_'s stretch on this CPU began (its switch-in)
   uint64_t offset_base_ = 0;
 };

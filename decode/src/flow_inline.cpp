@@ -56,8 +56,10 @@ void FlowDecoder::QueueInlineChanges(const pt_block& block, uint64_t block_posit
   bool restate = inline_after_transfer_ ? info.first_depth != 0 || inline_depth_ != 0
                                         : info.first_depth != inline_depth_;
   inline_after_transfer_ = false;
+  const bool unit_start = restate_at_unit_start_;
+  restate_at_unit_start_ = false;
   if (restate) {
-    if (inline_depth_ == kUnknownDepth && buffer_ != nullptr) {
+    if (unit_start && inline_depth_ == kUnknownDepth && buffer_ != nullptr) {
       buffer_->restate_index = buffer_->events.size() + waiting_.size();
       buffer_->restate_depth = info.first_depth;
     }

@@ -136,7 +136,11 @@ void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   const Frame& top = stack_.back();
   if (top.return_ip != 0 && top.return_ip == e.to) {  // the common case
     Pop(t);
-    if (stack_.empty()) PushInferredBottom(e.to);
+    if (stack_.empty()) {
+      PushInferredBottom(e.to);
+    } else {
+      CloseInlineDeeperThan(e.to, t);
+    }
     return;
   }
   size_t keep = FindLandingFrame(e.to, StartOf(e.to), false);
@@ -297,6 +301,19 @@ void StackTracker::ReplaceTop(uint64_t ip, uint64_t start, uint64_t t, bool infe
   replacement.id = FunctionFrame(ip, start);
   replacement.function_start = start;
   Push(replacement, t, inferred);
+}
+
+void StackTracker::CloseInlineDeeperThan(uint64_t ip, uint64_t t) {
+  // The flow decoder restates a non-zero depth after every transfer, but not a zero one after
+  // code that was itself at depth zero (the callee): an inlined slice of the caller that the
+  // call was made from must then close here, where the caller resumes outside it.
+  Frame& top = stack_.back();
+  if (!options_.inlined_frames || top.inline_open == 0 || top.type == FrameType::kSynthetic) return;
+  uint32_t depth = InlineDepthOf(FactsOf(ip), ip);
+  while (top.inline_open > depth) {
+    --top.inline_open;
+    Emit(RecordType::kEnd, t, top.id, false);
+  }
 }
 
 void StackTracker::OnInlineChange(const FlowEvent& e, uint64_t t) {

@@ -141,6 +141,8 @@ class StackTracker {
   void PushInferredBottom(uint64_t ip);
   void Push(const Frame& frame, uint64_t t, bool inferred);
   void Pop(uint64_t t);
+  // After a return: closes the top frame's inlined slices deeper than the depth at `ip`.
+  void CloseInlineDeeperThan(uint64_t ip, uint64_t t);
   void PopTo(size_t new_size, uint64_t t);
   // Replaces the top frame by the function at `ip` (tail call), keeping its return address.
   void ReplaceTop(uint64_t ip, uint64_t start, uint64_t t, bool inferred);

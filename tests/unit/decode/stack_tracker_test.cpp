@@ -339,6 +339,7 @@ TEST_CASE("kInlineChange opens inlined slices inside the frame, around its calle
   Harness h;
   h.namer.AddInlined(0x2010, {{"helper", "h.h", 3}, {"inner", "h.h", 9}});
   h.namer.AddInlined(0x2018, {{"helper", "h.h", 3}, {"inner", "h.h", 9}});
+  h.namer.AddInlined(0x201d, {{"helper", "h.h", 3}, {"inner", "h.h", 9}});  // b returns here
   h.namer.AddInlined(0x2040, {{"other", "o.h", 1}});
   // Depth 2 at 0x2010, a call from inlined code (no call-site wrappers: already open), back to
   // depth 0 at 0x2030, then depth 1 at 0x2040 until a returns.
@@ -353,6 +354,23 @@ TEST_CASE("kInlineChange opens inlined slices inside the frame, around its calle
         "        b 10-20\n"
         "    other (inlined) 28-30\n");
   CHECK(h.tracker.counters().inlined_slices == 3);
+}
+
+TEST_CASE("a return that lands outside the caller's inlined code closes its inlined slices") {
+  // The call was made from inlined code (depth 1); the callee ran at depth 0 and returns to an
+  // address at depth 0, so the flow decoder restates nothing (zero on both sides): the tracker
+  // closes the caller's inlined slice itself, at the return.
+  Harness h;
+  h.namer.AddInlined(0x2010, {{"helper", "h.h", 3}});
+  h.namer.AddInlined(0x2018, {{"helper", "h.h", 3}});
+  CHECK(h.Run({Enable(0, 0x1000), Call(5, 0x1005, 0x2000), Inline(6, 0x2010, 1),
+               Call(10, 0x2018, 0x3000), Ret(20, 0x3050, 0x201d), Call(22, 0x2020, 0x4000),
+               Ret(26, 0x4010, 0x2025), Ret(30, 0x2050, 0x100a), End(40)}) ==
+        "main* 0-40\n"
+        "  a 5-30\n"
+        "    helper (inlined) 6-20\n"
+        "      b 10-20\n"
+        "    c 22-26\n");
 }
 
 TEST_CASE("inlined slices opened by kInlineChange close at a tail call and at a gap") {
