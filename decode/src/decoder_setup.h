@@ -8,11 +8,12 @@
 #include <string>
 
 #include "ptscope/format.h"
+#include "ptscope/perf_time.h"
 #include "ptscope/result.h"
 
 namespace ptscope::decode {
 
-// ns = time_zero + ((tsc * time_mult) >> time_shift), computed as perf does (no overflow).
+// ns = time_zero + ((tsc * time_mult) >> time_shift), computed as perf does (perf_time.h).
 struct TscConversion {
   uint16_t shift = 0;
   uint32_t mult = 0;
@@ -20,10 +21,7 @@ struct TscConversion {
   bool identity = true;  // no conversion recorded: TSC values are taken as nanoseconds
 
   uint64_t ToNs(uint64_t tsc) const {
-    if (identity) return tsc;
-    uint64_t quot = tsc >> shift;
-    uint64_t rem = tsc & ((uint64_t{1} << shift) - 1);
-    return zero + quot * mult + ((rem * mult) >> shift);
+    return identity ? tsc : perf::PerfTime{shift, mult, zero}.TscToNs(tsc);
   }
 };
 

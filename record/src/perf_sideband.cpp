@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "elf_file.h"
+#include "ptscope/perf_time.h"
 
 namespace ptscope::record {
 
@@ -41,10 +42,7 @@ perf_event_attr BuildSidebandAttr(const SidebandAttrOptions& options) {
 }
 
 uint64_t PerfClock::TscToPerfTime(uint64_t tsc) const {
-  // Split so that (tsc * mult) cannot overflow 64 bits.
-  uint64_t quot = tsc >> time_shift;
-  uint64_t rem = tsc & ((uint64_t{1} << time_shift) - 1);
-  return time_zero + quot * time_mult + ((rem * time_mult) >> time_shift);
+  return perf::PerfTime{time_shift, time_mult, time_zero}.TscToNs(tsc);
 }
 
 std::vector<std::pair<std::string, std::string>> PerfClock::Metadata() const {

@@ -19,6 +19,7 @@
 #include "cpu_scheduler.h"
 #include "process_state.h"
 #include "pt_encoder_model.h"
+#include "ptscope/perf_time.h"
 #include "stream_output.h"
 
 namespace ptscope::emulate {
@@ -45,10 +46,7 @@ struct TimeConversion {
   uint16_t shift = 20;
   uint32_t mult = 1u << 20;
   uint64_t zero = 0;
-  uint64_t ToNs(uint64_t tsc) const {
-    const uint64_t quot = tsc >> shift, rem = tsc & ((uint64_t{1} << shift) - 1);
-    return zero + quot * mult + ((rem * mult) >> shift);
-  }
+  uint64_t ToNs(uint64_t tsc) const { return perf::PerfTime{shift, mult, zero}.TscToNs(tsc); }
 };
 
 // Set from pt-emulate's signal handlers.
