@@ -5,6 +5,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "ptscope/perf_time.h"
+
 namespace ptscope::symbols {
 namespace {
 
@@ -39,10 +41,7 @@ void JitTimeMap::AddPair(uint64_t tsc, uint64_t monotonic_ns) {
 }
 
 uint64_t JitTimeMap::TscToNs(uint64_t tsc) const {
-  if (identity_) return tsc;
-  uint64_t quot = tsc >> shift_;
-  uint64_t rem = tsc & ((uint64_t{1} << shift_) - 1);
-  return zero_ + quot * mult_ + ((rem * mult_) >> shift_);
+  return identity_ ? tsc : perf::PerfTime{shift_, mult_, zero_}.TscToNs(tsc);
 }
 
 uint64_t JitTimeMap::MonotonicToTsc(uint64_t mono) const {

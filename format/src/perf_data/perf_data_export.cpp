@@ -12,6 +12,7 @@
 #include "../byte_io.h"
 #include "perf_data_layout.h"
 #include "ptscope/perf_data.h"
+#include "ptscope/perf_time.h"
 
 namespace ptscope::format {
 namespace {
@@ -38,12 +39,14 @@ std::optional<uint64_t> GetU64(const Archive& a, std::string_view key) {
   return x;
 }
 
+// Kept as 64-bit fields: they are written to perf.data as read from the metadata.
 struct TimeConv {
   uint64_t shift = 0, mult = 0, zero = 0, cap_user_time_zero = 0;
   uint64_t NsToTsc(uint64_t ns) const {
     if (mult == 0) return ns;
-    uint64_t t = ns >= zero ? ns - zero : 0;
-    return ((t / mult) << shift) + (((t % mult) << shift) / mult);
+    const ptscope::perf::PerfTime time{static_cast<uint16_t>(shift), static_cast<uint32_t>(mult),
+                                       zero};
+    return time.NsToTsc(ns);
   }
 };
 
