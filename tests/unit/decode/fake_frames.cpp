@@ -2,20 +2,6 @@
 
 #include <cstdio>
 
-namespace ptscope::decode {
-// The decode library defines the real one; these tests link only the sources they test.
-const char* GapCauseName(GapCause cause) {
-  switch (cause) {
-    case GapCause::kOverflow: return "overflow";
-    case GapCause::kLostData: return "lost data";
-    case GapCause::kDecodeError: return "decode error";
-    case GapCause::kMissingCode: return "missing code";
-    case GapCause::kTraceStart: return "trace start";
-  }
-  return "?";
-}
-}  // namespace ptscope::decode
-
 namespace ptscope::decode::testing {
 namespace {
 std::string Hex(uint64_t v) {
