@@ -115,7 +115,7 @@ Result<DecoderSetup> SetupFromMetadata(const format::Archive& archive) {
       return Unexpected(Errc::kCorrupt, archive.path + ": metadata time.shift=" +
                                             std::to_string(shift) + " is out of range (0..63)");
     }
-    setup.time = TscConversion{static_cast<uint16_t>(shift), static_cast<uint32_t>(mult), zero,
+    setup.time = TscConversion{{static_cast<uint16_t>(shift), static_cast<uint32_t>(mult), zero},
                                false};
   }
   return setup;

@@ -14,15 +14,10 @@
 namespace ptscope::decode {
 
 // ns = time_zero + ((tsc * time_mult) >> time_shift), computed as perf does (perf_time.h).
-struct TscConversion {
-  uint16_t shift = 0;
-  uint32_t mult = 0;
-  uint64_t zero = 0;
+struct TscConversion : perf::PerfTime {
   bool identity = true;  // no conversion recorded: TSC values are taken as nanoseconds
 
-  uint64_t ToNs(uint64_t tsc) const {
-    return identity ? tsc : perf::PerfTime{shift, mult, zero}.TscToNs(tsc);
-  }
+  uint64_t ToNs(uint64_t tsc) const { return identity ? tsc : TscToNs(tsc); }
 };
 
 struct DecoderSetup {
