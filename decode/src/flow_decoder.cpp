@@ -422,15 +422,8 @@ void FlowDecoder::Emit(FlowEvent& event, uint64_t time_ns, uint64_t position) {
     stats_.events++;
     return;
   }
-  while (next_trigger_ < triggers_.size() && triggers_[next_trigger_].time_ns <= time_ns) {
-    FlowEvent trigger;
-    trigger.kind = FlowEvent::Kind::kTrigger;
-    trigger.time_ns = std::max(triggers_[next_trigger_].time_ns, last_emitted_ns_);
-    trigger.to = triggers_[next_trigger_].address;
-    trigger.detail = triggers_[next_trigger_].text;
-    ++next_trigger_;
-    out_.OnFlowEvent(trigger);
-  }
+  DeliverDueTriggers(triggers_, &next_trigger_, time_ns, last_emitted_ns_,
+                     [this](FlowEvent& trigger) { out_.OnFlowEvent(trigger); });
   event.time_ns = time_ns;
   last_emitted_ns_ = time_ns;
   if (time_ns < stats_.first_ns) stats_.first_ns = time_ns;

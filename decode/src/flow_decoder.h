@@ -10,6 +10,7 @@
 
 #include <intel-pt.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <cstdint>
@@ -46,6 +47,22 @@ struct TriggerMark {
   uint64_t address = 0;
   std::string text;
 };
+
+// Hands `out` a kTrigger event for every mark of `triggers` (sorted by time) from *next on that
+// is due by `time_ns`, never earlier than `floor_ns` (the thread's last event time).
+template <typename Out>
+void DeliverDueTriggers(const std::vector<TriggerMark>& triggers, size_t* next, uint64_t time_ns,
+                        uint64_t floor_ns, Out&& out) {
+  while (*next < triggers.size() && triggers[*next].time_ns <= time_ns) {
+    FlowEvent trigger;
+    trigger.kind = FlowEvent::Kind::kTrigger;
+    trigger.time_ns = std::max(triggers[*next].time_ns, floor_ns);
+    trigger.to = triggers[*next].address;
+    trigger.detail = triggers[*next].text;
+    ++*next;
+    out(trigger);
+  }
+}
 
 // One decode unit's events, kept for the pipeline to stitch to its neighbours (see psb_units.h).
 struct UnitEvents {

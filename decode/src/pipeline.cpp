@@ -22,11 +22,12 @@
 #include "decoder_setup.h"
 #include "flow_decoder.h"
 #include "frame_namer.h"
-#include "insn_lister.h"
+#include "insn_listing.h"
 #include "psb_units.h"
 #include "sideband_timeline.h"
 #include "sink/sink_factory.h"
 #include "stack/stack_tracker.h"
+#include "streams.h"
 #include "unit_pool.h"
 #include "window_sink.h"
 
@@ -34,82 +35,6 @@ namespace ptscope::decode {
 namespace {
 
 constexpr size_t kDefaultUnitBytes = 64 * 1024;
-
-struct Piece {
-  std::vector<uint8_t> bytes;
-  std::string loss_before;  // non-empty: data was lost before this piece
-  std::vector<DecodeUnitSpan> units;
-};
-
-struct Stream {
-  ThreadKey key;     // per-thread streams
-  int32_t cpu = -1;  // >= 0: a per-CPU stream; threads come from the CPU's schedule
-  std::vector<Piece> pieces;
-  std::vector<TriggerMark> triggers;
-};
-
-std::string StreamName(const Stream& stream) {
-  return stream.cpu >= 0 ? "cpu " + std::to_string(stream.cpu)
-                         : "thread " + std::to_string(stream.key.tid);
-}
-
-// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
-std::vector<Stream> CollectStreams(const format::Archive& archive, const SidebandTimeline& timeline) {
-  std::map<uint32_t, std::vector<const format::PtDataChunk*>> by_stream;
-  for (const format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
-  std::vector<Stream> streams;
-  for (auto& [stream_id, pieces] : by_stream) {
-    std::stable_sort(pieces.begin(), pieces.end(), [](const auto* a, const auto* b) {
-      return a->stream_offset < b->stream_offset;
-    });
-    Stream stream;
-    if (pieces.front()->cpu >= 0 && pieces.front()->tid == 0) {
-      stream.cpu = pieces.front()->cpu;
-    } else {
-      stream.key.tid = pieces.front()->tid;
-      stream.key.pid = pieces.front()->pid != 0 ? pieces.front()->pid
-                                                : timeline.PidOf(pieces.front()->tid);
-      if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
-    }
-    const format::PtDataChunk* previous = nullptr;
-    for (const format::PtDataChunk* piece : pieces) {
-      std::string loss;
-      if (previous != nullptr) {
-        uint64_t expected = previous->stream_offset + previous->data.size();
-        if (piece->snapshot_index != previous->snapshot_index) {
-          loss = "snapshot " + std::to_string(piece->snapshot_index) +
-                 " begins: execution between snapshots was not captured";
-        } else if (piece->bytes_lost_before != 0 || piece->stream_offset > expected ||
-                   (previous->flags & format::kPtTruncated) != 0) {
-          uint64_t lost = piece->bytes_lost_before != 0
-                              ? piece->bytes_lost_before
-                              : (piece->stream_offset > expected ? piece->stream_offset - expected
-                                                                 : 0);
-          loss = std::to_string(lost) + " bytes of trace lost before stream offset " +
-                 std::to_string(piece->stream_offset);
-        }
-      } else if (piece->bytes_lost_before != 0) {
-        loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
-      }
-      if (stream.pieces.empty() || !loss.empty()) stream.pieces.push_back(Piece{{}, loss, {}});
-      std::vector<uint8_t>& bytes = stream.pieces.back().bytes;
-      bytes.insert(bytes.end(), piece->data.begin(), piece->data.end());
-      previous = piece;
-    }
-    streams.push_back(std::move(stream));
-  }
-  std::sort(streams.begin(), streams.end(), [](const Stream& a, const Stream& b) {
-    if (a.cpu != b.cpu) return a.cpu < b.cpu;  // per-thread streams (cpu -1) first
-    return a.key.tid != b.key.tid ? a.key.tid < b.key.tid : a.key.pid < b.key.pid;
-  });
-  return streams;
-}
-
-bool Selected(const std::vector<uint32_t>& threads, const ThreadKey& key) {
-  if (threads.empty()) return true;
-  return std::find(threads.begin(), threads.end(), key.tid) != threads.end() ||
-         std::find(threads.begin(), threads.end(), key.pid) != threads.end();
-}
 
 std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
                                     uint32_t tid) {
@@ -123,6 +48,17 @@ std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const Decode
   std::stable_sort(triggers.begin(), triggers.end(),
                    [](const TriggerMark& a, const TriggerMark& b) { return a.time_ns < b.time_ns; });
   return triggers;
+}
+
+// Instructions retired after the previous unit's last event count in the first delivered event
+// after the join (FlowEvent::insn_count), as in one sequential pass.
+void CarryInstructions(UnitEvents& events, uint64_t carried) {
+  size_t first = events.restate_index == 0 ? 1 : 0;
+  if (first < events.events.size()) {
+    events.events[first].insn_count += carried;
+  } else {
+    events.trailing_insns += carried;
+  }
 }
 
 // One unit of work: a span of one piece of one stream.
@@ -140,15 +76,8 @@ class ThreadFeed {
 
   void Deliver(FlowEvent& event) {
     if (event.time_ns < last_ns_) event.time_ns = last_ns_;  // non-decreasing per thread
-    while (next_trigger_ < triggers_.size() && triggers_[next_trigger_].time_ns <= event.time_ns) {
-      FlowEvent trigger;
-      trigger.kind = FlowEvent::Kind::kTrigger;
-      trigger.time_ns = std::max(triggers_[next_trigger_].time_ns, last_ns_);
-      trigger.to = triggers_[next_trigger_].address;
-      trigger.detail = triggers_[next_trigger_].text;
-      ++next_trigger_;
-      tracker_.OnEvent(trigger);
-    }
+    DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, last_ns_,
+                       [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
     CountSymbolized(event);
     last_ns_ = event.time_ns;
     tracker_.OnEvent(event);
@@ -282,79 +211,6 @@ std::vector<WorkUnit> PlanUnits(std::vector<Stream>& streams, const DecoderSetup
   return plan;
 }
 
-Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const DecoderSetup& setup,
-                               const CodeImages& images, const SidebandTimeline& timeline,
-                               const PipelineOptions& options, DecodeSummary summary) {
-  const bool to_stdout = options.output_path == "-";
-  std::FILE* file = to_stdout ? stdout : std::fopen(options.output_path.c_str(), "wb");
-  if (file == nullptr) {
-    return Unexpected(Errc::kIo, options.output_path + ": cannot create the output file (" +
-                                     std::strerror(errno) + ")");
-  }
-  // A per-CPU stream's instructions are kept per run (one thread's stretch on one CPU) and
-  // written per thread in time order at the end.
-  struct Run {
-    ThreadKey thread;
-    uint64_t time_ns = 0;
-    size_t order = 0;
-    char* text = nullptr;
-    size_t size = 0;
-    std::FILE* memory = nullptr;
-    std::unique_ptr<InsnWriter> writer;
-  };
-  std::vector<std::unique_ptr<Run>> runs;
-  bool failed = false;
-  {
-    InsnWriter writer(file);
-    for (size_t i = 0; i < streams.size(); ++i) {
-      Stream& stream = streams[i];
-      InsnLister lister(setup, images, stream.key.pid, stream.key.tid, writer);
-      if (stream.cpu >= 0) {
-        lister.FollowCpu(timeline, static_cast<uint32_t>(stream.cpu),
-                         [&](ThreadKey thread, uint64_t time_ns) -> InsnWriter* {
-                           if (thread.tid == 0 || !Selected(options.threads, thread)) return nullptr;
-                           auto run = std::make_unique<Run>();
-                           run->thread = thread;
-                           run->time_ns = time_ns;
-                           run->order = runs.size();
-                           run->memory = open_memstream(&run->text, &run->size);
-                           if (run->memory == nullptr) return nullptr;
-                           run->writer = std::make_unique<InsnWriter>(run->memory);
-                           runs.push_back(std::move(run));
-                           return runs.back()->writer.get();
-                         });
-      }
-      for (const Piece& piece : stream.pieces) {
-        if (!piece.loss_before.empty()) summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
-        lister.DecodeSegment(piece.bytes.data(), piece.bytes.size());
-      }
-      summary.instructions += lister.instructions();
-      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)] += lister.errors();
-      if (!lister.first_error().empty()) {
-        summary.notes.push_back(StreamName(stream) + ": first decode error: " + lister.first_error());
-      }
-      if (options.progress) options.progress(i + 1, streams.size());
-    }
-    for (auto& run : runs) {
-      run->writer.reset();  // flushes into the memory stream
-      std::fclose(run->memory);
-    }
-    std::stable_sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) {
-      if (a->thread.tid != b->thread.tid) return a->thread.tid < b->thread.tid;
-      return a->time_ns != b->time_ns ? a->time_ns < b->time_ns : a->order < b->order;
-    });
-    writer.Flush();
-    for (auto& run : runs) {
-      if (run->size != 0 && std::fwrite(run->text, 1, run->size, file) != run->size) failed = true;
-      std::free(run->text);
-    }
-    failed = failed || writer.failed();
-  }
-  if ((to_stdout ? std::fflush(file) : std::fclose(file)) != 0 || failed) {
-    return Unexpected(Errc::kIo, options.output_path + ": write failed (disk full?)");
-  }
-  return summary;
-}
 
 Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
   SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
@@ -513,14 +369,7 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
     if (stream.cpu >= 0) {
       // As for a thread's stream: instructions retired before the join count in the first event
       // after it (the CPU's thread does not change at a PSB), or they would be lost.
-      if (follows) {
-        size_t first = events.restate_index == 0 ? 1 : 0;
-        if (first < events.events.size()) {
-          events.events[first].insn_count += cpu_carried_insns;
-        } else {
-          events.trailing_insns += cpu_carried_insns;
-        }
-      }
+      if (follows) CarryInstructions(events, cpu_carried_insns);
       cpu_carried_insns = events.trailing_insns;
       for (size_t r = 0; r < events.runs.size(); ++r) {
         const UnitEvents::Run& run = events.runs[r];
@@ -555,14 +404,7 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
       }
     }
     feed->AddStats(events.stats);
-    if (follows) {  // instructions retired before the join count in the first event after it
-      size_t first = events.restate_index == 0 ? 1 : 0;
-      if (first < events.events.size()) {
-        events.events[first].insn_count += carried_insns;
-      } else {
-        events.trailing_insns += carried_insns;
-      }
-    }
+    if (follows) CarryInstructions(events, carried_insns);
     carried_insns = events.trailing_insns;
     for (size_t e = 0; e < events.events.size(); ++e) {
       if (e != events.restate_index) feed->Deliver(events.events[e]);

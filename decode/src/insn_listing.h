@@ -1,0 +1,19 @@
+// `--format insns`: every retired instruction of every stream as "TID 0xADDRESS" (see
+// insn_lister.h), a per-CPU thread's stretches from several CPUs put back in time order.
+#pragma once
+
+#include <vector>
+
+#include "code_images.h"
+#include "decoder_setup.h"
+#include "pipeline.h"
+#include "sideband_timeline.h"
+#include "streams.h"
+
+namespace ptscope::decode {
+
+Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const DecoderSetup& setup,
+                               const CodeImages& images, const SidebandTimeline& timeline,
+                               const PipelineOptions& options, DecodeSummary summary);
+
+}  // namespace ptscope::decode

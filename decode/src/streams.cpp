@@ -1,0 +1,72 @@
+// Stream collection (see streams.h).
+#include "streams.h"
+
+#include <algorithm>
+#include <map>
+
+namespace ptscope::decode {
+
+std::string StreamName(const Stream& stream) {
+  return stream.cpu >= 0 ? "cpu " + std::to_string(stream.cpu)
+                         : "thread " + std::to_string(stream.key.tid);
+}
+
+// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
+std::vector<Stream> CollectStreams(const format::Archive& archive, const SidebandTimeline& timeline) {
+  std::map<uint32_t, std::vector<const format::PtDataChunk*>> by_stream;
+  for (const format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
+  std::vector<Stream> streams;
+  for (auto& [stream_id, pieces] : by_stream) {
+    std::stable_sort(pieces.begin(), pieces.end(), [](const auto* a, const auto* b) {
+      return a->stream_offset < b->stream_offset;
+    });
+    Stream stream;
+    if (pieces.front()->cpu >= 0 && pieces.front()->tid == 0) {
+      stream.cpu = pieces.front()->cpu;
+    } else {
+      stream.key.tid = pieces.front()->tid;
+      stream.key.pid = pieces.front()->pid != 0 ? pieces.front()->pid
+                                                : timeline.PidOf(pieces.front()->tid);
+      if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
+    }
+    const format::PtDataChunk* previous = nullptr;
+    for (const format::PtDataChunk* piece : pieces) {
+      std::string loss;
+      if (previous != nullptr) {
+        uint64_t expected = previous->stream_offset + previous->data.size();
+        if (piece->snapshot_index != previous->snapshot_index) {
+          loss = "snapshot " + std::to_string(piece->snapshot_index) +
+                 " begins: execution between snapshots was not captured";
+        } else if (piece->bytes_lost_before != 0 || piece->stream_offset > expected ||
+                   (previous->flags & format::kPtTruncated) != 0) {
+          uint64_t lost = piece->bytes_lost_before != 0
+                              ? piece->bytes_lost_before
+                              : (piece->stream_offset > expected ? piece->stream_offset - expected
+                                                                 : 0);
+          loss = std::to_string(lost) + " bytes of trace lost before stream offset " +
+                 std::to_string(piece->stream_offset);
+        }
+      } else if (piece->bytes_lost_before != 0) {
+        loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
+      }
+      if (stream.pieces.empty() || !loss.empty()) stream.pieces.push_back(Piece{{}, loss, {}});
+      std::vector<uint8_t>& bytes = stream.pieces.back().bytes;
+      bytes.insert(bytes.end(), piece->data.begin(), piece->data.end());
+      previous = piece;
+    }
+    streams.push_back(std::move(stream));
+  }
+  std::sort(streams.begin(), streams.end(), [](const Stream& a, const Stream& b) {
+    if (a.cpu != b.cpu) return a.cpu < b.cpu;  // per-thread streams (cpu -1) first
+    return a.key.tid != b.key.tid ? a.key.tid < b.key.tid : a.key.pid < b.key.pid;
+  });
+  return streams;
+}
+
+bool Selected(const std::vector<uint32_t>& threads, const ThreadKey& key) {
+  if (threads.empty()) return true;
+  return std::find(threads.begin(), threads.end(), key.tid) != threads.end() ||
+         std::find(threads.begin(), threads.end(), key.pid) != threads.end();
+}
+
+}  // namespace ptscope::decode
