@@ -479,6 +479,20 @@ Result<DecodeSummary> RunPipeline(const format::Archive& archive, const Pipeline
       }
     }
   }
+  if (windowed) {
+    // The counts above are of the decoded units (those overlapping the window); say what the
+    // output holds, and when the window misses the capture altogether.
+    uint64_t span = summary.last_ns > capture_start_ns ? summary.last_ns - capture_start_ns : 0;
+    std::string to = options.time_to_ns == UINT64_MAX ? "the end" : std::to_string(options.time_to_ns) + " ns";
+    summary.notes.push_back("--time-range: slices from " + std::to_string(options.time_from_ns) +
+                            " ns to " + to + " after the capture start (the capture spans " +
+                            std::to_string(span) + " ns); instructions counted in the decode "
+                            "units that overlap it");
+    if (options.time_from_ns > span || (options.time_to_ns != UINT64_MAX &&
+                                        capture_start_ns + options.time_to_ns < summary.first_ns)) {
+      summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
+    }
+  }
   if (idle_instructions != 0) {
     summary.notes.push_back(std::to_string(idle_instructions) +
                             " instructions of per-CPU trace ran while the sideband names no "

@@ -13,7 +13,8 @@ stitches the units back in order (decode/src/psb_units.h, unit_pool.h). For each
    are only reported (the PSB's TSC starts a unit; a sequential decoder interpolates across it).
    The summary's per-function calls, instructions and self instructions are identical.
 3. --threads keeps only the named thread's track; --time-range keeps only slices inside the
-   window, clipping the ones that cross its edges.
+   window, clipping the ones that cross its edges, and a window after the capture's end writes
+   no slice and says so.
 
 Captures: pt-synth random walks (PSB every 256 or 512 bytes, 1 and 2 threads, every timing
 mode) and pt-emulate captures of corpus programs (threads, exceptions, signal) with PSB every 256
@@ -146,6 +147,12 @@ def check_filters(args, archive, work, failures):
             failures.append(f"{archive}: --time-range {lo}ns:{hi}ns kept a slice "
                             f"[{s} +{d}] outside [{start + lo}, {start + hi}]")
             break
+    # A window after the end of the capture: no slice, and the summary says why.
+    out_after = base + ".after.txt"
+    stderr = decode(args, archive, out_after, "--time-range", f"{end - start + 1000000}ns:")
+    if stamps(read(out_after)) or "lies outside the capture" not in stderr:
+        failures.append(f"{archive}: --time-range after the capture's end: "
+                        f"{len(stamps(read(out_after)))} slices, stderr {stderr.strip()!r}")
     # Every slice of the full trace that lies inside the window is kept with its exact times.
     inside = sorted((s, d) for s, d in all_stamps if s >= start + lo and s + d <= start + hi)
     missing = [x for x in inside if x not in set(window)]
