@@ -49,12 +49,12 @@ struct FlowEvent {
   };
   Kind kind = Kind::kCall;
   GapCause gap_cause = GapCause::kDecodeError;  // for kGap
+  uint32_t inline_depth = 0;  // for kInlineChange (next to the small fields: 80 bytes, not 96)
   uint64_t time_ns = 0;    // trace clock, nanoseconds
   uint64_t from = 0;
   uint64_t to = 0;
   uint64_t return_ip = 0;  // for kCall
   uint64_t insn_count = 0; // instructions retired since the previous FlowEvent of this thread
-  uint32_t inline_depth = 0;  // for kInlineChange
   std::string detail;      // for kGap / kTrigger: human text (rare events only)
 };
 
