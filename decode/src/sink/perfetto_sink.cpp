@@ -213,25 +213,34 @@ void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns, const Frame
 
 void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
                                   bool inferred) {
-  // The bytes StartPacket + Begin + WritePacket produce for a started sequence and a known frame.
-  std::string_view sequence = state.sequence_field.view(), track = state.track_field.view();
   std::string_view frame = std::string_view(state.field_bytes).substr(fields.offset, fields.size);
-  std::string_view inferred_bytes = inferred ? inferred_field_.view() : std::string_view();
+  WriteFastSlice(state, time_ns, true, frame, inferred ? inferred_field_.view() : std::string_view());
+}
+
+void PerfettoSink::WriteFastSlice(ThreadState& state, uint64_t time_ns, bool begin,
+                                  std::string_view frame, std::string_view inferred_bytes) {
+  // The bytes StartPacket + Begin/EndLocked + WritePacket produce for a started sequence (and,
+  // for a begin, a frame already interned): written straight into the output buffer. A begin
+  // also carries SEQ_NEEDS_INCREMENTAL_STATE, as StartPacket sets it for interned data.
+  std::string_view sequence = state.sequence_field.view(), track = state.track_field.view();
+  const size_t flags_size = begin ? 2 : 0;
   const size_t event_size = 2 + track.size() + frame.size() + inferred_bytes.size();
-  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + sequence.size() + 2 + 1 +
-                             ProtoBuffer::VarintSize(event_size) + event_size;
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + sequence.size() + flags_size +
+                             1 + ProtoBuffer::VarintSize(event_size) + event_size;
   char* p = out_->Extend(packet_size + 11);
   *p++ = (1 << 3) | 2;  // Trace.packet = 1, length-delimited
   p = ProtoBuffer::PutVarintTo(p, packet_size);
   *p++ = packet::kTimestamp << 3;
   p = ProtoBuffer::PutVarintTo(p, time_ns);
   p = ProtoBuffer::AppendTo(p, sequence);
-  *p++ = packet::kSequenceFlags << 3;
-  *p++ = packet::kSeqNeeds;
+  if (begin) {
+    *p++ = packet::kSequenceFlags << 3;
+    *p++ = packet::kSeqNeeds;
+  }
   *p++ = (packet::kTrackEvent << 3) | 2;
   p = ProtoBuffer::PutVarintTo(p, event_size);
   *p++ = event::kType << 3;
-  *p++ = event::kSliceBegin;
+  *p++ = begin ? event::kSliceBegin : event::kSliceEnd;
   p = ProtoBuffer::AppendTo(p, track);
   p = ProtoBuffer::AppendTo(p, frame);
   p = ProtoBuffer::AppendTo(p, inferred_bytes);
@@ -261,23 +270,7 @@ void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
 }
 
 void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
-  // The bytes StartPacket + EndLocked + WritePacket produce for a started sequence.
-  std::string_view sequence = state.sequence_field.view(), track = state.track_field.view();
-  const size_t event_size = 2 + track.size();
-  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + sequence.size() + 1 +
-                             ProtoBuffer::VarintSize(event_size) + event_size;
-  char* p = out_->Extend(packet_size + 11);
-  *p++ = (1 << 3) | 2;
-  p = ProtoBuffer::PutVarintTo(p, packet_size);
-  *p++ = packet::kTimestamp << 3;
-  p = ProtoBuffer::PutVarintTo(p, time_ns);
-  p = ProtoBuffer::AppendTo(p, sequence);
-  *p++ = (packet::kTrackEvent << 3) | 2;
-  p = ProtoBuffer::PutVarintTo(p, event_size);
-  *p++ = event::kType << 3;
-  *p++ = event::kSliceEnd;
-  p = ProtoBuffer::AppendTo(p, track);
-  out_->Commit(p);
+  WriteFastSlice(state, time_ns, false, {}, {});
 }
 
 void PerfettoSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -78,6 +79,8 @@ class PerfettoSink : public SliceSink {
   // one buffer with their lengths computed up front: no nested-message copies.
   void WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields, bool inferred);
   void WriteFastEnd(ThreadState& state, uint64_t time_ns);
+  void WriteFastSlice(ThreadState& state, uint64_t time_ns, bool begin, std::string_view frame,
+                      std::string_view inferred_bytes);
 
   std::mutex mutex_;
   std::unique_ptr<OutputFile> out_;
