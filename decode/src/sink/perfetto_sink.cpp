@@ -1,6 +1,7 @@
 #include "sink/perfetto_sink.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace ptscope::decode {
@@ -81,6 +82,15 @@ PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
   state.track_uuid = next_uuid_++;
   state.sequence_field.Varint(packet::kSequenceId, state.sequence_id);
   state.track_field.Varint(event::kTrackUuid, state.track_uuid);
+  {  // what WriteFastSlice writes after the timestamp of an end packet
+    ProtoBuffer tail;
+    tail.Append(state.sequence_field.view());
+    tail.PutVarint((packet::kTrackEvent << 3) | 2);
+    tail.PutVarint(2 + state.track_field.size());
+    tail.Varint(event::kType, event::kSliceEnd);
+    tail.Append(state.track_field.view());
+    state.end_tail = std::string(tail.view()) + std::string(kTailPadding, '\0');
+  }
   ProtoBuffer thread_desc;
   thread_desc.Varint(track::kPid, thread.pid);
   thread_desc.Varint(track::kTid, thread.tid);
@@ -192,29 +202,62 @@ void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns, const Frame
     }
   }
   StartPacket(state, true, time_ns, true);  // interned_ is fresh (or holds annotation names)
-  FieldSpan fields;
-  if (const FieldSpan* known = state.frame_fields.Find(frame)) {
-    fields = *known;
-  } else {
-    std::string encoded = EncodeFrameFields(state, names_.Resolve(state.key.pid, frame, time_ns));
-    fields = FieldSpan{static_cast<uint32_t>(state.field_bytes.size()),
-                       static_cast<uint32_t>(encoded.size())};
-    state.field_bytes += encoded;
-    *state.frame_fields.TryEmplace(frame).first = fields;
-  }
+  FieldSpan fields = FieldsOf(state, frame, time_ns);
   event_.Clear();
   event_.Varint(event::kType, event::kSliceBegin);
   event_.Append(state.track_field.view());
-  event_.Append(std::string_view(state.field_bytes).substr(fields.offset, fields.size));
+  event_.Append(std::string_view(state.field_bytes)
+                    .substr(fields.offset + fields.size - fields.fields_size, fields.fields_size));
   if (inferred) event_.Append(inferred_field_.view());
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();
 }
 
+PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId& frame,
+                                               uint64_t time_ns) {
+  if (const FieldSpan* known = state.frame_fields.Find(frame)) return *known;
+  std::string encoded = EncodeFrameFields(state, names_.Resolve(state.key.pid, frame, time_ns));
+  // What WriteFastSlice writes after the timestamp of a non-inferred begin packet.
+  ProtoBuffer tail;
+  tail.Append(state.sequence_field.view());
+  tail.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
+  tail.PutVarint((packet::kTrackEvent << 3) | 2);
+  tail.PutVarint(2 + state.track_field.size() + encoded.size());
+  tail.Varint(event::kType, event::kSliceBegin);
+  tail.Append(state.track_field.view());
+  tail.Append(encoded);
+  state.field_bytes.resize(state.field_bytes.size() - kTailPadding);  // the tails stay padded
+  FieldSpan fields{static_cast<uint32_t>(state.field_bytes.size()),
+                   static_cast<uint32_t>(tail.size()), static_cast<uint32_t>(encoded.size())};
+  state.field_bytes += tail.view();
+  state.field_bytes.append(kTailPadding, '\0');
+  *state.frame_fields.TryEmplace(frame).first = fields;
+  return fields;
+}
+
 void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
                                   bool inferred) {
-  std::string_view frame = std::string_view(state.field_bytes).substr(fields.offset, fields.size);
-  WriteFastSlice(state, time_ns, true, frame, inferred ? inferred_field_.view() : std::string_view());
+  if (!inferred) {
+    WriteTail(time_ns, state.field_bytes.data() + fields.offset, fields.size);
+    return;
+  }
+  std::string_view frame = std::string_view(state.field_bytes)
+                               .substr(fields.offset + fields.size - fields.fields_size,
+                                       fields.fields_size);
+  WriteFastSlice(state, time_ns, true, frame, inferred_field_.view());
+}
+
+void PerfettoSink::WriteTail(uint64_t time_ns, const char* tail, size_t tail_size) {
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + tail_size;
+  char* p = out_->Extend(1 + 10 + 1 + 10 + tail_size + kTailPadding);
+  *p++ = (1 << 3) | 2;  // Trace.packet = 1, length-delimited
+  p = ProtoBuffer::PutVarintTo(p, packet_size);
+  *p++ = packet::kTimestamp << 3;
+  p = ProtoBuffer::PutVarintTo(p, time_ns);
+  // Whole 16-byte blocks: fixed-size copies the compiler inlines (a tail is a few dozen bytes;
+  // the bytes past its end are overwritten by the next packet or never committed).
+  for (size_t i = 0; i < tail_size; i += 16) std::memcpy(p + i, tail + i, 16);
+  out_->Commit(p + tail_size);
 }
 
 void PerfettoSink::WriteFastSlice(ThreadState& state, uint64_t time_ns, bool begin,
@@ -270,7 +313,7 @@ void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
 }
 
 void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
-  WriteFastSlice(state, time_ns, false, {}, {});
+  WriteTail(time_ns, state.end_tail.data(), state.end_tail.size() - kTailPadding);
 }
 
 void PerfettoSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) {

@@ -41,11 +41,14 @@ class PerfettoSink : public SliceSink {
              0x9e3779b97f4a7c15ull;
     }
   };
-  // Where a frame's encoded TrackEvent fields live in ThreadState::field_bytes.
+  // Where a frame's begin-packet tail (see WriteTail) lives in ThreadState::field_bytes; the
+  // frame's own TrackEvent fields (name_iid and debug annotations) are its last fields_size bytes.
   struct FieldSpan {
     uint32_t offset = 0;
     uint32_t size = 0;
+    uint32_t fields_size = 0;
   };
+  static constexpr size_t kTailPadding = 16;
   // Per thread: its track and its sequence's interning tables.
   struct ThreadState {
     ThreadKey key;
@@ -54,9 +57,11 @@ class PerfettoSink : public SliceSink {
     bool sequence_started = false;
     uint64_t last_time = 0;
     uint32_t open_slices = 0;
-    // Per distinct frame: its TrackEvent fields (name_iid and debug annotations), encoded once.
+    // Per distinct frame: the tail of its (non-inferred) begin packet, encoded once. field_bytes
+    // ends in kTailPadding bytes so that tails can be copied in whole 16-byte blocks.
     FlatMap<FrameId, FieldSpan, FrameIdHash> frame_fields;
-    std::string field_bytes;
+    std::string field_bytes = std::string(kTailPadding, '\0');
+    std::string end_tail;  // the tail of every end packet, padded likewise
     uint64_t next_name_iid = 1;
     std::unordered_map<std::string, uint64_t> string_iids;
     // Encoded once: TracePacket.trusted_packet_sequence_id and TrackEvent.track_uuid fields.
@@ -78,6 +83,11 @@ class PerfettoSink : public SliceSink {
   // The common packets (a slice begin of a known frame, a slice end), encoded straight into
   // one buffer with their lengths computed up front: no nested-message copies.
   void WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields, bool inferred);
+  // A packet whose bytes after the timestamp (`tail`, followed by kTailPadding readable bytes)
+  // were encoded once: what WriteFastSlice writes, in one block copy.
+  void WriteTail(uint64_t time_ns, const char* tail, size_t tail_size);
+  // The frame's fields, encoded (and interned) on first use, with its begin-packet tail.
+  FieldSpan FieldsOf(ThreadState& state, const FrameId& frame, uint64_t time_ns);
   void WriteFastEnd(ThreadState& state, uint64_t time_ns);
   void WriteFastSlice(ThreadState& state, uint64_t time_ns, bool begin, std::string_view frame,
                       std::string_view inferred_bytes);

@@ -33,6 +33,58 @@ void StackTrackerCounters::Add(const StackTrackerCounters& o) {
   clamped_times += o.clamped_times;
 }
 
+// The small helpers of the hot paths, marked inline: in this -fPIC library an ordinary member
+// function may be interposed, so the compiler would call it instead of inlining it.
+inline StackTracker::AddressFacts& StackTracker::FactsOf(uint64_t ip) {
+  return *address_facts_.TryEmplace(ip).first;
+}
+
+inline uint64_t StackTracker::StartOf(AddressFacts& facts, uint64_t ip) {
+  if (!facts.has_start) {  // the namer does not touch address_facts_: `facts` stays valid
+    facts.start = namer_.FunctionStart(thread_.pid, ip, last_time_);
+    facts.has_start = true;
+  }
+  return facts.start;
+}
+
+inline uint64_t StackTracker::StartOf(uint64_t ip) { return StartOf(FactsOf(ip), ip); }
+
+inline FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
+  return FrameId{FrameId::Kind::kFunction, start != 0 ? start : ip, 0};
+}
+
+inline uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_site) {
+  if (!facts.has_inline_depth) {
+    facts.inline_depth = std::min<uint32_t>(namer_.InlineDepth(thread_.pid, call_site, last_time_), 64);
+    facts.has_inline_depth = true;
+  }
+  return facts.inline_depth;
+}
+
+inline void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
+                               uint32_t text_index) {
+  Record& r = buffer_.emplace_back();
+  r.time_ns = t;
+  // Field by field: `frame` was usually just stored field by field, and one 16-byte load of it
+  // would wait for those stores to retire (a failed store forward).
+  r.frame.kind = frame.kind;
+  r.frame.address = frame.address;
+  r.frame.inline_index = frame.inline_index;
+  r.type = type;
+  r.inferred = inferred;
+  r.text_index = text_index;
+  r.instructions = position_;
+}
+
+inline void StackTracker::Push(const Frame& frame, uint64_t t, bool inferred) {
+  stack_.push_back(frame);
+  Emit(RecordType::kBegin, t, frame.id, inferred);
+}
+
+inline void StackTracker::EnsureCurrent(uint64_t ip) {
+  if (stack_.empty()) PushInferredBottom(ip);
+}
+
 StackTracker::StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
                            StackTrackerOptions options)
     : thread_(thread), namer_(namer), sink_(sink), options_(options) {
@@ -122,12 +174,13 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   }
   counters_.inlined_slices += wrappers;
   uint64_t start = StartOf(e.to);
-  Frame f;
+  // Built in place (what Push does): copying a fresh local Frame stalls on the stores just made.
+  Frame& f = stack_.emplace_back();
   f.id = FunctionFrame(e.to, start);
   f.function_start = start;
   f.return_ip = e.return_ip;
   f.inlined_wrappers = static_cast<uint16_t>(wrappers);
-  Push(f, t, false);
+  Emit(RecordType::kBegin, t, f.id, false);
 }
 
 void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
@@ -258,10 +311,6 @@ size_t StackTracker::FindLandingFrame(uint64_t to, uint64_t to_start,
   return kNotFound;
 }
 
-void StackTracker::EnsureCurrent(uint64_t ip) {
-  if (stack_.empty()) PushInferredBottom(ip);
-}
-
 void StackTracker::PushInferredBottom(uint64_t ip) {
   // Only called with an empty stack: every buffered record is closed, so the new frame can start
   // at the anchor and wrap all of them.
@@ -272,11 +321,6 @@ void StackTracker::PushInferredBottom(uint64_t ip) {
   stack_.push_back(f);
   ++counters_.inferred_frames;
   inferred_prefix_.push_back(Record{anchor_time_, f.id, RecordType::kBegin, true, 0, anchor_position_});
-}
-
-void StackTracker::Push(const Frame& frame, uint64_t t, bool inferred) {
-  stack_.push_back(frame);
-  Emit(RecordType::kBegin, t, frame.id, inferred);
 }
 
 void StackTracker::Pop(uint64_t t) {
@@ -350,37 +394,6 @@ void StackTracker::CloseSyntheticTop(uint64_t t) {
 }
 
 void StackTracker::CloseAll(uint64_t t) { PopTo(0, t); }
-
-StackTracker::AddressFacts& StackTracker::FactsOf(uint64_t ip) {
-  return *address_facts_.TryEmplace(ip).first;
-}
-
-uint64_t StackTracker::StartOf(uint64_t ip) { return StartOf(FactsOf(ip), ip); }
-
-uint64_t StackTracker::StartOf(AddressFacts& facts, uint64_t ip) {
-  if (!facts.has_start) {  // the namer does not touch address_facts_: `facts` stays valid
-    facts.start = namer_.FunctionStart(thread_.pid, ip, last_time_);
-    facts.has_start = true;
-  }
-  return facts.start;
-}
-
-FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
-  return FrameId{FrameId::Kind::kFunction, start != 0 ? start : ip, 0};
-}
-
-uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_site) {
-  if (!facts.has_inline_depth) {
-    facts.inline_depth = std::min<uint32_t>(namer_.InlineDepth(thread_.pid, call_site, last_time_), 64);
-    facts.has_inline_depth = true;
-  }
-  return facts.inline_depth;
-}
-
-void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
-                        uint32_t text_index) {
-  buffer_.push_back(Record{t, frame, type, inferred, text_index, position_});
-}
 
 void StackTracker::AddInstant(uint64_t t, std::string text) {
   texts_.push_back(std::move(text));
