@@ -241,7 +241,7 @@ const char* OutputFormatName(OutputFormat format) {
   return "?";
 }
 
-Result<DecodeSummary> RunPipeline(const format::Archive& archive, const PipelineOptions& options) {
+Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options) {
   PTSCOPE_ASSIGN_OR_RETURN(DecoderSetup setup, SetupFromMetadata(archive));
   DecodeSummary summary;
   summary.output_path = options.output_path;

@@ -51,7 +51,8 @@ struct DecodeSummary {
 };
 
 // Decodes `archive` into options.output_path. Fails only when nothing usable can be produced
-// (no PT data, output not writable); trace damage is counted in the summary.
-Result<DecodeSummary> RunPipeline(const format::Archive& archive, const PipelineOptions& options);
+// (no PT data, output not writable); trace damage is counted in the summary. The PT bytes move
+// out of archive.pt_data (so that they are held once); the rest of the archive is left as it was.
+Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options);
 
 }  // namespace ptscope::decode

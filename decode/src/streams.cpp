@@ -2,7 +2,10 @@
 #include "streams.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <map>
+#include <new>
 
 namespace ptscope::decode {
 
@@ -11,10 +14,43 @@ std::string StreamName(const Stream& stream) {
                          : "thread " + std::to_string(stream.key.tid);
 }
 
+void PieceBytes::Free::operator()(uint8_t* p) const { std::free(p); }
+
+// The buffer grows with realloc as the chunks are copied in, so at most the joined bytes plus
+// the growth step are held beyond the chunks not yet copied (never all of them twice, as when the
+// whole buffer is allocated first). Large blocks grow by mremap, without copying; the 1.5x steps
+// keep the copying linear when realloc has to move a smaller block.
+PieceBytes PieceBytes::Join(const std::vector<std::vector<uint8_t>*>& chunks) {
+  PieceBytes out;
+  if (chunks.size() == 1) {
+    out.whole_ = std::move(*chunks.front());
+    out.size_ = out.whole_.size();
+    return out;
+  }
+  size_t total = 0;
+  for (const std::vector<uint8_t>* chunk : chunks) total += chunk->size();
+  size_t capacity = 0;
+  for (std::vector<uint8_t>* chunk : chunks) {
+    std::vector<uint8_t> taken = std::move(*chunk);  // freed at the end of this iteration
+    if (taken.empty()) continue;
+    size_t needed = out.size_ + taken.size();
+    if (needed > capacity) {
+      capacity = std::min(total, std::max(needed, capacity + capacity / 2));
+      void* grown = std::realloc(out.joined_.get(), capacity);
+      if (grown == nullptr) throw std::bad_alloc();
+      (void)out.joined_.release();
+      out.joined_.reset(static_cast<uint8_t*>(grown));
+    }
+    std::memcpy(out.joined_.get() + out.size_, taken.data(), taken.size());
+    out.size_ = needed;
+  }
+  return out;
+}
+
 // Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
-std::vector<Stream> CollectStreams(const format::Archive& archive, const SidebandTimeline& timeline) {
-  std::map<uint32_t, std::vector<const format::PtDataChunk*>> by_stream;
-  for (const format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
+std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline) {
+  std::map<uint32_t, std::vector<format::PtDataChunk*>> by_stream;
+  for (format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
   std::vector<Stream> streams;
   for (auto& [stream_id, pieces] : by_stream) {
     std::stable_sort(pieces.begin(), pieces.end(), [](const auto* a, const auto* b) {
@@ -30,7 +66,8 @@ std::vector<Stream> CollectStreams(const format::Archive& archive, const Sideban
       if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
     }
     const format::PtDataChunk* previous = nullptr;
-    for (const format::PtDataChunk* piece : pieces) {
+    std::vector<std::vector<uint8_t>*> joined;  // the chunks of stream.pieces.back()
+    for (format::PtDataChunk* piece : pieces) {
       std::string loss;
       if (previous != nullptr) {
         uint64_t expected = previous->stream_offset + previous->data.size();
@@ -49,11 +86,15 @@ std::vector<Stream> CollectStreams(const format::Archive& archive, const Sideban
       } else if (piece->bytes_lost_before != 0) {
         loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
       }
-      if (stream.pieces.empty() || !loss.empty()) stream.pieces.push_back(Piece{{}, loss, {}});
-      std::vector<uint8_t>& bytes = stream.pieces.back().bytes;
-      bytes.insert(bytes.end(), piece->data.begin(), piece->data.end());
+      if (stream.pieces.empty() || !loss.empty()) {
+        if (!joined.empty()) stream.pieces.back().bytes = PieceBytes::Join(joined);
+        joined.clear();
+        stream.pieces.push_back(Piece{{}, loss, {}});
+      }
+      joined.push_back(&piece->data);
       previous = piece;
     }
+    stream.pieces.back().bytes = PieceBytes::Join(joined);
     streams.push_back(std::move(stream));
   }
   std::sort(streams.begin(), streams.end(), [](const Stream& a, const Stream& b) {

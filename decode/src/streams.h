@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,8 +15,29 @@
 
 namespace ptscope::decode {
 
+// A piece's PT bytes, held once. A piece of one chunk keeps that chunk's vector; the chunks of a
+// longer piece are joined into one buffer, each chunk freed as soon as it is copied in.
+class PieceBytes {
+ public:
+  PieceBytes() = default;
+  // Takes the bytes of `chunks`, in order, leaving each vector empty.
+  static PieceBytes Join(const std::vector<std::vector<uint8_t>*>& chunks);
+
+  const uint8_t* data() const { return joined_ ? joined_.get() : whole_.data(); }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::vector<uint8_t> whole_;             // a piece of one chunk
+  std::unique_ptr<uint8_t, Free> joined_;  // a piece of several chunks
+  size_t size_ = 0;
+};
+
 struct Piece {
-  std::vector<uint8_t> bytes;
+  PieceBytes bytes;
   std::string loss_before;  // non-empty: data was lost before this piece
   std::vector<DecodeUnitSpan> units;
 };
@@ -31,8 +53,9 @@ struct Stream {
 std::string StreamName(const Stream& stream);
 
 // Groups PT pieces by stream, in stream_offset order, cut wherever data was lost; per-thread
-// streams first, by tid.
-std::vector<Stream> CollectStreams(const format::Archive& archive, const SidebandTimeline& timeline);
+// streams first, by tid. The PT bytes move into the pieces: archive.pt_data keeps every field but
+// `data`, which is left empty.
+std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline);
 
 // --threads: whether `key`'s tid or pid is listed (an empty list selects every thread).
 bool Selected(const std::vector<uint32_t>& threads, const ThreadKey& key);

@@ -31,41 +31,6 @@ std::string Checksums(uint32_t stored, uint32_t computed) {
   return buf;
 }
 
-Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    Errc code = err == ENOENT ? Errc::kNotFound
-                : (err == EACCES || err == EPERM) ? Errc::kPermission
-                                                   : Errc::kIo;
-    return MakeError(code, path + ": cannot open: " + std::strerror(err));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    bool is_dir = S_ISDIR(st.st_mode);
-    ::close(fd);
-    return MakeError(Errc::kIo, path + (is_dir ? ": is a directory, not an archive file"
-                                               : ": not a regular file"));
-  }
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return MakeError(Errc::kIo, path + ": read failed at offset " + std::to_string(done) +
-                                      ": " + std::strerror(err));
-    }
-    if (n == 0) break;  // the file shrank while we read it
-    done += static_cast<size_t>(n);
-  }
-  bytes.resize(done);
-  ::close(fd);
-  return bytes;
-}
-
 // Why these 8 bytes are not our magic, in words a user can act on.
 std::string DescribeBadMagic(std::span<const uint8_t> head) {
   bool ptar_prefix = head.size() >= 4 && std::memcmp(head.data(), "PTAR", 4) == 0;
@@ -84,30 +49,80 @@ std::string DescribeBadMagic(std::span<const uint8_t> head) {
 
 }  // namespace
 
-ArchiveReader::ArchiveReader(std::vector<uint8_t> bytes, std::string name)
-    : bytes_(std::move(bytes)), name_(std::move(name)) {}
+ArchiveReader::ArchiveReader(std::vector<uint8_t> bytes, int fd, uint64_t size, std::string name)
+    : bytes_(std::move(bytes)), fd_(fd), size_(size), name_(std::move(name)) {}
 
-ArchiveReader::~ArchiveReader() = default;
-
-Result<std::unique_ptr<ArchiveReader>> ArchiveReader::Open(const std::string& path) {
-  PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ReadWholeFile(path));
-  return FromBytes(std::move(bytes), path);
+ArchiveReader::~ArchiveReader() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
-Result<std::unique_ptr<ArchiveReader>> ArchiveReader::FromBytes(std::vector<uint8_t> bytes,
-                                                                std::string name) {
-  std::unique_ptr<ArchiveReader> reader(new ArchiveReader(std::move(bytes), std::move(name)));
+Result<std::unique_ptr<ArchiveReader>> ArchiveReader::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    Errc code = err == ENOENT ? Errc::kNotFound
+                : (err == EACCES || err == EPERM) ? Errc::kPermission
+                                                   : Errc::kIo;
+    return MakeError(code, path + ": cannot open: " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    bool is_dir = S_ISDIR(st.st_mode);
+    ::close(fd);
+    return MakeError(Errc::kIo, path + (is_dir ? ": is a directory, not an archive file"
+                                               : ": not a regular file"));
+  }
+  // The size is taken once: bytes appended later (a recorder still writing) are not read.
+  std::unique_ptr<ArchiveReader> reader(
+      new ArchiveReader({}, fd, static_cast<uint64_t>(st.st_size), path));
   PTSCOPE_TRY(reader->ParseHeader());
   return reader;
 }
 
+Result<std::unique_ptr<ArchiveReader>> ArchiveReader::FromBytes(std::vector<uint8_t> bytes,
+                                                                std::string name) {
+  uint64_t size = bytes.size();
+  std::unique_ptr<ArchiveReader> reader(
+      new ArchiveReader(std::move(bytes), -1, size, std::move(name)));
+  PTSCOPE_TRY(reader->ParseHeader());
+  return reader;
+}
+
+Result<std::span<const uint8_t>> ArchiveReader::ReadAt(uint64_t offset, uint64_t length,
+                                                       std::vector<uint8_t>& buffer) {
+  length = offset < size_ ? std::min(length, size_ - offset) : 0;
+  if (fd_ < 0) return std::span<const uint8_t>(bytes_.data() + offset, length);
+  if (buffer.size() < length) buffer.resize(length);
+  uint64_t done = 0;
+  while (done < length) {
+    ssize_t n = ::pread(fd_, buffer.data() + done, length - done,
+                        static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      return MakeError(Errc::kIo, "read failed at offset " + std::to_string(offset + done) +
+                                      ": " + std::strerror(err));
+    }
+    if (n == 0) {  // the file shrank since Open(): it ends here now
+      size_ = offset + done;
+      break;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return std::span<const uint8_t>(buffer.data(), done);
+}
+
 Status ArchiveReader::ParseHeader() {
   const std::string& n = name_;
-  size_t size = bytes_.size();
+  // `head`: the first kMaxFileHeaderSize bytes (all of a shorter file), all a header can span.
+  Result<std::span<const uint8_t>> read = ReadAt(0, layout::kMaxFileHeaderSize, head_buffer_);
+  if (!read) return MakeError(Errc::kIo, n + ": " + read.error().message);
+  std::span<const uint8_t> head = *read;
+  uint64_t size = size_;
   if (size == 0) return MakeError(Errc::kTruncated, n + ": empty file (0 bytes), not an archive");
-  size_t magic_len = std::min<size_t>(size, sizeof layout::kFileMagic);
-  if (std::memcmp(bytes_.data(), layout::kFileMagic, magic_len) != 0) {
-    return MakeError(Errc::kBadMagic, n + ": " + DescribeBadMagic(bytes_));
+  size_t magic_len = std::min<size_t>(head.size(), sizeof layout::kFileMagic);
+  if (std::memcmp(head.data(), layout::kFileMagic, magic_len) != 0) {
+    return MakeError(Errc::kBadMagic, n + ": " + DescribeBadMagic(head));
   }
   // The first 16 bytes (magic, versions, header size) keep this layout in every version, so the
   // version check comes before anything a newer major version might have changed.
@@ -116,7 +131,7 @@ Status ArchiveReader::ParseHeader() {
                                            " of " + std::to_string(layout::kFileHeaderSize) +
                                            " bytes at offset 0");
   }
-  const uint8_t* h = bytes_.data();
+  const uint8_t* h = head.data();
   header_.version_major = static_cast<uint16_t>(LoadLe(h + layout::kHeaderVersionMajor, 2));
   header_.version_minor = static_cast<uint16_t>(LoadLe(h + layout::kHeaderVersionMinor, 2));
   header_.min_reader_major = static_cast<uint16_t>(LoadLe(h + layout::kHeaderMinReaderMajor, 2));
@@ -157,7 +172,7 @@ Status ArchiveReader::ParseHeader() {
 }
 
 std::optional<Chunk> ArchiveReader::Next() {
-  while (!damage_ && pos_ < bytes_.size()) {
+  while (!damage_ && pos_ < size_) {
     uint64_t at = pos_;
     auto fail = [&](Errc code, const std::string& what) -> std::optional<Chunk> {
       damage_ = Damage{at, chunks_read_, code,
@@ -165,14 +180,17 @@ std::optional<Chunk> ArchiveReader::Next() {
                            what};
       return std::nullopt;
     };
-    uint64_t left = bytes_.size() - at;
+    uint64_t left = size_ - at;
     if (saw_end_) return fail(Errc::kCorrupt, std::to_string(left) + " bytes after the End chunk");
     if (left < layout::kChunkHeaderSize) {
       return fail(Errc::kTruncated, "truncated chunk header (" + std::to_string(left) + " of " +
                                         std::to_string(layout::kChunkHeaderSize) +
                                         " bytes; the writer was cut off)");
     }
-    const uint8_t* h = bytes_.data() + at;
+    Result<std::span<const uint8_t>> head = ReadAt(at, layout::kChunkHeaderSize, head_buffer_);
+    if (!head) return fail(Errc::kIo, head.error().message);
+    if (head->size() < layout::kChunkHeaderSize) continue;  // the file shrank: check again
+    const uint8_t* h = head->data();
     uint32_t sync = static_cast<uint32_t>(LoadLe(h + layout::kChunkSyncOff, 4));
     if (sync != layout::kChunkSync) {
       return fail(Errc::kCorrupt, "bad chunk sync " + Hex(sync) + " (expected " +
@@ -208,7 +226,11 @@ std::optional<Chunk> ArchiveReader::Next() {
                                         std::to_string(layout::PaddedTo8(stored)) + ") but only " +
                                         std::to_string(body_left) + " bytes left");
     }
-    const uint8_t* payload = h + layout::kChunkHeaderSize;
+    Result<std::span<const uint8_t>> padded =
+        ReadAt(at + layout::kChunkHeaderSize, layout::PaddedTo8(stored), payload_buffer_);
+    if (!padded) return fail(Errc::kIo, padded.error().message);
+    if (padded->size() < layout::PaddedTo8(stored)) continue;  // the file shrank: check again
+    const uint8_t* payload = padded->data();
     uint32_t stored_pcrc = static_cast<uint32_t>(LoadLe(h + layout::kChunkPayloadCrcOff, 4));
     uint32_t pcrc = Crc32cExtend(0, payload, stored);
     if (stored_pcrc != pcrc) {
@@ -227,19 +249,18 @@ std::optional<Chunk> ArchiveReader::Next() {
       ++chunks_skipped_;
       continue;
     }
-    std::vector<uint8_t> unpacked;
     std::span<const uint8_t> body(payload, stored);
     if (lz4) {
-      unpacked.resize(raw);
+      if (unpacked_.size() < raw) unpacked_.resize(raw);
       int n = LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
-                                  reinterpret_cast<char*>(unpacked.data()),
+                                  reinterpret_cast<char*>(unpacked_.data()),
                                   static_cast<int>(stored), static_cast<int>(raw));
       if (n < 0 || static_cast<uint64_t>(n) != raw) {
         pos_ = at;
         return fail(Errc::kCorrupt, "lz4 payload does not decompress to 'raw_size' = " +
                                         std::to_string(raw) + " bytes");
       }
-      body = unpacked;
+      body = std::span<const uint8_t>(unpacked_.data(), raw);
     }
     Result<Chunk> chunk = DecodePayload(static_cast<ChunkType>(type), body);
     if (!chunk) {

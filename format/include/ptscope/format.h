@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -204,7 +205,7 @@ class ArchiveWriter {
 struct Damage {
   uint64_t offset = 0;        // file offset where the damaged/torn chunk starts
   uint64_t chunk_index = 0;   // index of that chunk (0-based; chunks before it are intact)
-  Errc code = Errc::kCorrupt; // kTruncated, kChecksum or kCorrupt
+  Errc code = Errc::kCorrupt; // kTruncated, kChecksum, kCorrupt, or kIo (a read failed)
   std::string reason;         // names the field and the offset
 };
 
@@ -219,6 +220,8 @@ struct ChunkLocation {
 // Reads an archive sequentially. Open() fails only when the file cannot be read or its header is
 // not a usable .ptar header (bad magic, newer major version, truncated header). Damage later in the
 // file ends iteration; damage() then says where and why, and every chunk before it was returned.
+// Open() reads the file one chunk at a time: the reader holds one chunk, never the whole file
+// (a read error after the header is Damage with Errc::kIo).
 class ArchiveReader {
  public:
   static Result<std::unique_ptr<ArchiveReader>> Open(const std::string& path);
@@ -226,6 +229,8 @@ class ArchiveReader {
   static Result<std::unique_ptr<ArchiveReader>> FromBytes(std::vector<uint8_t> bytes,
                                                           std::string name = "<memory>");
   ~ArchiveReader();
+  ArchiveReader(const ArchiveReader&) = delete;
+  ArchiveReader& operator=(const ArchiveReader&) = delete;
 
   const FileHeader& header() const { return header_; }
   const std::string& name() const { return name_; }
@@ -240,12 +245,22 @@ class ArchiveReader {
   uint64_t chunks_skipped() const { return chunks_skipped_; }
   bool complete() const { return saw_end_; }  // an End chunk was read
   const std::optional<Damage>& damage() const { return damage_; }
-  uint64_t file_size() const { return bytes_.size(); }
+  uint64_t file_size() const { return size_; }
 
  private:
-  ArchiveReader(std::vector<uint8_t> bytes, std::string name);
+  ArchiveReader(std::vector<uint8_t> bytes, int fd, uint64_t size, std::string name);
   Status ParseHeader();
-  std::vector<uint8_t> bytes_;
+  // `length` bytes at `offset`: a view of bytes_ (FromBytes), or read from fd_ into `buffer`
+  // (Open: the file is read one chunk at a time, never held whole). Shorter when the file ends
+  // (or shrank) before offset + length.
+  Result<std::span<const uint8_t>> ReadAt(uint64_t offset, uint64_t length,
+                                          std::vector<uint8_t>& buffer);
+  std::vector<uint8_t> bytes_;  // FromBytes: the whole archive
+  int fd_ = -1;                 // Open: the file, read chunk by chunk
+  uint64_t size_ = 0;           // of the archive
+  std::vector<uint8_t> head_buffer_;     // Open: the chunk header being checked
+  std::vector<uint8_t> payload_buffer_;  // Open: the stored payload being checked
+  std::vector<uint8_t> unpacked_;        // an lz4 payload, decompressed
   std::string name_;
   FileHeader header_;
   uint64_t pos_ = 0;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "chunk_codec.h"
 #include "crc32c.h"
 #include "ptscope/format.h"
 #include "test_archives.h"
@@ -175,6 +176,82 @@ TEST_CASE("payload checksum damage message names both checksums") {
                 "chunk 2 at offset %s: payload checksum mismatch (stored 0x%08x, computed 0x%08x)",
                 HexOffset(at).c_str(), stored_crc, computed);
   CHECK((*reader)->damage()->reason == expected);
+}
+
+// Everything a reader yields, as text: each chunk (type, location, encoded payload), the counts,
+// completeness, the file size and the damage; or the error that refused the file.
+std::string Outcome(Result<std::unique_ptr<ArchiveReader>>& opened) {
+  if (!opened) {
+    return "error " + std::to_string(static_cast<int>(opened.error().code)) + " " +
+           opened.error().message;
+  }
+  ArchiveReader& r = **opened;
+  std::string out;
+  while (std::optional<Chunk> chunk = r.Next()) {
+    std::vector<uint8_t> payload;
+    EncodePayload(*chunk, payload);
+    const ChunkLocation& at = r.last_location();
+    out += "chunk " + std::to_string(static_cast<int>(TypeOf(*chunk))) + " at " +
+           std::to_string(at.offset) + " flags " + std::to_string(at.flags) + " sizes " +
+           std::to_string(at.stored_size) + "/" + std::to_string(at.raw_size) + " payload " +
+           ToHex(payload) + "\n";
+  }
+  out += "read " + std::to_string(r.chunks_read()) + " skipped " +
+         std::to_string(r.chunks_skipped()) + " complete " + std::to_string(r.complete()) +
+         " size " + std::to_string(r.file_size());
+  if (const std::optional<Damage>& d = r.damage()) {
+    out += " damage " + std::to_string(d->offset) + " " + std::to_string(d->chunk_index) + " " +
+           std::to_string(static_cast<int>(d->code)) + " " + d->reason;
+  }
+  return out;
+}
+
+// Open() reads the file chunk by chunk; FromBytes() parses memory: the same checks must give the
+// same chunks and the same damage, word for word.
+TEST_CASE("a file read chunk by chunk gives what its bytes in memory give") {
+  const std::vector<uint8_t> bytes = SmallArchive();
+  char tmpl[] = "/tmp/ptscope-damage-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string path = std::string(tmpl) + "/case.ptar";
+  auto write = [&](const std::vector<uint8_t>& b) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  };
+  auto same = [&](const std::vector<uint8_t>& b) {
+    write(b);
+    auto from_file = ArchiveReader::Open(path);
+    auto from_memory = ArchiveReader::FromBytes(b, path);
+    CHECK(Outcome(from_file) == Outcome(from_memory));
+  };
+  SUBCASE("intact") { same(bytes); }
+  SUBCASE("truncated at every byte offset") {
+    for (size_t len = 0; len <= bytes.size(); ++len) {
+      CAPTURE(len);
+      same(std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<long>(len)));
+    }
+  }
+  SUBCASE("a flipped byte at every offset") {
+    for (size_t offset = 0; offset < bytes.size(); ++offset) {
+      CAPTURE(offset);
+      std::vector<uint8_t> bad = bytes;
+      bad[offset] ^= 0xFF;
+      same(bad);
+    }
+  }
+  SUBCASE("the file shrinks after Open") {  // as if cut when it was opened
+    for (size_t len = 40; len <= bytes.size(); ++len) {
+      CAPTURE(len);
+      write(bytes);
+      auto from_file = ArchiveReader::Open(path);
+      REQUIRE(from_file);
+      REQUIRE(::truncate(path.c_str(), static_cast<off_t>(len)) == 0);
+      std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + static_cast<long>(len));
+      auto from_memory = ArchiveReader::FromBytes(cut, path);
+      CHECK(Outcome(from_file) == Outcome(from_memory));
+    }
+  }
+  ::unlink(path.c_str());
+  ::rmdir(tmpl);
 }
 
 std::vector<uint8_t> Header(uint16_t major, uint16_t minor, uint16_t min_reader,
