@@ -8,8 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace ptscope::symbols {
+struct InlineDepthSpan;
+}
 
 namespace ptscope::decode {
 
@@ -85,6 +90,17 @@ struct FrameName {
   std::vector<Inlined> inlined;
 };
 
+// Runtime addresses [begin, end) over which InlineDepth(a) == DepthAt(a); empty when unknown.
+struct InlineDepthStretch {
+  uint64_t begin = 0, end = 0;
+  uint64_t bias = 0;  // runtime address - the span's vaddr (mod 2^64)
+  std::shared_ptr<const symbols::InlineDepthSpan> span;
+  bool Contains(uint64_t address) const { return address >= begin && address < end; }
+  uint32_t DepthAt(uint64_t address) const;
+  // Whether the depth changes anywhere in (from, to] (both inside the stretch).
+  bool ChangesIn(uint64_t from, uint64_t to) const;
+};
+
 class FrameNamer {
  public:
   virtual ~FrameNamer() = default;
@@ -98,6 +114,12 @@ class FrameNamer {
   // asks for every instruction of a new block. Namers with a cache override it.
   virtual uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) {
     return static_cast<uint32_t>(Name(pid, address, time_ns).inlined.size());
+  }
+  // A stretch of code around `address` whose depths (those InlineDepth would give) are known at
+  // once: a block inside it needs no question per instruction. Default: none (ask per address).
+  virtual InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) {
+    (void)pid, (void)address, (void)time_ns;
+    return {};
   }
 };
 

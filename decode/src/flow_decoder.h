@@ -132,6 +132,10 @@ struct BlockInline {
 struct BlockInlineCache {
   FlatMap<BlockInlineKey, BlockInline, BlockInlineKeyHash> blocks;
   FlatMap<BlockInlineKey, BranchInsn, BlockInlineKeyHash> branches;
+  // The namer's last answer about a stretch of code: new blocks of the same function need no
+  // question to the (locked) namer.
+  InlineDepthStretch stretch;
+  uint32_t stretch_pid = 0;
 };
 
 class FlowDecoder {

@@ -1,14 +1,16 @@
 // FlowDecoder: kInlineChange events inside blocks (see flow_decoder.h, SetInlineNamer).
 //
-// A block is contiguous code, so the instruction where the inlined depth changes is found by
-// walking instruction lengths (Zydis, minimal mode) once per distinct block; the result is cached
-// by the block's first address. Blocks without inlined code keep an empty entry: afterwards they
-// cost one hash look-up and no text.
+// A block is contiguous code. The namer knows where the inlined depth changes in the function
+// around it (one DWARF walk per function): a block where it does not change needs nothing more;
+// otherwise the instructions where it changes are found by walking instruction lengths (Zydis,
+// minimal mode). Either way the result is cached by the block's first address: afterwards a block
+// costs one hash look-up and no text.
 #include <Zydis/Zydis.h>
 
 #include <algorithm>
 
 #include "flow_decoder.h"
+#include "ptscope/symbols.h"
 
 namespace ptscope::decode {
 namespace {
@@ -17,26 +19,60 @@ constexpr uint32_t kMaxInlineDepth = 64;
 
 }  // namespace
 
+uint32_t InlineDepthStretch::DepthAt(uint64_t address) const {
+  return span->DepthAt(address - bias);
+}
+
+bool InlineDepthStretch::ChangesIn(uint64_t from, uint64_t to) const {
+  // The first step after `from` (steps hold only real changes of depth).
+  const auto& steps = span->steps;
+  auto next = std::upper_bound(steps.begin(), steps.end(), from - bias,
+                               [](uint64_t a, const symbols::InlineDepthSpan::Step& s) {
+                                 return a < s.vaddr;
+                               });
+  return next != steps.end() && next->vaddr <= to - bias;
+}
+
 const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
-  auto [found, inserted] = block_inline_->blocks.TryEmplace(BlockInlineKey{image_.pid(), block.ip});
+  const uint32_t pid = image_.pid();
+  auto [found, inserted] = block_inline_->blocks.TryEmplace(BlockInlineKey{pid, block.ip});
   BlockInline& info = *found;
   if (!inserted && info.end_ip == block.end_ip) return info;
   info = BlockInline{};
   info.end_ip = block.end_ip;
+  uint64_t time = have_anchor_ ? anchor_ns_ : 0;
+  // Depths come from the namer's stretch for the function when it has one (one question per
+  // function), else per instruction.
+  bool ask_for_stretch = true;
+  auto depth_at = [&](uint64_t ip) {
+    InlineDepthStretch& stretch = block_inline_->stretch;
+    if ((block_inline_->stretch_pid != pid || !stretch.Contains(ip)) && ask_for_stretch) {
+      stretch = inline_namer_->InlineStretch(pid, ip, time);
+      block_inline_->stretch_pid = pid;
+      ask_for_stretch = stretch.Contains(ip);  // none here: do not ask again for this block
+    }
+    uint32_t depth = stretch.Contains(ip) && block_inline_->stretch_pid == pid
+                         ? stretch.DepthAt(ip)
+                         : inline_namer_->InlineDepth(pid, ip, time);
+    return std::min(depth, kMaxInlineDepth);
+  };
+  info.first_depth = depth_at(block.ip);
+  const InlineDepthStretch& stretch = block_inline_->stretch;
+  if (stretch.Contains(block.ip) && stretch.Contains(block.end_ip) &&
+      !stretch.ChangesIn(block.ip, block.end_ip)) {
+    return info;  // the whole block at one depth: no need to walk its instructions
+  }
   ZydisDecoder zydis;
   ZydisDecoderInit(&zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
   ZydisDecoderEnableMode(&zydis, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
-  uint64_t time = have_anchor_ ? anchor_ns_ : 0;
   uint64_t ip = block.ip;
-  uint32_t previous = 0;
+  uint32_t previous = info.first_depth;
   for (uint32_t index = 0; index < block.ninsn; ++index) {
-    uint32_t depth = std::min(inline_namer_->InlineDepth(image_.pid(), ip, time), kMaxInlineDepth);
-    if (index == 0) {
-      info.first_depth = depth;
-    } else if (depth != previous) {
-      info.steps.push_back(InlineStep{index, depth, ip});
+    if (index > 0) {
+      uint32_t depth = depth_at(ip);
+      if (depth != previous) info.steps.push_back(InlineStep{index, depth, ip});
+      previous = depth;
     }
-    previous = depth;
     if (ip == block.end_ip) break;
     uint8_t bytes[16];
     int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, block.isid, ip);

@@ -69,6 +69,7 @@ SymbolsFrameNamer::Location SymbolsFrameNamer::Locate(uint32_t pid, uint64_t add
   if (files.code_path.empty()) return location;
   location.code_path = files.code_path;
   location.debug_path = files.debug_path;
+  location.code_elf = &files.code_elf;
   auto vaddr = symbols::FileOffsetToVaddr(files.code_elf, file_offset);
   location.has_vaddr = vaddr.has_value();
   location.vaddr = vaddr.value_or(0);
@@ -83,6 +84,48 @@ FrameName SymbolsFrameNamer::Name(uint32_t pid, uint64_t address, uint64_t time_
 uint32_t SymbolsFrameNamer::InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<uint32_t>(NameLocked(pid, address, time_ns).inlined.size());
+}
+
+InlineDepthStretch SymbolsFrameNamer::InlineStretch(uint32_t pid, uint64_t address,
+                                                   uint64_t time_ns) {
+  // Depth 0 everywhere: code whose module files or debug info were not found.
+  static const auto kNoInlining = [] {
+    auto span = std::make_shared<symbols::InlineDepthSpan>();
+    span->end = UINT64_MAX;
+    span->steps.push_back({0, 0});
+    return std::shared_ptr<const symbols::InlineDepthSpan>(std::move(span));
+  }();
+  std::lock_guard<std::mutex> lock(mutex_);
+  InlineDepthStretch stretch;
+  if (JitName(pid, address, time_ns)) return stretch;  // JIT code: per address
+  Location location = Locate(pid, address, time_ns);
+  if (location.mapping == nullptr || location.code_elf == nullptr) return stretch;
+  // The bias from ELF vaddr to runtime address holds inside one mapping and one PT_LOAD.
+  uint64_t begin = location.mapping->start, end = location.mapping->end;
+  std::shared_ptr<const symbols::InlineDepthSpan> span = kNoInlining;
+  uint64_t bias = 0;
+  if (location.has_vaddr && !location.debug_path.empty()) {
+    span = symbolizer_.InlineDepths(location.debug_path, location.vaddr);
+    if (span == nullptr) return stretch;
+    bias = address - location.vaddr;
+    const symbols::LoadSegment* segment = nullptr;
+    for (const symbols::LoadSegment& s : location.code_elf->segments) {
+      if (location.vaddr >= s.vaddr && location.vaddr - s.vaddr < s.filesz) segment = &s;
+    }
+    if (segment == nullptr) return stretch;
+    // In vaddr terms: the span, the segment and the mapping; each bound moved by the bias.
+    uint64_t lo = std::max(span->begin, segment->vaddr);
+    uint64_t hi = std::min(span->end, segment->vaddr + segment->filesz);
+    lo = std::max(lo, location.vaddr - (address - begin));
+    hi = std::min(hi, location.vaddr + (end - address));
+    begin = lo + bias;
+    end = hi + bias;
+  }  // else Symbolize is never asked (NameLocked): no inlined frames in the whole mapping
+  stretch.begin = begin;
+  stretch.end = end;
+  stretch.bias = bias;
+  stretch.span = std::move(span);
+  return stretch;
 }
 
 const FrameName& SymbolsFrameNamer::NameLocked(uint32_t pid, uint64_t address, uint64_t time_ns) {

@@ -28,6 +28,7 @@ class SymbolsFrameNamer : public FrameNamer {
   FrameName Name(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
+  InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   // Whether `address` lies in a module with a symbol table or debug info (for the summary).
   bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns);
   // The same answer for the whole mapping around `address`: [*start, *end) (for a caller that
@@ -48,6 +49,7 @@ class SymbolsFrameNamer : public FrameNamer {
     std::string code_path;
     uint64_t vaddr = 0;           // ELF vaddr of `address` in the module files
     bool has_vaddr = false;
+    const symbols::ElfInfo* code_elf = nullptr;  // the code file's ELF facts (not for [vdso])
   };
   std::optional<symbols::JitName> JitName(uint32_t pid, uint64_t address, uint64_t time_ns) const;
   Location Locate(uint32_t pid, uint64_t address, uint64_t time_ns);

@@ -11,21 +11,13 @@
 namespace ptscope::symbols {
 namespace fs = std::filesystem;
 
-std::unique_ptr<RelativeDwoSymbolizer::Module> RelativeDwoSymbolizer::Load(
-    const std::string& debug_path) {
+bool RelativeDwoSymbolizer::Offer(const std::string& debug_path,
+                                  llvm::object::OwningBinary<llvm::object::ObjectFile>& binary,
+                                  std::unique_ptr<llvm::DWARFContext>& context) {
   std::error_code ec;
-  if (fs::exists(debug_path + ".dwp", ec)) return nullptr;  // LLVM's own lookup finds it
+  if (fs::exists(debug_path + ".dwp", ec)) return false;  // LLVM's own lookup finds it
   fs::path base = fs::canonical(debug_path, ec).parent_path();
-  if (ec) return nullptr;
-  auto owning = llvm::object::ObjectFile::createObjectFile(debug_path);
-  if (!owning) {
-    llvm::consumeError(owning.takeError());  // the LLVMSymbolizer path reports it
-    return nullptr;
-  }
-  auto quiet = [](llvm::Error error) { llvm::consumeError(std::move(error)); };
-  std::unique_ptr<llvm::DWARFContext> context = llvm::DWARFContext::create(
-      *owning->getBinary(), llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
-      quiet, quiet);
+  if (ec) return false;
   bool helped = false;
   for (const auto& unit : context->compile_units()) {
     llvm::DWARFDie die = unit->getUnitDIE();
@@ -40,24 +32,24 @@ std::unique_ptr<RelativeDwoSymbolizer::Module> RelativeDwoSymbolizer::Load(
     llvm::DWARFDie split = unit->getNonSkeletonUnitDIE(false, dwo.string());
     helped |= split.isValid() && split.getDwarfUnit()->isDWOUnit();
   }
-  if (!helped) return nullptr;
+  if (!helped) return false;
   auto symbolizable = llvm::symbolize::SymbolizableObjectFile::create(
-      owning->getBinary(), std::move(context), /*UntagAddresses=*/false);
+      binary.getBinary(), std::move(context), /*UntagAddresses=*/false);
   if (!symbolizable) {
     llvm::consumeError(symbolizable.takeError());
-    return nullptr;
+    return true;  // the context is gone: nobody else can use it either (LLVMSymbolizer answers)
   }
   auto module = std::make_unique<Module>();
-  module->binary = std::move(*owning);
+  module->binary = std::move(binary);
   module->symbolizable = std::move(*symbolizable);
-  return module;
+  modules_.emplace(debug_path, std::move(module));
+  return true;
 }
 
 bool RelativeDwoSymbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr,
                                       llvm::DIInliningInfo* info) {
   auto it = modules_.find(debug_path);
-  if (it == modules_.end()) it = modules_.emplace(debug_path, Load(debug_path)).first;
-  if (it->second == nullptr) return false;
+  if (it == modules_.end()) return false;
   llvm::DILineInfoSpecifier spec(llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
                                  llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName);
   *info = it->second->symbolizable->symbolizeInlinedCode(

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <llvm/DebugInfo/DIContext.h>
+#include <llvm/DebugInfo/DWARF/DWARFContext.h>
 #include <llvm/DebugInfo/Symbolize/SymbolizableModule.h>
 #include <llvm/Object/ObjectFile.h>
 
@@ -17,7 +18,13 @@ namespace ptscope::symbols {
 
 class RelativeDwoSymbolizer {
  public:
-  // True when `debug_path` is such a module; `info` then holds the frames (innermost first,
+  // Looks at `debug_path`'s DWARF (built once by the caller, which other readers then share):
+  // when it is such a module, takes the binary and the context and returns true; else leaves
+  // both to the caller.
+  bool Offer(const std::string& debug_path,
+             llvm::object::OwningBinary<llvm::object::ObjectFile>& binary,
+             std::unique_ptr<llvm::DWARFContext>& context);
+  // True when `debug_path` was taken by Offer; `info` then holds the frames (innermost first,
   // names demangled). False: ask LLVMSymbolizer as usual. Not thread-safe (the caller locks).
   bool Symbolize(const std::string& debug_path, uint64_t vaddr, llvm::DIInliningInfo* info);
 
@@ -26,8 +33,7 @@ class RelativeDwoSymbolizer {
     llvm::object::OwningBinary<llvm::object::ObjectFile> binary;
     std::unique_ptr<llvm::symbolize::SymbolizableModule> symbolizable;
   };
-  std::unique_ptr<Module> Load(const std::string& debug_path);
-  std::unordered_map<std::string, std::unique_ptr<Module>> modules_;  // nullptr: not handled here
+  std::unordered_map<std::string, std::unique_ptr<Module>> modules_;  // the modules taken
 };
 
 }  // namespace ptscope::symbols

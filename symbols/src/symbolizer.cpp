@@ -1,5 +1,6 @@
 // Symbolizer facade: LLVMSymbolizer for names, lines and inlined frames; a sorted per-module
 // function table (from the ELF symbol tables) for fast function starts.
+#include <llvm/DebugInfo/DWARF/DWARFContext.h>
 #include <llvm/DebugInfo/Symbolize/Symbolize.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <set>
 
+#include "inline_spans.h"
 #include "minidebuginfo.h"
 #include "ptscope/symbols.h"
 #include "split_dwarf.h"
@@ -121,8 +123,28 @@ struct Symbolizer::Impl {
   std::vector<std::string> failures;
   MiniDebugInfoSymbolizer mini;  // stripped binaries with .gnu_debugdata
   RelativeDwoSymbolizer relative_dwo;  // split DWARF with a relative DW_AT_comp_dir
+  InlineSpanIndex inline_spans;
+
+  // Builds the module's DWARF context once and hands it to the reader that keeps it: the
+  // relative-DWO symbolizer when the module needs it, else the inline span index.
+  std::set<std::string> dwarf_built;
+  void EnsureDwarf(const std::string& path) {
+    if (!dwarf_built.insert(path).second) return;
+    auto owning = llvm::object::ObjectFile::createObjectFile(path);
+    if (!owning) {
+      llvm::consumeError(owning.takeError());  // the LLVMSymbolizer path reports it
+      return;
+    }
+    auto quiet = [](llvm::Error error) { llvm::consumeError(std::move(error)); };
+    std::unique_ptr<llvm::DWARFContext> context = llvm::DWARFContext::create(
+        *owning->getBinary(), llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
+        quiet, quiet);
+    if (relative_dwo.Offer(path, *owning, context)) return;
+    inline_spans.Adopt(path, std::move(*owning), std::move(context));
+  }
 
   llvm::Expected<llvm::DIInliningInfo> Inlined(const std::string& path, uint64_t vaddr) {
+    EnsureDwarf(path);
     llvm::DIInliningInfo info;
     if (relative_dwo.Symbolize(path, vaddr, &info)) return info;
     return llvm_symbolizer.symbolizeInlinedCode(
@@ -214,6 +236,22 @@ Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
   if (table_start != 0) symbol.function_start = table_start;
   impl_->cache.emplace(std::move(key), symbol);
   return symbol;
+}
+
+std::shared_ptr<const InlineDepthSpan> Symbolizer::InlineDepths(const std::string& debug_path,
+                                                                uint64_t vaddr) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->failed_modules.count(debug_path) != 0) return nullptr;
+  // PLT stubs have no inlined frames (Symbolize names them from the PLT table).
+  if (const PltEntry* stub = impl_->PltStub(debug_path, vaddr)) {
+    auto span = std::make_shared<InlineDepthSpan>();
+    span->begin = stub->start;
+    span->end = stub->start + stub->size;
+    span->steps.push_back({stub->start, 0});
+    return span;
+  }
+  impl_->EnsureDwarf(debug_path);
+  return impl_->inline_spans.SpanAt(debug_path, vaddr);
 }
 
 uint64_t Symbolizer::FunctionStart(const std::string& debug_path, uint64_t vaddr) {

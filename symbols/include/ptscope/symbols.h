@@ -179,6 +179,19 @@ struct Symbol {
   std::vector<SourceFrame> inlined;  // inlined frames at the address, outermost first
 };
 
+// Inlined-call depths over a stretch of code: for every vaddr a in [begin, end),
+// Symbolizer::Symbolize(path, a).inlined.size() equals DepthAt(a), the depth of the last step at
+// or before a.
+struct InlineDepthSpan {
+  struct Step {
+    uint64_t vaddr = 0;
+    uint32_t depth = 0;
+  };
+  uint64_t begin = 0, end = 0;
+  std::vector<Step> steps;  // sorted by vaddr, steps.front().vaddr == begin
+  uint32_t DepthAt(uint64_t vaddr) const;
+};
+
 // Thread-safe facade over llvm::symbolize::LLVMSymbolizer plus a per-module sorted function
 // table (for fast function starts). Addresses are ELF vaddrs of the debug file.
 class Symbolizer {
@@ -186,6 +199,10 @@ class Symbolizer {
   Symbolizer();
   ~Symbolizer();
   Symbol Symbolize(const std::string& debug_path, uint64_t vaddr);
+  // The inlined depths of the function (or stretch without debug info) around `vaddr`, computed
+  // once per function from the DWARF tree; nullptr where only Symbolize can tell (split DWARF,
+  // debug info LLVM would read from another file): ask per address then.
+  std::shared_ptr<const InlineDepthSpan> InlineDepths(const std::string& debug_path, uint64_t vaddr);
   // Entry of the function containing `vaddr` from the symbol table, 0 when unknown.
   uint64_t FunctionStart(const std::string& debug_path, uint64_t vaddr);
   // Modules that failed to load (each once): "PATH: reason".

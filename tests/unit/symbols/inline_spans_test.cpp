@@ -1,0 +1,93 @@
+// Symbolizer::InlineDepths (one DWARF walk per function) against Symbolizer::Symbolize (LLVM's
+// inlined chain per address): they must agree on every address they both answer for. Inputs:
+// the small -O2 test program (a known always_inline helper) and this test executable itself
+// (C++ at -O2 with doctest and the standard library: deep, nested and partial inlining).
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "ptscope/symbols.h"
+
+namespace ptscope::symbols {
+namespace {
+
+std::string SelfPath() {
+  char path[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", path, sizeof path - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : std::string();
+}
+
+struct Coverage {
+  size_t spans = 0, checked = 0, inlined = 0, declined = 0, deepest = 0;
+};
+
+// Walks the executable segments span by span; in each span checks every depth change (the
+// addresses on both sides) and a sample of addresses against Symbolize.
+Coverage CheckAgainstSymbolize(const std::string& path) {
+  Coverage coverage;
+  Result<ElfInfo> elf = ReadElfInfo(path);
+  REQUIRE(elf);
+  Symbolizer spans, per_address;  // separate caches: neither answer can come from the other
+  std::mt19937_64 random(7);
+  for (const LoadSegment& segment : elf->segments) {
+    if (!segment.executable) continue;
+    uint64_t end = segment.vaddr + segment.filesz;
+    for (uint64_t at = segment.vaddr; at < end;) {
+      std::shared_ptr<const InlineDepthSpan> span = spans.InlineDepths(path, at);
+      if (span == nullptr) {
+        ++coverage.declined;
+        ++at;
+        continue;
+      }
+      REQUIRE(span->begin <= at);
+      REQUIRE(at < span->end);
+      REQUIRE(!span->steps.empty());
+      CHECK(span->steps.front().vaddr == span->begin);
+      ++coverage.spans;
+      std::vector<uint64_t> probes{at};
+      for (const InlineDepthSpan::Step& step : span->steps) {
+        if (step.vaddr > at) probes.push_back(step.vaddr - 1);
+        probes.push_back(step.vaddr);
+        coverage.deepest = std::max<size_t>(coverage.deepest, step.depth);
+      }
+      uint64_t stop = std::min(span->end, end);
+      for (int i = 0; i < 8; ++i) probes.push_back(at + random() % (stop - at));
+      for (uint64_t probe : probes) {
+        if (probe < at || probe >= stop) continue;
+        uint32_t expected = static_cast<uint32_t>(per_address.Symbolize(path, probe).inlined.size());
+        INFO(path << " at 0x" << std::hex << probe << " (span 0x" << span->begin << "-0x"
+                  << span->end << ")");
+        CHECK(span->DepthAt(probe) == expected);
+        ++coverage.checked;
+        if (expected != 0) ++coverage.inlined;
+      }
+      at = stop;
+    }
+  }
+  return coverage;
+}
+
+TEST_CASE("inline depth spans: the test program's always_inline helper") {
+  std::string prog = std::getenv("PTSCOPE_SYMBOLS_PROG");
+  Coverage coverage = CheckAgainstSymbolize(prog);
+  CHECK(coverage.declined == 0);
+  CHECK(coverage.inlined > 0);  // OuterFunction's InlinedHelper at least
+  CHECK(coverage.deepest >= 1);
+}
+
+TEST_CASE("inline depth spans: this -O2 C++ test executable, nested inlining") {
+  Coverage coverage = CheckAgainstSymbolize(SelfPath());
+  MESSAGE("spans " << coverage.spans << ", addresses checked " << coverage.checked
+                   << ", inlined " << coverage.inlined << ", deepest " << coverage.deepest
+                   << ", declined " << coverage.declined);
+  CHECK(coverage.declined == 0);
+  CHECK(coverage.spans > 500);
+  CHECK(coverage.deepest >= 3);
+}
+
+}  // namespace
+}  // namespace ptscope::symbols
