@@ -34,7 +34,12 @@ constexpr const char* kAnnotationNames[] = {"", "file", "line", "module", "addre
                                             "inlined"};
 
 uint64_t ThreadIndexKey(const ThreadKey& t) { return (uint64_t{t.pid} << 32) | t.tid; }
+
 }  // namespace
+
+// The per-record members (StateFor, Begin/EndLocked, WriteFastBegin/End, WriteTail) are marked
+// inline: in this -fPIC library an ordinary member function may be interposed, so the compiler
+// would call it from WriteRecords instead of inlining it.
 
 PerfettoSink::PerfettoSink(std::unique_ptr<OutputFile> out, FrameNamer& namer)
     : out_(std::move(out)), names_(namer) {
@@ -50,7 +55,7 @@ void PerfettoSink::BeginThread(const ThreadKey& thread, const std::string& proce
   CreateThread(thread, process_name, thread_name);
 }
 
-PerfettoSink::ThreadState& PerfettoSink::StateFor(const ThreadKey& thread) {
+inline PerfettoSink::ThreadState& PerfettoSink::StateFor(const ThreadKey& thread) {
   if (last_state_ != nullptr && last_state_->key == thread) return *last_state_;  // runs of calls
   auto it = thread_index_.find(ThreadIndexKey(thread));
   last_state_ = it != thread_index_.end() ? it->second : &CreateThread(thread, "", "");
@@ -190,8 +195,8 @@ void PerfettoSink::WriteRecords(const ThreadKey& thread, const SliceRecord* reco
   }
 }
 
-void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns, const FrameId& frame,
-                               bool inferred) {
+inline void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns,
+                                      const FrameId& frame, bool inferred) {
   time_ns = std::max(time_ns, state.last_time);
   state.last_time = time_ns;
   ++state.open_slices;
@@ -235,8 +240,8 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
   return fields;
 }
 
-void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
-                                  bool inferred) {
+inline void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
+                                         bool inferred) {
   if (!inferred) {
     WriteTail(time_ns, state.field_bytes.data() + fields.offset, fields.size);
     return;
@@ -247,7 +252,7 @@ void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpa
   WriteFastSlice(state, time_ns, true, frame, inferred_field_.view());
 }
 
-void PerfettoSink::WriteTail(uint64_t time_ns, const char* tail, size_t tail_size) {
+inline void PerfettoSink::WriteTail(uint64_t time_ns, const char* tail, size_t tail_size) {
   const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + tail_size;
   char* p = out_->Extend(1 + 10 + 1 + 10 + tail_size + kTailPadding);
   *p++ = (1 << 3) | 2;  // Trace.packet = 1, length-delimited
@@ -295,7 +300,7 @@ void PerfettoSink::End(const ThreadKey& thread, uint64_t time_ns) {
   EndLocked(StateFor(thread), time_ns);
 }
 
-void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
+inline void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
   if (state.open_slices == 0) return;  // never write an unmatched END
   --state.open_slices;
   time_ns = std::max(time_ns, state.last_time);
@@ -312,7 +317,7 @@ void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
   WritePacket();
 }
 
-void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
+inline void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
   WriteTail(time_ns, state.end_tail.data(), state.end_tail.size() - kTailPadding);
 }
 

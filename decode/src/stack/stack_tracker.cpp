@@ -33,8 +33,8 @@ void StackTrackerCounters::Add(const StackTrackerCounters& o) {
   clamped_times += o.clamped_times;
 }
 
-// The small helpers of the hot paths, marked inline: in this -fPIC library an ordinary member
-// function may be interposed, so the compiler would call it instead of inlining it.
+// The hot paths' members are marked inline: in this -fPIC library an ordinary member function
+// may be interposed, so the compiler would call it instead of inlining it.
 inline StackTracker::AddressFacts& StackTracker::FactsOf(uint64_t ip) {
   return *address_facts_.TryEmplace(ip).first;
 }
@@ -152,7 +152,7 @@ void StackTracker::Finish(uint64_t end_time_ns) {
   Flush();
 }
 
-void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
+inline void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   ++counters_.calls;
   EnsureCurrent(e.from);
   // One look-up for both facts about the call site (calls are the hottest event).
@@ -183,7 +183,7 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   Emit(RecordType::kBegin, t, f.id, false);
 }
 
-void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
+inline void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   ++counters_.returns;
   EnsureCurrent(e.from);
   const Frame& top = stack_.back();
@@ -221,7 +221,7 @@ void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   PushInferredBottom(e.to);
 }
 
-void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
+inline void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
   EnsureCurrent(e.from);
   uint64_t to_start = StartOf(e.to);
   if (to_start == 0 || to_start == stack_.back().function_start) return;  // local or unknown
@@ -323,7 +323,7 @@ void StackTracker::PushInferredBottom(uint64_t ip) {
   inferred_prefix_.push_back(Record{anchor_time_, f.id, RecordType::kBegin, true, 0, anchor_position_});
 }
 
-void StackTracker::Pop(uint64_t t) {
+inline void StackTracker::Pop(uint64_t t) {
   CloseInlineOfTop(t);
   const Frame& f = stack_.back();
   Emit(RecordType::kEnd, t, f.id, false);
@@ -347,7 +347,7 @@ void StackTracker::ReplaceTop(uint64_t ip, uint64_t start, uint64_t t, bool infe
   Push(replacement, t, inferred);
 }
 
-void StackTracker::CloseInlineDeeperThan(uint64_t ip, uint64_t t) {
+inline void StackTracker::CloseInlineDeeperThan(uint64_t ip, uint64_t t) {
   // The flow decoder restates a non-zero depth after every transfer, but not a zero one after
   // code that was itself at depth zero (the callee): an inlined slice of the caller that the
   // call was made from must then close here, where the caller resumes outside it.
@@ -377,19 +377,19 @@ void StackTracker::OnInlineChange(const FlowEvent& e, uint64_t t) {
   }
 }
 
-void StackTracker::CloseInlineOfTop(uint64_t t) {
+inline void StackTracker::CloseInlineOfTop(uint64_t t) {
   Frame& top = stack_.back();
   for (; top.inline_open > 0; --top.inline_open) Emit(RecordType::kEnd, t, top.id, false);
 }
 
-void StackTracker::NoteClosed() {
+inline void StackTracker::NoteClosed() {
   if (stack_.size() >= written_open_) return;
   written_open_ = stack_.size();
   // The last frame already written out has closed: what is buffered can no longer be wrapped.
   if (written_open_ == 0) Flush();
 }
 
-void StackTracker::CloseSyntheticTop(uint64_t t) {
+inline void StackTracker::CloseSyntheticTop(uint64_t t) {
   if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) Pop(t);
 }
 
@@ -412,7 +412,7 @@ void StackTracker::Flush() {
   anchor_position_ = position_;
 }
 
-void StackTracker::Write(const Record& r) {
+inline void StackTracker::Write(const Record& r) {
   switch (r.type) {
     case RecordType::kBegin:
       if (emitted_depth_ >= options_.max_depth) {
@@ -448,7 +448,7 @@ void StackTracker::Write(const Record& r) {
   }
 }
 
-void StackTracker::AddToBatch(SliceRecord::Type type, const Record& r, const std::string* text) {
+inline void StackTracker::AddToBatch(SliceRecord::Type type, const Record& r, const std::string* text) {
   SliceRecord& out = batch_.emplace_back();
   out.type = type;
   out.inferred = r.inferred;
