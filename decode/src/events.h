@@ -95,6 +95,10 @@ struct InlineDepthStretch {
   uint64_t begin = 0, end = 0;
   uint64_t bias = 0;  // runtime address - the span's vaddr (mod 2^64)
   std::shared_ptr<const symbols::InlineDepthSpan> span;
+  // One depth over the whole stretch (code without debug info, functions without inlining):
+  // answered without reading the span.
+  bool uniform = false;
+  uint32_t uniform_depth = 0;
   bool Contains(uint64_t address) const { return address >= begin && address < end; }
   uint32_t DepthAt(uint64_t address) const;
   // Whether the depth changes anywhere in (from, to] (both inside the stretch).

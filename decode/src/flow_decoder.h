@@ -136,6 +136,7 @@ struct BlockInlineCache {
   // question to the (locked) namer.
   InlineDepthStretch stretch;
   uint32_t stretch_pid = 0;
+  BlockInline uniform;  // InlineOf's answer for a block inside `stretch` at one depth
 };
 
 class FlowDecoder {

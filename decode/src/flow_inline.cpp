@@ -35,6 +35,19 @@ bool InlineDepthStretch::ChangesIn(uint64_t from, uint64_t to) const {
 
 const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
   const uint32_t pid = image_.pid();
+  // Most blocks lie in the function (or the stretch without debug info) of the block before: the
+  // stretch answers without a look-up in the (cache-missing) per-block table.
+  const InlineDepthStretch& last = block_inline_->stretch;
+  if (block_inline_->stretch_pid == pid && last.Contains(block.ip) && last.Contains(block.end_ip)) {
+    if (last.uniform) {
+      block_inline_->uniform.first_depth = std::min(last.uniform_depth, kMaxInlineDepth);
+      return block_inline_->uniform;
+    }
+    if (!last.ChangesIn(block.ip, block.end_ip)) {
+      block_inline_->uniform.first_depth = std::min(last.DepthAt(block.ip), kMaxInlineDepth);
+      return block_inline_->uniform;
+    }
+  }
   auto [found, inserted] = block_inline_->blocks.TryEmplace(BlockInlineKey{pid, block.ip});
   BlockInline& info = *found;
   if (!inserted && info.end_ip == block.end_ip) return info;

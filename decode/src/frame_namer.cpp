@@ -124,6 +124,8 @@ InlineDepthStretch SymbolsFrameNamer::InlineStretch(uint32_t pid, uint64_t addre
   stretch.begin = begin;
   stretch.end = end;
   stretch.bias = bias;
+  stretch.uniform = span->steps.size() == 1;
+  stretch.uniform_depth = span->steps.front().depth;
   stretch.span = std::move(span);
   return stretch;
 }
