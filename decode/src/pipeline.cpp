@@ -34,7 +34,7 @@
 namespace ptscope::decode {
 namespace {
 
-constexpr size_t kDefaultUnitBytes = 64 * 1024;
+constexpr size_t kDefaultUnitBytes = 16 * 1024;
 
 std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
                                     uint32_t tid) {
