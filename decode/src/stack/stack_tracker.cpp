@@ -136,7 +136,7 @@ void StackTracker::OnEvent(const FlowEvent& e) {
     case K::kInlineChange: OnInlineChange(e, t); break;
     case K::kTrigger:
       ++counters_.triggers;
-      AddInstant(t, e.detail.empty() ? std::string("[trigger]") : "[trigger] " + e.detail);
+      AddInstant(t, e.detail.empty() ? std::string("[trigger]") : "[trigger] " + e.detail.str());
       break;
     case K::kEnd:
       CloseAll(t);
@@ -293,7 +293,7 @@ void StackTracker::OnGap(const FlowEvent& e, uint64_t t) {
   ++counters_.gaps_by_cause[cause];
   CloseAll(t);
   std::string text = std::string("[gap] ") + GapCauseName(e.gap_cause);
-  if (!e.detail.empty()) text += ": " + e.detail;
+  if (!e.detail.empty()) text += ": " + e.detail.str();
   AddInstant(t, std::move(text));
   Flush();  // everything is closed: nothing before the gap can change; inference restarts at t
 }
