@@ -193,7 +193,7 @@ class FlowDecoder {
     uint64_t from = 0, return_ip = 0;
   };
   int DrainEvents(pt_block_decoder* decoder, int status);
-  bool Stuck(uint32_t ninsn);
+  bool StuckCheck();  // every 64 blocks: has libipt consumed any trace since the last check?
   void HandleEvent(const pt_event& event);
   void HandleBlock(const pt_block& block);
   BranchInsn ClassifyLast(const pt_block& block);
