@@ -10,6 +10,8 @@
 #include <llvm/BinaryFormat/Dwarf.h>
 #include <llvm/DebugInfo/DWARF/DWARFCompileUnit.h>
 #include <llvm/DebugInfo/DWARF/DWARFDie.h>
+#include <llvm/DebugInfo/Symbolize/SymbolizableObjectFile.h>
+#include <llvm/Demangle/Demangle.h>
 #include <llvm/Object/BuildID.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Support/FileSystem.h>
@@ -98,9 +100,18 @@ void InlineSpanIndex::Adopt(const std::string& debug_path,
   std::unique_ptr<Module> module;
   if (!HasDebuglink(*binary.getBinary()) &&
       !HasOtherBuildIdDebugFile(*binary.getBinary(), debug_path)) {
+    llvm::DWARFContext* raw_context = context.get();
+    auto symbolizable = llvm::symbolize::SymbolizableObjectFile::create(
+        binary.getBinary(), std::move(context), /*UntagAddresses=*/false);
+    if (!symbolizable) {
+      llvm::consumeError(symbolizable.takeError());
+      modules_[debug_path] = nullptr;  // LLVMSymbolizer answers, per address
+      return;
+    }
     module = std::make_unique<Module>();
     module->binary = std::move(binary);
-    module->context = std::move(context);
+    module->symbolizable = std::move(*symbolizable);
+    module->context = raw_context;
     // Where no unit covers an address there are no inlined frames: know those gaps.
     for (const auto& unit : module->context->compile_units()) {
       auto ranges = unit->collectAddressRanges();
@@ -171,6 +182,28 @@ std::shared_ptr<const InlineDepthSpan> InlineSpanIndex::SpanAt(const std::string
   }
   module->spans[span->begin] = span;
   return span;
+}
+
+}  // namespace ptscope::symbols
+
+namespace ptscope::symbols {
+
+bool InlineSpanIndex::Symbolize(const std::string& debug_path, uint64_t vaddr,
+                                llvm::DIInliningInfo* info) {
+  auto adopted = modules_.find(debug_path);
+  if (adopted == modules_.end() || adopted->second == nullptr) return false;
+  // LLVMSymbolizer's defaults: absolute file paths, linkage names, the symbol table for names
+  // DWARF lacks; then demangled.
+  llvm::DILineInfoSpecifier spec(llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
+                                 llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName);
+  *info = adopted->second->symbolizable->symbolizeInlinedCode(
+      {vaddr, llvm::object::SectionedAddress::UndefSection}, spec, /*UseSymbolTable=*/true);
+  if (info->getNumberOfFrames() == 0) info->addFrame(llvm::DILineInfo());
+  for (uint32_t i = 0; i < info->getNumberOfFrames(); ++i) {
+    llvm::DILineInfo* frame = info->getMutableFrame(i);
+    frame->FunctionName = llvm::demangle(frame->FunctionName);
+  }
+  return true;
 }
 
 }  // namespace ptscope::symbols

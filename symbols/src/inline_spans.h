@@ -8,7 +8,9 @@
 // not nest), it declines and the caller asks per address as before.
 #pragma once
 
+#include <llvm/DebugInfo/DIContext.h>
 #include <llvm/DebugInfo/DWARF/DWARFContext.h>
+#include <llvm/DebugInfo/Symbolize/SymbolizableModule.h>
 #include <llvm/Object/ObjectFile.h>
 
 #include <map>
@@ -32,11 +34,17 @@ class InlineSpanIndex {
   // The span around `vaddr` of the module whose debug info is `debug_path`, or nullptr when this
   // index cannot answer for it (not adopted, or declined). Not thread-safe (Symbolizer locks).
   std::shared_ptr<const InlineDepthSpan> SpanAt(const std::string& debug_path, uint64_t vaddr);
+  // Names and lines for an adopted module, from the same DWARF context (so that a module's debug
+  // sections are decompressed and parsed once, not once here and once in LLVMSymbolizer): frames
+  // innermost first, names demangled, as LLVMSymbolizer::symbolizeInlinedCode gives them. False
+  // when the module was not adopted (ask LLVMSymbolizer).
+  bool Symbolize(const std::string& debug_path, uint64_t vaddr, llvm::DIInliningInfo* info);
 
  private:
   struct Module {
     llvm::object::OwningBinary<llvm::object::ObjectFile> binary;
-    std::unique_ptr<llvm::DWARFContext> context;
+    std::unique_ptr<llvm::symbolize::SymbolizableModule> symbolizable;  // owns the context
+    llvm::DWARFContext* context = nullptr;
     std::vector<std::pair<uint64_t, uint64_t>> unit_ranges;  // [lo, hi) of every unit, sorted
     std::map<uint64_t, std::shared_ptr<const InlineDepthSpan>> spans;  // by begin
   };

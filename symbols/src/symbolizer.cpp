@@ -147,6 +147,7 @@ struct Symbolizer::Impl {
     EnsureDwarf(path);
     llvm::DIInliningInfo info;
     if (relative_dwo.Symbolize(path, vaddr, &info)) return info;
+    if (inline_spans.Symbolize(path, vaddr, &info)) return info;
     return llvm_symbolizer.symbolizeInlinedCode(
         path, {vaddr, llvm::object::SectionedAddress::UndefSection});
   }
