@@ -1,6 +1,7 @@
 // Block-decoder loop, block classification and time interpolation (see flow_decoder.h).
 #include "flow_decoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ptscope::decode {
@@ -278,7 +279,22 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
 
 void FlowDecoder::HandleBlock(const pt_block& block) {
   ResolvePending(block.ip);
-  if (inline_namer_ != nullptr) QueueInlineChanges(block, position_);
+  if (inline_namer_ != nullptr) {
+    // The common case inline: the block lies in the stretch of the block before, at one depth,
+    // and that depth needs no restating (QueueInlineChanges would queue nothing).
+    const InlineDepthStretch& last = block_inline_->stretch;
+    bool queued_nothing = false;
+    if (!restate_at_unit_start_ && last.uniform && block_inline_->stretch_pid == image_.pid() &&
+        last.Contains(block.ip) && last.Contains(block.end_ip)) {
+      const uint32_t depth = std::min(last.uniform_depth, kMaxInlineDepth);
+      queued_nothing = inline_after_transfer_ ? depth == 0 && inline_depth_ == 0 : depth == inline_depth_;
+    }
+    if (queued_nothing) {
+      inline_after_transfer_ = false;
+    } else {
+      QueueInlineChanges(block, position_);
+    }
+  }
   position_ += block.ninsn;
   stats_.instructions += block.ninsn;
   last_end_ip_ = block.end_ip;

@@ -141,6 +141,7 @@ struct BlockInlineCache {
 
 class FlowDecoder {
  public:
+  static constexpr uint32_t kMaxInlineDepth = 64;  // deeper inlined chains are cut here
   FlowDecoder(const DecoderSetup& setup, const CodeImages& images, uint32_t pid, FlowOutput& out);
   ~FlowDecoder();
   FlowDecoder(const FlowDecoder&) = delete;

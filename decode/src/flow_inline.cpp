@@ -15,7 +15,7 @@
 namespace ptscope::decode {
 namespace {
 
-constexpr uint32_t kMaxInlineDepth = 64;
+constexpr uint32_t kMaxInlineDepth = FlowDecoder::kMaxInlineDepth;
 
 }  // namespace
 
