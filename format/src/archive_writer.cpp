@@ -23,9 +23,7 @@ namespace {
 constexpr size_t kMinCompressSize = 64;
 
 Error ErrnoError(const std::string& path, const char* what, int err) {
-  Errc code = err == ENOENT ? Errc::kNotFound
-              : (err == EACCES || err == EPERM || err == EROFS) ? Errc::kPermission
-                                                                 : Errc::kIo;
+  Errc code = ErrcFromErrno(err);
   return MakeError(code, path + ": " + what + ": " + std::strerror(err));
 }
 

@@ -1,6 +1,14 @@
 #include "ptscope/result.h"
 
+#include <cerrno>
+
 namespace ptscope {
+
+Errc ErrcFromErrno(int err) {
+  if (err == ENOENT) return Errc::kNotFound;
+  if (err == EACCES || err == EPERM || err == EROFS) return Errc::kPermission;
+  return Errc::kIo;
+}
 
 const char* ErrcName(Errc code) {
   switch (code) {

@@ -121,9 +121,7 @@ Result<ElfFile> ElfFile::Open(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int err = errno;
-    Errc code = err == ENOENT ? Errc::kNotFound
-                : (err == EACCES || err == EPERM) ? Errc::kPermission
-                                                  : Errc::kIo;
+    Errc code = ErrcFromErrno(err);
     return MakeError(code, path + ": cannot open: " + std::strerror(err));
   }
   struct stat st {};

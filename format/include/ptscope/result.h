@@ -29,6 +29,9 @@ enum class Errc {
 };
 
 const char* ErrcName(Errc code);
+// The code for a failed system call's errno: ENOENT -> kNotFound, EACCES/EPERM/EROFS ->
+// kPermission, anything else kIo.
+Errc ErrcFromErrno(int err);
 
 // An error carries a category and a human sentence that already names the file, offset or field
 // and, where possible, what the user can do.
