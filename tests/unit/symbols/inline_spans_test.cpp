@@ -5,8 +5,12 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <llvm/Object/ELFObjectFile.h>
+
 #include <climits>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -87,6 +91,45 @@ TEST_CASE("inline depth spans: this -O2 C++ test executable, nested inlining") {
   CHECK(coverage.declined == 0);
   CHECK(coverage.spans > 500);
   CHECK(coverage.deepest >= 3);
+}
+
+// File offset and size of section `name` in `path` (0, 0 when absent).
+std::pair<uint64_t, uint64_t> SectionInFile(const std::string& path, const std::string& name) {
+  auto owning = llvm::object::ObjectFile::createObjectFile(path);
+  if (!owning) {
+    llvm::consumeError(owning.takeError());
+    return {0, 0};
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
+  for (const llvm::object::ELFSectionRef section : elf->sections()) {
+    auto section_name = section.getName();
+    if (section_name && *section_name == name) return {section.getOffset(), section.getSize()};
+    if (!section_name) llvm::consumeError(section_name.takeError());
+  }
+  return {0, 0};
+}
+
+TEST_CASE("inline depth spans: damaged DWARF neither crashes nor disagrees with Symbolize") {
+  std::string prog = std::getenv("PTSCOPE_SYMBOLS_PROG");
+  auto [offset, size] = SectionInFile(prog, ".debug_info");
+  REQUIRE(size > 64);
+  std::string damaged = std::filesystem::temp_directory_path() /
+                        ("ptscope-damaged-dwarf-" + std::to_string(::getpid()));
+  // Garbage over the second half of .debug_info: abbreviation codes, sizes and offsets that
+  // point anywhere.
+  for (uint8_t fill : {uint8_t{0xff}, uint8_t{0x00}, uint8_t{0x7f}}) {
+    std::filesystem::copy_file(prog, damaged, std::filesystem::copy_options::overwrite_existing);
+    {
+      std::fstream file(damaged, std::ios::in | std::ios::out | std::ios::binary);
+      file.seekp(static_cast<std::streamoff>(offset + size / 2));
+      std::string garbage(size - size / 2, static_cast<char>(fill));
+      file.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    }
+    INFO("fill 0x" << std::hex << int{fill});
+    Coverage coverage = CheckAgainstSymbolize(damaged);  // every answer given agrees
+    CHECK(coverage.spans + coverage.declined > 0);
+  }
+  std::filesystem::remove(damaged);
 }
 
 }  // namespace
