@@ -34,7 +34,6 @@ enum class GapCause : uint8_t {
 };
 const char* GapCauseName(GapCause cause);
 
-// One control-flow fact that can change a call stack, in program order per thread.
 // The text of a rare event (gap, trigger): one pointer in every FlowEvent instead of a 32-byte
 // std::string (events are written by the workers and read by the consumer: their size is memory
 // traffic; 80 -> 56 bytes per event).
@@ -62,6 +61,7 @@ class EventText {
   std::unique_ptr<std::string> text_;
 };
 
+// One control-flow fact that can change a call stack, in program order per thread.
 struct FlowEvent {
   enum class Kind : uint8_t {
     kCall,         // from = call insn, to = target, return_ip = address after the call

@@ -119,8 +119,8 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
 bool KeepRestatement(const UnitEvents* previous, const UnitEvents& next) {
   uint32_t depth = previous != nullptr ? previous->end_inline_depth : 0;
   bool after_transfer = previous != nullptr && previous->end_after_transfer;
-  // The rule of FlowDecoder::QueueInlineChanges for a block, with the previous unit's state.
-  return after_transfer ? next.restate_depth != 0 || depth != 0 : next.restate_depth != depth;
+  // The rule for a block, with the previous unit's end state.
+  return RestatesDepth(after_transfer, depth, next.restate_depth);
 }
 
 void FlowDecoder::JoinNextUnit() {
@@ -287,7 +287,7 @@ void FlowDecoder::HandleBlock(const pt_block& block) {
     if (!restate_at_unit_start_ && last.uniform && block_inline_->stretch_pid == image_.pid() &&
         last.Contains(block.ip) && last.Contains(block.end_ip)) {
       const uint32_t depth = std::min(last.uniform_depth, kMaxInlineDepth);
-      queued_nothing = inline_after_transfer_ ? depth == 0 && inline_depth_ == 0 : depth == inline_depth_;
+      queued_nothing = !RestatesDepth(inline_after_transfer_, inline_depth_, depth);
     }
     if (queued_nothing) {
       inline_after_transfer_ = false;

@@ -98,6 +98,13 @@ struct UnitEvents {
   bool end_after_transfer = false;
 };
 
+// Whether a block starting at inlined depth `first_depth` restates it (a kInlineChange), after
+// code at `current` depth: a change always does, and so does any non-zero depth after a transfer
+// (the tracker closes the caller's inlined slices at calls and returns).
+inline bool RestatesDepth(bool after_transfer, uint32_t current, uint32_t first_depth) {
+  return after_transfer ? first_depth != 0 || current != 0 : first_depth != current;
+}
+
 // Whether a sequential decode would have emitted `next`'s restated inlined depth, given the end
 // state of the unit before it (`previous`, nullptr when there is none).
 bool KeepRestatement(const UnitEvents* previous, const UnitEvents& next);

@@ -3,8 +3,8 @@
 // A block is contiguous code. The namer knows where the inlined depth changes in the function
 // around it (one DWARF walk per function): a block where it does not change needs nothing more;
 // otherwise the instructions where it changes are found by walking instruction lengths (Zydis,
-// minimal mode). Either way the result is cached by the block's first address: afterwards a block
-// costs one hash look-up and no text.
+// minimal mode). A block inside the function of the block before is answered from that stretch;
+// any other is cached by its first address: afterwards it costs one hash look-up and no text.
 #include <Zydis/Zydis.h>
 
 #include <algorithm>
@@ -38,15 +38,11 @@ const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
   // Most blocks lie in the function (or the stretch without debug info) of the block before: the
   // stretch answers without a look-up in the (cache-missing) per-block table.
   const InlineDepthStretch& last = block_inline_->stretch;
-  if (block_inline_->stretch_pid == pid && last.Contains(block.ip) && last.Contains(block.end_ip)) {
-    if (last.uniform) {
-      block_inline_->uniform.first_depth = std::min(last.uniform_depth, kMaxInlineDepth);
-      return block_inline_->uniform;
-    }
-    if (!last.ChangesIn(block.ip, block.end_ip)) {
-      block_inline_->uniform.first_depth = std::min(last.DepthAt(block.ip), kMaxInlineDepth);
-      return block_inline_->uniform;
-    }
+  if (block_inline_->stretch_pid == pid && last.Contains(block.ip) && last.Contains(block.end_ip) &&
+      (last.uniform || !last.ChangesIn(block.ip, block.end_ip))) {
+    block_inline_->uniform.first_depth =
+        std::min(last.uniform ? last.uniform_depth : last.DepthAt(block.ip), kMaxInlineDepth);
+    return block_inline_->uniform;
   }
   auto [found, inserted] = block_inline_->blocks.TryEmplace(BlockInlineKey{pid, block.ip});
   BlockInline& info = *found;
@@ -102,8 +98,7 @@ const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
 
 void FlowDecoder::QueueInlineChanges(const pt_block& block, uint64_t block_position) {
   const BlockInline& info = InlineOf(block);
-  bool restate = inline_after_transfer_ ? info.first_depth != 0 || inline_depth_ != 0
-                                        : info.first_depth != inline_depth_;
+  bool restate = RestatesDepth(inline_after_transfer_, inline_depth_, info.first_depth);
   inline_after_transfer_ = false;
   const bool unit_start = restate_at_unit_start_;
   restate_at_unit_start_ = false;

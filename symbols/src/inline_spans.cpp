@@ -7,11 +7,12 @@
 // one. Addresses no unit covers have no inlined frames.
 #include "inline_spans.h"
 
+#include "llvm_frames.h"
+
 #include <llvm/BinaryFormat/Dwarf.h>
 #include <llvm/DebugInfo/DWARF/DWARFCompileUnit.h>
 #include <llvm/DebugInfo/DWARF/DWARFDie.h>
 #include <llvm/DebugInfo/Symbolize/SymbolizableObjectFile.h>
-#include <llvm/Demangle/Demangle.h>
 #include <llvm/Object/BuildID.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Support/FileSystem.h>
@@ -184,25 +185,11 @@ std::shared_ptr<const InlineDepthSpan> InlineSpanIndex::SpanAt(const std::string
   return span;
 }
 
-}  // namespace ptscope::symbols
-
-namespace ptscope::symbols {
-
 bool InlineSpanIndex::Symbolize(const std::string& debug_path, uint64_t vaddr,
                                 llvm::DIInliningInfo* info) {
   auto adopted = modules_.find(debug_path);
   if (adopted == modules_.end() || adopted->second == nullptr) return false;
-  // LLVMSymbolizer's defaults: absolute file paths, linkage names, the symbol table for names
-  // DWARF lacks; then demangled.
-  llvm::DILineInfoSpecifier spec(llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
-                                 llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName);
-  *info = adopted->second->symbolizable->symbolizeInlinedCode(
-      {vaddr, llvm::object::SectionedAddress::UndefSection}, spec, /*UseSymbolTable=*/true);
-  if (info->getNumberOfFrames() == 0) info->addFrame(llvm::DILineInfo());
-  for (uint32_t i = 0; i < info->getNumberOfFrames(); ++i) {
-    llvm::DILineInfo* frame = info->getMutableFrame(i);
-    frame->FunctionName = llvm::demangle(frame->FunctionName);
-  }
+  *info = InlinedFramesLikeLlvm(*adopted->second->symbolizable, vaddr);
   return true;
 }
 

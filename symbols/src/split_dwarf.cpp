@@ -3,10 +3,11 @@
 #include <llvm/DebugInfo/DWARF/DWARFContext.h>
 #include <llvm/DebugInfo/DWARF/DWARFUnit.h>
 #include <llvm/DebugInfo/Symbolize/SymbolizableObjectFile.h>
-#include <llvm/Demangle/Demangle.h>
 
 #include <filesystem>
 #include <system_error>
+
+#include "llvm_frames.h"
 
 namespace ptscope::symbols {
 namespace fs = std::filesystem;
@@ -50,14 +51,7 @@ bool RelativeDwoSymbolizer::Symbolize(const std::string& debug_path, uint64_t va
                                       llvm::DIInliningInfo* info) {
   auto it = modules_.find(debug_path);
   if (it == modules_.end()) return false;
-  llvm::DILineInfoSpecifier spec(llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
-                                 llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName);
-  *info = it->second->symbolizable->symbolizeInlinedCode(
-      {vaddr, llvm::object::SectionedAddress::UndefSection}, spec, /*UseSymbolTable=*/true);
-  for (uint32_t i = 0; i < info->getNumberOfFrames(); ++i) {
-    llvm::DILineInfo* frame = info->getMutableFrame(i);
-    frame->FunctionName = llvm::demangle(frame->FunctionName);
-  }
+  *info = InlinedFramesLikeLlvm(*it->second->symbolizable, vaddr);
   return true;
 }
 

@@ -132,5 +132,42 @@ TEST_CASE("inline depth spans: damaged DWARF neither crashes nor disagrees with 
   std::filesystem::remove(damaged);
 }
 
+TEST_CASE("inline depth spans: a binary whose debug info LLVM takes from its .gnu_debuglink is declined") {
+  std::string prog = std::getenv("PTSCOPE_SYMBOLS_PROG");
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("ptscope-debuglink-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string stripped = (dir / "prog").string(), debug = (dir / "prog.debug").string();
+  // The objcopy recipe of distributions: debug file aside, binary stripped, linked by CRC.
+  std::string recipe = "objcopy --only-keep-debug '" + prog + "' '" + debug + "' && objcopy " +
+                       "--strip-debug --add-gnu-debuglink='" + debug + "' '" + prog + "' '" +
+                       stripped + "'";
+  REQUIRE(std::system(recipe.c_str()) == 0);
+  Result<ElfInfo> elf = ReadElfInfo(stripped);
+  REQUIRE(elf);
+  REQUIRE(elf->debuglink == "prog.debug");
+  Symbolizer symbolizer;
+  size_t declined = 0, inlined_via_debuglink = 0;
+  for (const LoadSegment& segment : elf->segments) {
+    if (!segment.executable) continue;
+    // Every address of the stripped binary: no span (its inlined frames come from prog.debug,
+    // which only LLVMSymbolizer's debuglink search finds), except PLT stubs, which have none.
+    for (uint64_t at = segment.vaddr; at < segment.vaddr + segment.filesz; ++at) {
+      std::shared_ptr<const InlineDepthSpan> span = symbolizer.InlineDepths(stripped, at);
+      if (span != nullptr) {
+        CHECK(span->steps.size() == 1);
+        CHECK(span->steps.front().depth == 0);
+        CHECK(symbolizer.Symbolize(stripped, at).inlined.empty());
+      } else {
+        ++declined;
+        if (!symbolizer.Symbolize(stripped, at).inlined.empty()) ++inlined_via_debuglink;
+      }
+    }
+  }
+  CHECK(declined > 0);
+  CHECK(inlined_via_debuglink > 0);  // the frames a span from the stripped file would have lost
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ptscope::symbols
