@@ -100,7 +100,9 @@ ptscope::Result<ptscope::format::Archive> LoadInput(const std::string& path) {
                                       "it with `pt-archive import-perf`");
 #endif
   }
-  return ptscope::format::ReadArchive(path);
+  // The PT bytes stay on disk until they are decoded (see RunPipeline): memory does not grow with
+  // the capture.
+  return ptscope::format::ReadArchive(path, ptscope::format::ReadOptions{.keep_pt_bytes = false});
 }
 
 std::string Count(uint64_t value) {

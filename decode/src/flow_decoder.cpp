@@ -53,7 +53,7 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
   config.flags.variant.block.enable_tick_events = 1;
   decoder_ = pt_blk_alloc_decoder(&config);
   if (decoder_ == nullptr) {
-    QueueGap(GapCause::kDecodeError, 0, "libipt refused the decoder configuration");
+    FailSegment("libipt refused the decoder configuration");
     return;
   }
   int status = pt_blk_sync_forward(decoder_);
@@ -99,13 +99,23 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     status = next < 0 ? -pte_eos : pt_blk_sync_set(decoder_, static_cast<uint64_t>(next));
     synced = status >= 0;
   }
+  FinishSegment();
+}
+
+void FlowDecoder::FailSegment(std::string detail) {
+  if (stats_.first_error.empty()) stats_.first_error = detail;
+  QueueGap(GapCause::kDecodeError, 0, std::move(detail));
+  FinishSegment();
+}
+
+void FlowDecoder::FinishSegment() {
   if (buffer_ != nullptr && next_unit_.valid) {
     JoinNextUnit();
   } else {
     ResolvePending(0);
   }
   FlushExtrapolated();
-  pt_blk_free_decoder(decoder_);
+  if (decoder_ != nullptr) pt_blk_free_decoder(decoder_);
   decoder_ = nullptr;
   if (buffer_ != nullptr) {
     buffer_->stats = stats_;

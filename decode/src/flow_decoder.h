@@ -162,6 +162,9 @@ class FlowDecoder {
   void SetInlineNamer(FrameNamer* namer) { inline_namer_ = namer; }
   // Decodes one contiguous piece of the stream (bytes must outlive the call only).
   void DecodeSegment(const uint8_t* begin, size_t size);
+  // Instead of DecodeSegment: the segment's bytes cannot be had (`detail` says why), which is
+  // a decode-error gap where they would have been.
+  void FailSegment(std::string detail);
 
   // Unit mode (parallel decoding). Events go to `buffer` instead of the FlowOutput, with their
   // positions; the caller stitches units and adds triggers, lost-data gaps and the end.
@@ -200,6 +203,8 @@ class FlowDecoder {
     FlowEvent::Kind kind = FlowEvent::Kind::kCall;
     uint64_t from = 0, return_ip = 0;
   };
+  // The end of DecodeSegment/FailSegment: pending branch, waiting events, unit-buffer fields.
+  void FinishSegment();
   int DrainEvents(pt_block_decoder* decoder, int status);
   bool StuckCheck();  // every 64 blocks: has libipt consumed any trace since the last check?
   void HandleEvent(const pt_event& event);

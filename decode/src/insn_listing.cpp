@@ -9,10 +9,12 @@
 #include <memory>
 
 #include "insn_lister.h"
+#include "piece_reader.h"
 
 namespace ptscope::decode {
 
-Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const DecoderSetup& setup,
+Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const std::string& archive_path,
+                               const DecoderSetup& setup,
                                const CodeImages& images, const SidebandTimeline& timeline,
                                const PipelineOptions& options, DecodeSummary summary) {
   const bool to_stdout = options.output_path == "-";
@@ -34,6 +36,7 @@ Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const DecoderSetup&
   };
   std::vector<std::unique_ptr<Run>> runs;
   bool failed = false;
+  PieceReader reader(archive_path);
   {
     InsnWriter writer(file);
     for (size_t i = 0; i < streams.size(); ++i) {
@@ -56,7 +59,15 @@ Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const DecoderSetup&
       }
       for (const Piece& piece : stream.pieces) {
         if (!piece.loss_before.empty()) summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
-        lister.DecodeSegment(piece.bytes.data(), piece.bytes.size());
+        // One piece at a time, whole: this listing is for checking decoders, not for speed.
+        Result<std::span<const uint8_t>> bytes = reader.Bytes(piece, 0, piece.size);
+        if (!bytes) {
+          summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
+          summary.notes.push_back(StreamName(stream) + ": cannot read the trace: " +
+                                  bytes.error().message);
+          continue;
+        }
+        lister.DecodeSegment(bytes->data(), bytes->size());
       }
       summary.instructions += lister.instructions();
       summary.gaps[static_cast<size_t>(GapCause::kDecodeError)] += lister.errors();

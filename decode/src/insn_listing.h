@@ -2,6 +2,7 @@
 // insn_lister.h), a per-CPU thread's stretches from several CPUs put back in time order.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "code_images.h"
@@ -12,7 +13,8 @@
 
 namespace ptscope::decode {
 
-Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const DecoderSetup& setup,
+Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const std::string& archive_path,
+                               const DecoderSetup& setup,
                                const CodeImages& images, const SidebandTimeline& timeline,
                                const PipelineOptions& options, DecodeSummary summary);
 

@@ -23,6 +23,7 @@
 #include "flow_decoder.h"
 #include "frame_namer.h"
 #include "insn_listing.h"
+#include "piece_reader.h"
 #include "psb_units.h"
 #include "sideband_timeline.h"
 #include "sink/sink_factory.h"
@@ -162,6 +163,7 @@ struct DecodeContext {
   SymbolsFrameNamer& namer;
   std::vector<Stream>& streams;
   std::vector<BlockInlineCache> worker_caches;
+  std::vector<PieceReader> worker_readers;
 };
 
 void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, UnitEvents& out) {
@@ -183,7 +185,13 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   } else {
     out.runs.push_back(UnitEvents::Run{stream.key, 0});
   }
-  decoder.DecodeSegment(piece.bytes.data() + span.begin, span.decode_end - span.begin);
+  Result<std::span<const uint8_t>> bytes =
+      context.worker_readers[worker].Bytes(piece, span.begin, span.decode_end);
+  if (!bytes) {
+    decoder.FailSegment("cannot read the trace: " + bytes.error().message);
+    return;
+  }
+  decoder.DecodeSegment(bytes->data(), bytes->size());
 }
 
 // Units to decode, in consumption order, after --threads and --time-range.
@@ -263,15 +271,18 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   setup.Apply(config);
   const size_t unit_bytes = options.unit_bytes != 0 ? options.unit_bytes : kDefaultUnitBytes;
   uint64_t capture_start_ns = UINT64_MAX;
+  auto split_reader = std::make_unique<PieceReader>(archive.path);  // freed after the split
   for (Stream& stream : streams) {
     for (Piece& piece : stream.pieces) {
-      piece.units = SplitAtPsb(piece.bytes.data(), piece.bytes.size(), config, unit_bytes);
+      PTSCOPE_ASSIGN_OR_RETURN(piece.units,
+                               SplitPieceAtPsb(*split_reader, piece, config, unit_bytes));
       if (!piece.units.empty() && piece.units.front().start.tsc != 0) {
         capture_start_ns = std::min(capture_start_ns, setup.time.ToNs(piece.units.front().start.tsc));
       }
     }
     if (stream.cpu < 0) stream.triggers = TriggersOf(archive, setup, stream.key.tid);
   }
+  split_reader.reset();
   if (capture_start_ns == UINT64_MAX) capture_start_ns = 0;
   const bool windowed = options.time_from_ns != 0 || options.time_to_ns != UINT64_MAX;
   const uint64_t window_from = capture_start_ns + options.time_from_ns;
@@ -298,7 +309,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   if (options.format == OutputFormat::kInsns) {
     summary.threads = streams.size();
     PTSCOPE_ASSIGN_OR_RETURN(
-        summary, RunInsns(streams, setup, images, timeline, options, std::move(summary)));
+        summary, RunInsns(streams, archive.path, setup, images, timeline, options,
+                          std::move(summary)));
     summary.notes.insert(summary.notes.end(), resolver.notes().begin(), resolver.notes().end());
     return summary;
   }
@@ -313,8 +325,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
 
   std::vector<WorkUnit> plan = PlanUnits(streams, setup, options, window_from, window_to);
   const unsigned jobs = std::max(1u, options.jobs);
-  DecodeContext context{setup, images, timeline, namer, streams, {}};
+  DecodeContext context{setup, images, timeline, namer, streams, {}, {}};
   context.worker_caches.resize(jobs);
+  for (unsigned worker = 0; worker < jobs; ++worker) context.worker_readers.emplace_back(archive.path);
   const size_t window = 2 * static_cast<size_t>(jobs) + 2;
 
   // Consumption state for per-thread streams (plan order: stream, piece, unit).
@@ -435,8 +448,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
         empty->Gap(GapCause::kLostData, piece.loss_before, 0);
         summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
       }
-      if (!piece.units.empty() || piece.bytes.empty()) continue;
-      std::string detail = "no PSB in " + std::to_string(piece.bytes.size()) +
+      if (!piece.units.empty() || piece.size == 0) continue;
+      std::string detail = "no PSB in " + std::to_string(piece.size) +
                            " bytes of trace: nothing to decode";
       summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
       if (empty) empty->Gap(GapCause::kDecodeError, detail, 0);

@@ -81,34 +81,55 @@ PsbState ReadPsbState(const uint8_t* bytes, size_t size, const pt_config& config
   return state;
 }
 
-std::vector<DecodeUnitSpan> SplitAtPsb(const uint8_t* bytes, size_t size, const pt_config& config,
-                                       size_t target_bytes) {
+void ScanPsbs(const uint8_t* bytes, size_t size, size_t base, size_t owned_end,
+              const pt_config& config, size_t* from, std::vector<PsbMark>* marks) {
+  size_t at = *from > base ? *from - base : 0;
+  for (;;) {
+    size_t psb = FindPsb(bytes, size, at);
+    if (psb >= size || base + psb >= owned_end) return;  // the next window goes on from *from
+    PsbMark mark{base + psb, ReadPsbState(bytes, size, config, psb)};
+    if (mark.state.valid) mark.state.header_end += base;
+    marks->push_back(mark);
+    at = psb + sizeof kPsb;
+    *from = base + at;
+  }
+}
+
+std::vector<DecodeUnitSpan> GroupPsbs(const std::vector<PsbMark>& marks, size_t piece_size,
+                                      size_t target_bytes) {
   std::vector<DecodeUnitSpan> units;
-  size_t psb = FindPsb(bytes, size, 0);
-  while (psb < size) {
-    DecodeUnitSpan unit;
-    unit.begin = psb;
-    unit.start = ReadPsbState(bytes, size, config, psb);
-    if (!unit.start.valid) {  // the pattern in a payload before the first real PSB
-      psb = FindPsb(bytes, size, psb + sizeof kPsb);
+  size_t i = 0;
+  while (i < marks.size()) {
+    if (!marks[i].state.valid) {  // the pattern in a payload before the first real PSB
+      ++i;
       continue;
     }
-    size_t next = FindPsb(bytes, size, psb + sizeof kPsb);
+    DecodeUnitSpan unit;
+    unit.begin = marks[i].offset;
+    unit.start = marks[i].state;
     // A unit may only end at a PSB libipt accepts (the pattern can, rarely, occur in a payload).
-    while (next < size && (next - unit.begin < target_bytes ||
-                           !ReadPsbState(bytes, size, config, next).valid)) {
-      next = FindPsb(bytes, size, next + sizeof kPsb);
+    size_t next = i + 1;
+    while (next < marks.size() &&
+           (marks[next].offset - unit.begin < target_bytes || !marks[next].state.valid)) {
+      ++next;
     }
-    unit.end = next;
-    unit.decode_end = next;
-    if (next < size) {
-      size_t header_end = ReadPsbState(bytes, size, config, next).header_end;
-      if (header_end > next) unit.decode_end = header_end;
+    unit.end = next < marks.size() ? marks[next].offset : piece_size;
+    unit.decode_end = unit.end;
+    if (next < marks.size() && marks[next].state.header_end > unit.end) {
+      unit.decode_end = marks[next].state.header_end;
     }
     units.push_back(unit);
-    psb = next;
+    i = next;
   }
   return units;
+}
+
+std::vector<DecodeUnitSpan> SplitAtPsb(const uint8_t* bytes, size_t size, const pt_config& config,
+                                       size_t target_bytes) {
+  std::vector<PsbMark> marks;
+  size_t from = 0;
+  ScanPsbs(bytes, size, 0, size, config, &from, &marks);
+  return GroupPsbs(marks, size, target_bytes);
 }
 
 }  // namespace ptscope::decode

@@ -42,6 +42,28 @@ struct DecodeUnitSpan {
 std::vector<DecodeUnitSpan> SplitAtPsb(const uint8_t* bytes, size_t size, const pt_config& config,
                                        size_t target_bytes);
 
+// A PSB pattern in a piece, and what libipt reads there (state.valid false: the pattern is part
+// of a payload). state.header_end is a piece offset too.
+struct PsbMark {
+  size_t offset = 0;
+  PsbState state;
+};
+
+// The PSB patterns of a window of a piece: `bytes` holds piece offsets [base, base + size). Finds
+// the chain FindPsb would walk over the whole piece (each search resumes 16 bytes after the last
+// pattern) from piece offset *from on, appends the patterns that start before `owned_end` to
+// `marks`, and leaves *from where the chain continues. Over consecutive windows whose owned parts
+// tile the piece and that reach 64 KiB past their owned part (or to the piece's end), the marks
+// are those of one window holding the whole piece: only a PSB+ header or a run of 02 82 longer
+// than that, i.e. damage, could read differently.
+void ScanPsbs(const uint8_t* bytes, size_t size, size_t base, size_t owned_end,
+              const pt_config& config, size_t* from, std::vector<PsbMark>* marks);
+constexpr size_t kPsbWindowReach = 64 * 1024;
+
+// Units of a piece of `piece_size` bytes from its marks (what SplitAtPsb does with them).
+std::vector<DecodeUnitSpan> GroupPsbs(const std::vector<PsbMark>& marks, size_t piece_size,
+                                      size_t target_bytes);
+
 // Offset of the first PSB at or after `from`, or `size` when there is none (memchr-speed scan).
 size_t FindPsb(const uint8_t* bytes, size_t size, size_t from);
 

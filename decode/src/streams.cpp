@@ -49,6 +49,7 @@ PieceBytes PieceBytes::Join(const std::vector<std::vector<uint8_t>*>& chunks) {
 
 // Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
 std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline) {
+  const bool by_reference_archive = archive.pt_refs.size() == archive.pt_data.size();
   std::map<uint32_t, std::vector<format::PtDataChunk*>> by_stream;
   for (format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
   std::vector<Stream> streams;
@@ -66,11 +67,23 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
       if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
     }
     const format::PtDataChunk* previous = nullptr;
+    uint64_t previous_size = 0;
     std::vector<std::vector<uint8_t>*> joined;  // the chunks of stream.pieces.back()
+    auto close_piece = [&] {
+      if (!stream.pieces.empty() && stream.pieces.back().in_memory()) {
+        stream.pieces.back().bytes = PieceBytes::Join(joined);
+      }
+      joined.clear();
+    };
     for (format::PtDataChunk* piece : pieces) {
+      const size_t index = static_cast<size_t>(piece - archive.pt_data.data());
+      // A chunk read without its bytes (see streams.h) is read again where it is decoded.
+      const bool by_reference = by_reference_archive && piece->data.empty() &&
+                                archive.pt_refs[index].size != 0;
+      const uint64_t size = by_reference ? archive.pt_refs[index].size : piece->data.size();
       std::string loss;
       if (previous != nullptr) {
-        uint64_t expected = previous->stream_offset + previous->data.size();
+        uint64_t expected = previous->stream_offset + previous_size;
         if (piece->snapshot_index != previous->snapshot_index) {
           loss = "snapshot " + std::to_string(piece->snapshot_index) +
                  " begins: execution between snapshots was not captured";
@@ -86,15 +99,26 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
       } else if (piece->bytes_lost_before != 0) {
         loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
       }
-      if (stream.pieces.empty() || !loss.empty()) {
-        if (!joined.empty()) stream.pieces.back().bytes = PieceBytes::Join(joined);
-        joined.clear();
-        stream.pieces.push_back(Piece{{}, loss, {}});
+      // A piece is read one way: a change of way (never within one archive) starts a new one.
+      bool way_changes = !stream.pieces.empty() && stream.pieces.back().size != 0 &&
+                         stream.pieces.back().in_memory() == by_reference;
+      if (stream.pieces.empty() || !loss.empty() || way_changes) {
+        close_piece();
+        stream.pieces.push_back(Piece{});
+        stream.pieces.back().loss_before = loss;
       }
-      joined.push_back(&piece->data);
+      Piece& current = stream.pieces.back();
+      if (by_reference) {
+        current.chunks.push_back(
+            Piece::ChunkRef{current.size, size, archive.pt_refs[index].chunk_offset});
+      } else {
+        joined.push_back(&piece->data);
+      }
+      current.size += size;
       previous = piece;
+      previous_size = size;
     }
-    stream.pieces.back().bytes = PieceBytes::Join(joined);
+    close_piece();
     streams.push_back(std::move(stream));
   }
   std::sort(streams.begin(), streams.end(), [](const Stream& a, const Stream& b) {

@@ -36,10 +36,22 @@ class PieceBytes {
   size_t size_ = 0;
 };
 
+// A contiguous stretch of one stream's PT bytes. They are either held in memory (`bytes`: perf.data
+// input, archives read whole) or, for an archive on disk read with keep_pt_bytes = false, read
+// again chunk by chunk where they are decoded (`chunks`; see PieceReader), so that memory does not
+// grow with the capture.
 struct Piece {
+  struct ChunkRef {
+    uint64_t piece_offset = 0;  // of the chunk's first PT byte within the piece
+    uint64_t size = 0;          // PT bytes in the chunk
+    uint64_t chunk_offset = 0;  // file offset of the chunk (ArchiveReader::ReadChunkAt)
+  };
   PieceBytes bytes;
-  std::string loss_before;  // non-empty: data was lost before this piece
+  std::vector<ChunkRef> chunks;  // in piece order; empty when `bytes` holds the piece
+  size_t size = 0;               // PT bytes in the piece
+  std::string loss_before;       // non-empty: data was lost before this piece
   std::vector<DecodeUnitSpan> units;
+  bool in_memory() const { return chunks.empty(); }
 };
 
 struct Stream {
@@ -53,8 +65,9 @@ struct Stream {
 std::string StreamName(const Stream& stream);
 
 // Groups PT pieces by stream, in stream_offset order, cut wherever data was lost; per-thread
-// streams first, by tid. The PT bytes move into the pieces: archive.pt_data keeps every field but
-// `data`, which is left empty.
+// streams first, by tid. PT bytes the archive holds move into the pieces (archive.pt_data keeps
+// every field but `data`, which is left empty); pieces of chunks read without their bytes
+// (format::ReadOptions::keep_pt_bytes = false) refer to the chunks instead.
 std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline);
 
 // --threads: whether `key`'s tid or pid is listed (an empty list selects every thread).

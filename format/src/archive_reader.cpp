@@ -281,6 +281,39 @@ std::optional<Chunk> ArchiveReader::Next() {
   return std::nullopt;
 }
 
+Result<Chunk> ArchiveReader::ReadChunkAt(uint64_t offset) {
+  // Next() from `offset`, with the sequential state put back afterwards. The End chunk's count
+  // check does not apply out of sequence, and an End chunk is not what callers come back for.
+  const uint64_t pos = pos_, chunks_read = chunks_read_, chunks_skipped = chunks_skipped_;
+  const bool saw_end = saw_end_;
+  std::optional<Damage> damage = std::move(damage_);
+  const ChunkLocation location = last_location_;
+  pos_ = offset;
+  damage_.reset();
+  saw_end_ = false;
+  std::optional<Chunk> chunk;
+  if (offset < size_ && offset % 8 == 0) chunk = Next();
+  std::optional<Damage> found = std::move(damage_);
+  if (chunk.has_value() && last_location_.offset != offset) chunk.reset();  // skipped to the next
+  pos_ = pos;
+  chunks_read_ = chunks_read;
+  chunks_skipped_ = chunks_skipped;
+  saw_end_ = saw_end;
+  damage_ = std::move(damage);
+  last_location_ = location;
+  if (chunk.has_value()) return std::move(*chunk);
+  std::string where = name_ + ": chunk at offset " + Hex(offset);
+  if (found.has_value()) {
+    // Next() names the chunk by its sequential index, which means nothing here.
+    std::string reason = found->reason;
+    size_t colon = reason.find(": ");
+    if (colon != std::string::npos) reason = reason.substr(colon + 2);
+    return MakeError(found->code, where + ": " + reason);
+  }
+  return MakeError(Errc::kCorrupt, where + ": no intact, known chunk starts there (offset past "
+                                           "the end, unaligned, or a skipped chunk type)");
+}
+
 std::optional<std::string> Archive::Get(std::string_view key) const {
   std::optional<std::string> value;
   for (const auto& [k, v] : metadata) {
@@ -291,17 +324,19 @@ std::optional<std::string> Archive::Get(std::string_view key) const {
 
 namespace {
 
-Archive Collect(ArchiveReader& reader) {
+Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
   Archive a;
   a.path = reader.name();
   a.header = reader.header();
   while (std::optional<Chunk> chunk = reader.Next()) {
     std::visit(
-        [&a](auto&& c) {
+        [&a, &reader, &options](auto&& c) {
           using T = std::decay_t<decltype(c)>;
           if constexpr (std::is_same_v<T, MetadataChunk>) {
             for (auto& entry : c.entries) a.metadata.push_back(std::move(entry));
           } else if constexpr (std::is_same_v<T, PtDataChunk>) {
+            a.pt_refs.push_back({reader.last_location().offset, c.data.size()});
+            if (!options.keep_pt_bytes) std::vector<uint8_t>().swap(c.data);
             a.pt_data.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, SidebandAttrChunk>) {
             a.sideband_attrs.push_back(std::move(c));
@@ -327,15 +362,15 @@ Archive Collect(ArchiveReader& reader) {
 
 }  // namespace
 
-Result<Archive> ReadArchive(const std::string& path) {
+Result<Archive> ReadArchive(const std::string& path, const ReadOptions& options) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader, ArchiveReader::Open(path));
-  return Collect(*reader);
+  return Collect(*reader, options);
 }
 
 Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string name) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader,
                            ArchiveReader::FromBytes(std::move(bytes), std::move(name)));
-  return Collect(*reader);
+  return Collect(*reader, ReadOptions{});
 }
 
 std::string ToHex(const std::vector<uint8_t>& bytes) {

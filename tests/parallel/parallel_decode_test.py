@@ -12,7 +12,9 @@ stitches the units back in order (decode/src/psb_units.h, unit_pool.h). For each
    timestamps removed), the same instruction total, and timestamps that differ by at most 2 ns
    are only reported (the PSB's TSC starts a unit; a sequential decoder interpolates across it).
    The summary's per-function calls, instructions and self instructions are identical.
-3. --threads keeps only the named thread's track; --time-range keeps only slices inside the
+3. The same walk stored in one PT chunk and in chunks of 1000 and 777 bytes decodes to the same
+   Perfetto and instruction-listing bytes (PT is read again chunk by chunk where it is decoded).
+4. --threads keeps only the named thread's track; --time-range keeps only slices inside the
    window, clipping the ones that cross its edges, and a window after the capture's end writes
    no slice and says so.
 
@@ -109,6 +111,33 @@ def check_capture(args, archive, work, failures):
         failures.append(f"{name}: --summary (calls, instructions, self instructions) per function "
                         f"differ between one unit and one unit per PSB: "
                         f"{[(k, wa.get(k), wb.get(k)) for k in diff]}")
+
+
+def check_chunking(args, work, failures):
+    """The same walk stored as one PT chunk and as chunks of 1000 or 777 bytes decodes to the same
+    bytes: pt-decode reads chunks again where it decodes them (decode/src/piece_reader.h), so
+    units and PSB+ headers that span chunks are read across them."""
+    outputs = {}
+    for piece_size in ("1000000000", "1000", "777"):
+        archive = os.path.join(work, f"chunks-{piece_size}.ptar")
+        r = run([args.synth, "-o", archive, "--binary", args.walk_binary, "--instructions",
+                 "60000", "--seed", "11", "--psb-period", "256", "--piece-size", piece_size])
+        if r.returncode != 0:
+            failures.append(f"pt-synth --piece-size {piece_size}: {r.stderr.strip()}")
+            return
+        for jobs, units in (("1", None), ("2", "1")):
+            extra = ["--jobs", jobs] + ([] if units is None else ["--unit-bytes", units])
+            for ext in ("pftrace", "insns"):
+                out = os.path.join(work, f"chunks-{piece_size}.j{jobs}.{ext}")
+                decode(args, archive, out, *extra)
+                outputs[(piece_size, jobs, ext)] = read_bytes(out)
+    for (piece_size, jobs, ext), data in sorted(outputs.items()):
+        reference = outputs[("1000000000", jobs, ext)]
+        if len(reference) < 1000:
+            failures.append(f"one-chunk walk: only {len(reference)} bytes of {ext}")
+        elif data != reference:
+            failures.append(f"--piece-size {piece_size}: the {ext} output (--jobs {jobs}) differs "
+                            f"from the one-chunk archive's")
 
 
 def summary_counts(text):
@@ -217,6 +246,10 @@ def main():
                 check_capture(args, archive, work, failures)
             except RuntimeError as e:
                 failures.append(str(e))
+        try:
+            check_chunking(args, work, failures)
+        except RuntimeError as e:
+            failures.append(str(e))
         try:
             check_filters(args, captures[-1], work, failures)
             if threaded:

@@ -239,6 +239,10 @@ class ArchiveReader {
   std::optional<Chunk> Next();
   // Location of the chunk Next() returned last.
   const ChunkLocation& last_location() const { return last_location_; }
+  // The chunk whose header starts at `offset` (a ChunkLocation::offset seen earlier), checked as
+  // Next() checks it: for a reader that comes back to a chunk instead of holding its payload
+  // (pt-decode reads each PT chunk again where it decodes it). Leaves Next()'s position alone.
+  Result<Chunk> ReadChunkAt(uint64_t offset);
   uint64_t chunks_read() const { return chunks_read_; }
   // Intact chunks of types this version does not know (from newer minor versions), skipped.
   // They are included in chunks_read().
@@ -277,6 +281,13 @@ struct Archive {
   FileHeader header;
   std::vector<std::pair<std::string, std::string>> metadata;  // merged, in order of appearance
   std::vector<PtDataChunk> pt_data;
+  // Parallel to pt_data: where each piece's chunk starts in the file (for
+  // ArchiveReader::ReadChunkAt) and how many PT bytes it holds (also when `data` was not kept).
+  struct PtDataRef {
+    uint64_t chunk_offset = 0;
+    uint64_t size = 0;
+  };
+  std::vector<PtDataRef> pt_refs;
   std::vector<SidebandAttrChunk> sideband_attrs;
   std::vector<SidebandChunk> sideband;
   std::vector<ModuleChunk> modules;
@@ -291,7 +302,12 @@ struct Archive {
   std::optional<std::string> Get(std::string_view key) const;
 };
 
-Result<Archive> ReadArchive(const std::string& path);
+struct ReadOptions {
+  // false: every PtDataChunk::data is left empty (Archive::pt_refs says where to read it again),
+  // so that the PT bytes, most of a capture, are not held in memory all at once.
+  bool keep_pt_bytes = true;
+};
+Result<Archive> ReadArchive(const std::string& path, const ReadOptions& options = {});
 Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string name);
 
 // Lowercase hex of a build id (or any bytes), and back.

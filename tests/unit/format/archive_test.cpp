@@ -251,6 +251,104 @@ TEST_CASE("a failed write leaves no torn chunk behind (file size limit hit mid-c
   CHECK(archive->markers.size() == 2);
 }
 
+// Three PT chunks (one lz4-compressed, one not, one empty) between other chunks.
+std::string WritePtArchive(const std::string& dir) {
+  std::string path = dir + "/pt.ptar";
+  auto writer = ArchiveWriter::Create(path);
+  REQUIRE(writer);
+  REQUIRE((*writer)->Write(MetadataChunk{{{"tool", "test"}}}));
+  for (uint32_t i = 0; i < 3; ++i) {
+    PtDataChunk pt;
+    pt.stream_id = 1;
+    pt.tid = 10;
+    pt.stream_offset = i * 5000;
+    pt.data = i == 0 ? testing::RepetitiveBytes(5000) : i == 1 ? testing::NoiseBytes(5000, 3)
+                                                               : std::vector<uint8_t>{};
+    REQUIRE((*writer)->Write(pt));
+    REQUIRE((*writer)->Write(SidebandChunk{1, 0, testing::NoiseBytes(40, i)}));
+  }
+  REQUIRE((*writer)->Close());
+  return path;
+}
+
+TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without moving Next()") {
+  std::string path = WritePtArchive(TempDir());
+  auto reader = ArchiveReader::Open(path);
+  REQUIRE(reader);
+  std::vector<uint64_t> offsets;
+  std::vector<Chunk> chunks;
+  while (auto chunk = (*reader)->Next()) {
+    offsets.push_back((*reader)->last_location().offset);
+    chunks.push_back(std::move(*chunk));
+    if (chunks.size() == 3) {
+      // Out of sequence, in the middle of a pass: the pass goes on where it was.
+      auto again = (*reader)->ReadChunkAt(offsets[1]);
+      REQUIRE(again);
+      CHECK(std::get<PtDataChunk>(*again).data == testing::RepetitiveBytes(5000));
+      CHECK((*reader)->last_location().offset == offsets[2]);
+    }
+  }
+  CHECK((*reader)->complete());
+  CHECK(!(*reader)->damage());
+  REQUIRE(chunks.size() == 8);  // metadata, 3 x (PT, sideband), End
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+    auto again = (*reader)->ReadChunkAt(offsets[i]);
+    REQUIRE(again);
+    CHECK(TypeOf(*again) == TypeOf(chunks[i]));
+    if (auto* pt = std::get_if<PtDataChunk>(&chunks[i])) {
+      CHECK(std::get<PtDataChunk>(*again).data == pt->data);
+      CHECK(std::get<PtDataChunk>(*again).stream_offset == pt->stream_offset);
+    }
+  }
+  // Offsets where no chunk starts: inside one, unaligned, past the end.
+  for (uint64_t bad : {offsets[1] + 8, offsets[1] + 3, (*reader)->file_size() + 64}) {
+    auto missing = (*reader)->ReadChunkAt(bad);
+    REQUIRE(!missing);
+    CHECK(missing.error().message.find("offset 0x") != std::string::npos);
+    CHECK(missing.error().message.find(path) == 0);
+  }
+  // A damaged payload is reported as damage at that offset, and Next() is not affected.
+  std::vector<uint8_t> bytes = ReadFile(path);
+  bytes[offsets[3] + 32 + 100] ^= 0xff;  // inside the second PT chunk's (uncompressed) payload
+  std::string damaged = path + ".damaged";
+  std::ofstream(damaged, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                                 static_cast<std::streamsize>(bytes.size()));
+  auto damaged_reader = ArchiveReader::Open(damaged);
+  REQUIRE(damaged_reader);
+  auto broken = (*damaged_reader)->ReadChunkAt(offsets[3]);
+  REQUIRE(!broken);
+  CHECK(broken.error().code == Errc::kChecksum);
+  CHECK(broken.error().message.find("payload checksum mismatch") != std::string::npos);
+  CHECK((*damaged_reader)->Next().has_value());  // the metadata chunk, from the start
+  CHECK(!(*damaged_reader)->damage());
+}
+
+TEST_CASE("ReadArchive without PT bytes keeps every other field and where to read them") {
+  std::string path = WritePtArchive(TempDir());
+  auto whole = ReadArchive(path);
+  auto light = ReadArchive(path, ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(light);
+  REQUIRE(light->pt_data.size() == 3);
+  REQUIRE(light->pt_refs.size() == 3);
+  REQUIRE(whole->pt_refs.size() == 3);
+  auto reader = ArchiveReader::Open(path);
+  REQUIRE(reader);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(light->pt_data[i].data.empty());
+    CHECK(light->pt_data[i].stream_offset == whole->pt_data[i].stream_offset);
+    CHECK(light->pt_refs[i].size == whole->pt_data[i].data.size());
+    CHECK(light->pt_refs[i].chunk_offset == whole->pt_refs[i].chunk_offset);
+    auto again = (*reader)->ReadChunkAt(light->pt_refs[i].chunk_offset);
+    REQUIRE(again);
+    CHECK(std::get<PtDataChunk>(*again).data == whole->pt_data[i].data);
+  }
+  CHECK(light->pt_refs[0].size == 5000);
+  CHECK(light->pt_refs[2].size == 0);
+  CHECK(light->sideband.size() == 3);
+  CHECK(light->complete);
+}
+
 TEST_CASE("files that are not archives are refused with a one-line reason") {
   std::string dir = TempDir();
   SUBCASE("missing") {

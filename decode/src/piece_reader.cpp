@@ -1,0 +1,85 @@
+// On-demand PT reads (see piece_reader.h).
+#include "piece_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <variant>
+
+namespace ptscope::decode {
+
+Result<const std::vector<uint8_t>*> PieceReader::ChunkBytes(uint64_t chunk_offset, uint64_t size) {
+  if (cached_.chunk_offset == chunk_offset) return &cached_.bytes;
+  if (reader_ == nullptr) {
+    PTSCOPE_ASSIGN_OR_RETURN(reader_, format::ArchiveReader::Open(path_));
+  }
+  PTSCOPE_ASSIGN_OR_RETURN(format::Chunk chunk, reader_->ReadChunkAt(chunk_offset));
+  auto* pt = std::get_if<format::PtDataChunk>(&chunk);
+  if (pt == nullptr || pt->data.size() != size) {
+    return Unexpected(Errc::kCorrupt,
+                      path_ + ": the PT data chunk at offset " + std::to_string(chunk_offset) +
+                          " is not the one read first (the file changed while it was decoded?)");
+  }
+  cached_.chunk_offset = chunk_offset;
+  cached_.bytes = std::move(pt->data);
+  return &cached_.bytes;
+}
+
+Result<std::span<const uint8_t>> PieceReader::Bytes(const Piece& piece, size_t begin, size_t end) {
+  end = std::min(end, piece.size);
+  begin = std::min(begin, end);
+  if (piece.in_memory()) return std::span<const uint8_t>(piece.bytes.data() + begin, end - begin);
+  if (begin == end) return std::span<const uint8_t>();
+  // The chunk holding `begin`: the last one starting at or before it.
+  auto chunk = std::upper_bound(piece.chunks.begin(), piece.chunks.end(), begin,
+                                [](size_t offset, const Piece::ChunkRef& ref) {
+                                  return offset < ref.piece_offset;
+                                }) -
+               1;
+  if (end <= chunk->piece_offset + chunk->size) {  // within one chunk: in place
+    PTSCOPE_ASSIGN_OR_RETURN(const std::vector<uint8_t>* bytes,
+                             ChunkBytes(chunk->chunk_offset, chunk->size));
+    return std::span<const uint8_t>(bytes->data() + (begin - chunk->piece_offset), end - begin);
+  }
+  scratch_.resize(end - begin);
+  size_t done = 0;
+  for (; done < scratch_.size(); ++chunk) {
+    PTSCOPE_ASSIGN_OR_RETURN(const std::vector<uint8_t>* bytes,
+                             ChunkBytes(chunk->chunk_offset, chunk->size));
+    size_t from = begin + done - chunk->piece_offset;
+    size_t n = std::min<size_t>(chunk->size - from, scratch_.size() - done);
+    std::memcpy(scratch_.data() + done, bytes->data() + from, n);
+    done += n;
+  }
+  return std::span<const uint8_t>(scratch_.data(), scratch_.size());
+}
+
+Result<std::vector<DecodeUnitSpan>> SplitPieceAtPsb(PieceReader& reader, const Piece& piece,
+                                                    const pt_config& config, size_t target_bytes) {
+  if (piece.in_memory()) return SplitAtPsb(piece.bytes.data(), piece.size, config, target_bytes);
+  // A sliding window over the piece, each chunk read once: the window owns all but its last
+  // kPsbWindowReach bytes (all of them once the last chunk is in), which the next window starts
+  // with.
+  std::vector<PsbMark> marks;
+  std::vector<uint8_t> window;
+  size_t base = 0;  // piece offset of window[0]
+  size_t from = 0;  // where the PSB chain goes on
+  size_t next_chunk = 0;
+  for (;;) {
+    while (next_chunk < piece.chunks.size() && window.size() < 2 * kPsbWindowReach) {
+      const Piece::ChunkRef& chunk = piece.chunks[next_chunk++];
+      PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes,
+                               reader.Bytes(piece, chunk.piece_offset,
+                                            chunk.piece_offset + chunk.size));
+      window.insert(window.end(), bytes.begin(), bytes.end());
+    }
+    const bool last = next_chunk == piece.chunks.size();
+    const size_t owned = last ? window.size() : window.size() - kPsbWindowReach;
+    ScanPsbs(window.data(), window.size(), base, base + owned, config, &from, &marks);
+    if (last) break;
+    window.erase(window.begin(), window.begin() + static_cast<ptrdiff_t>(owned));
+    base += owned;
+  }
+  return GroupPsbs(marks, piece.size, target_bytes);
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,210 @@
+// PT read again chunk by chunk (decode/src/piece_reader.h): the units of a piece split window by
+// window are those of the original whole-piece split, every byte range reads back as written,
+// and a file that changed under the decoder is an error naming it, never wrong bytes.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "decode_core_pt_builder.h"
+#include "piece_reader.h"
+#include "psb_units.h"
+#include "ptscope/format.h"
+
+namespace ptscope::decode {
+namespace {
+
+// The whole-piece split as it was written before windows (the reference): walks the PSB chain
+// with FindPsb and reads the candidates' PSB+ headers with ReadPsbState.
+std::vector<DecodeUnitSpan> ReferenceSplit(const std::vector<uint8_t>& piece,
+                                           const pt_config& config, size_t target) {
+  const uint8_t* bytes = piece.data();
+  const size_t size = piece.size();
+  std::vector<DecodeUnitSpan> units;
+  size_t psb = FindPsb(bytes, size, 0);
+  while (psb < size) {
+    DecodeUnitSpan unit;
+    unit.begin = psb;
+    unit.start = ReadPsbState(bytes, size, config, psb);
+    if (!unit.start.valid) {
+      psb = FindPsb(bytes, size, psb + 16);
+      continue;
+    }
+    size_t next = FindPsb(bytes, size, psb + 16);
+    while (next < size &&
+           (next - unit.begin < target || !ReadPsbState(bytes, size, config, next).valid)) {
+      next = FindPsb(bytes, size, next + 16);
+    }
+    unit.end = unit.decode_end = next;
+    if (next < size) {
+      size_t header_end = ReadPsbState(bytes, size, config, next).header_end;
+      if (header_end > next) unit.decode_end = header_end;
+    }
+    units.push_back(unit);
+    psb = next;
+  }
+  return units;
+}
+
+// PSB+ headers, packets, noise (which holds 02 and 82 bytes), runs of 02 82 longer than a PSB,
+// and a truncated header at the end.
+std::vector<uint8_t> MixedPt(uint32_t seed) {
+  std::mt19937 random(seed);
+  std::vector<uint8_t> out;
+  for (int segment = 0; segment < 60; ++segment) {
+    testing::PtBuilder pt;
+    switch (random() % 4) {
+      case 0: pt.Psb(1000 + segment, 0x401000 + segment * 16); break;
+      case 1: pt.Psb(2000 + segment, 0); break;
+      case 2: pt.Raw(std::vector<uint8_t>(2 * (8 + random() % 12), 0x02)); break;
+      default: break;
+    }
+    std::vector<uint8_t> bytes = pt.bytes();
+    if (bytes.size() > 0 && bytes[0] == 0x02 && bytes.size() >= 16 && bytes[1] == 0x02) {
+      for (size_t i = 1; i < bytes.size(); i += 2) bytes[i] = 0x82;  // the 02 82 run
+    }
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    size_t noise = random() % 900;
+    for (size_t i = 0; i < noise; ++i) {
+      uint32_t r = random() % 8;
+      out.push_back(r == 0 ? 0x02 : r == 1 ? 0x82 : static_cast<uint8_t>(random()));
+    }
+  }
+  testing::PtBuilder tail;
+  tail.Psb(9999, 0x402000);
+  std::vector<uint8_t> cut = tail.bytes();
+  out.insert(out.end(), cut.begin(), cut.begin() + cut.size() / 2);
+  return out;
+}
+
+struct TempArchive {
+  std::string dir, path;
+  TempArchive() {
+    char tmpl[] = "/tmp/ptscope-piece-XXXXXX";
+    dir = mkdtemp(tmpl);
+    path = dir + "/pt.ptar";
+  }
+  ~TempArchive() {
+    std::remove(path.c_str());
+    rmdir(dir.c_str());
+  }
+};
+
+// Writes `bytes` as PT chunks of random sizes (1..max_chunk) and returns the piece that refers
+// to them, as CollectStreams builds it from a ReadArchive without PT bytes.
+Piece WriteChunked(const std::string& path, const std::vector<uint8_t>& bytes, size_t max_chunk,
+                   uint32_t seed) {
+  std::mt19937 random(seed);
+  auto writer = format::ArchiveWriter::Create(path);
+  REQUIRE(writer);
+  for (size_t at = 0; at < bytes.size();) {
+    size_t n = std::min<size_t>(bytes.size() - at, 1 + random() % max_chunk);
+    format::PtDataChunk chunk;
+    chunk.stream_id = 1;
+    chunk.tid = 5;
+    chunk.stream_offset = at;
+    chunk.data.assign(bytes.begin() + at, bytes.begin() + at + n);
+    REQUIRE((*writer)->Write(chunk));
+    at += n;
+  }
+  REQUIRE((*writer)->Close());
+  auto archive = format::ReadArchive(path, format::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(archive);
+  Piece piece;
+  for (const format::Archive::PtDataRef& ref : archive->pt_refs) {
+    piece.chunks.push_back(Piece::ChunkRef{piece.size, ref.size, ref.chunk_offset});
+    piece.size += ref.size;
+  }
+  return piece;
+}
+
+bool SameUnits(const std::vector<DecodeUnitSpan>& a, const std::vector<DecodeUnitSpan>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].begin != b[i].begin || a[i].end != b[i].end || a[i].decode_end != b[i].decode_end ||
+        a[i].start.valid != b[i].start.valid || a[i].start.tsc != b[i].start.tsc ||
+        a[i].start.ip != b[i].start.ip || a[i].start.has_ip != b[i].start.has_ip ||
+        a[i].start.header_end != b[i].start.header_end) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_CASE("a piece split window by window has the units of the whole-piece split") {
+  pt_config config;
+  pt_config_init(&config);
+  TempArchive file;
+  size_t checked_units = 0;
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    std::vector<uint8_t> bytes = MixedPt(seed);
+    // Chunks from a few bytes (PSBs and headers span several) to larger than the piece.
+    for (size_t max_chunk : {7, 40, 1000, 100000}) {
+      Piece piece = WriteChunked(file.path, bytes, max_chunk, seed * 31 + max_chunk);
+      REQUIRE(piece.size == bytes.size());
+      for (size_t target : {1, 300, 4096}) {
+        std::vector<DecodeUnitSpan> reference = ReferenceSplit(bytes, config, target);
+        PieceReader reader(file.path);
+        auto units = SplitPieceAtPsb(reader, piece, config, target);
+        REQUIRE(units);
+        CAPTURE(seed);
+        CAPTURE(max_chunk);
+        CAPTURE(target);
+        CHECK(SameUnits(*units, reference));
+        CHECK(SameUnits(SplitAtPsb(bytes.data(), bytes.size(), config, target), reference));
+        checked_units += reference.size();
+      }
+    }
+  }
+  CHECK(checked_units > 1000);
+}
+
+TEST_CASE("PieceReader hands out every byte range as written, across chunks") {
+  TempArchive file;
+  std::vector<uint8_t> bytes = MixedPt(99);
+  Piece piece = WriteChunked(file.path, bytes, 500, 5);
+  REQUIRE(piece.chunks.size() > 20);
+  PieceReader reader(file.path);
+  std::mt19937 random(3);
+  for (int i = 0; i < 2000; ++i) {
+    size_t begin = random() % bytes.size();
+    size_t end = begin + random() % std::min<size_t>(bytes.size() - begin + 1, 3000);
+    auto got = reader.Bytes(piece, begin, end);
+    REQUIRE(got);
+    REQUIRE(got->size() == end - begin);
+    CHECK(std::equal(got->begin(), got->end(), bytes.begin() + begin));
+  }
+  auto all = reader.Bytes(piece, 0, piece.size);
+  REQUIRE(all);
+  CHECK(std::equal(all->begin(), all->end(), bytes.begin(), bytes.end()));
+}
+
+TEST_CASE("a PT file that changed since it was read is an error naming it, not other bytes") {
+  TempArchive file;
+  std::vector<uint8_t> bytes = MixedPt(7);
+  Piece piece = WriteChunked(file.path, bytes, 800, 1);
+  // The same bytes in other chunk sizes: chunks start at other offsets now.
+  WriteChunked(file.path, bytes, 300, 2);
+  PieceReader reader(file.path);
+  bool any_error = false;
+  for (size_t begin = 0; begin < bytes.size(); begin += 997) {
+    auto got = reader.Bytes(piece, begin, std::min(bytes.size(), begin + 64));
+    if (got) {
+      CHECK(std::equal(got->begin(), got->end(), bytes.begin() + begin));  // a chunk that fits
+      continue;
+    }
+    any_error = true;
+    CHECK(got.error().message.find(file.path) == 0);
+    CHECK(got.error().message.find("offset") != std::string::npos);
+  }
+  CHECK(any_error);
+  std::remove(file.path.c_str());
+  PieceReader gone(file.path);
+  auto missing = gone.Bytes(piece, 0, 10);
+  REQUIRE(!missing);
+  CHECK(missing.error().message.find(file.path) != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptscope::decode
