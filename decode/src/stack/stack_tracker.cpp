@@ -62,18 +62,25 @@ inline uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_s
 }
 
 inline void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
-                               uint32_t text_index) {
-  Record& r = buffer_.emplace_back();
+                               const std::string* text) {
+  // Every field is set: the slot may hold a record of an earlier flush.
+  if (buffer_size_ == buffer_.size()) [[unlikely]] GrowBuffer();
+  Record& r = buffer_.data()[buffer_size_++];
+  r.type = type;
+  r.inferred = inferred;
   r.time_ns = t;
+  r.instructions = position_;
   // Field by field: `frame` was usually just stored field by field, and one 16-byte load of it
   // would wait for those stores to retire (a failed store forward).
   r.frame.kind = frame.kind;
   r.frame.address = frame.address;
   r.frame.inline_index = frame.inline_index;
-  r.type = type;
-  r.inferred = inferred;
-  r.text_index = text_index;
-  r.instructions = position_;
+  r.text = text;
+  if (type == RecordType::kBegin) {
+    buffer_depth_max_ = std::max(buffer_depth_max_, ++buffer_depth_);
+  } else if (type == RecordType::kEnd) {
+    buffer_depth_min_ = std::min(buffer_depth_min_, --buffer_depth_);
+  }
 }
 
 inline void StackTracker::Push(const Frame& frame, uint64_t t, bool inferred) {
@@ -106,7 +113,7 @@ void StackTracker::OnEvent(const FlowEvent& e) {
   }
   last_time_ = t;
   // Bound the buffer between events, when the stack is consistent.
-  if (buffer_.size() >= options_.max_buffered_events) {
+  if (buffer_size_ >= options_.max_buffered_events) {
     ++counters_.buffer_flushes_at_bound;
     Flush();
   }
@@ -320,7 +327,12 @@ void StackTracker::PushInferredBottom(uint64_t ip) {
   f.function_start = start;
   stack_.push_back(f);
   ++counters_.inferred_frames;
-  inferred_prefix_.push_back(Record{anchor_time_, f.id, RecordType::kBegin, true, 0, anchor_position_});
+  Record& r = inferred_prefix_.emplace_back();
+  r.type = RecordType::kBegin;
+  r.inferred = true;
+  r.time_ns = anchor_time_;
+  r.instructions = anchor_position_;
+  r.frame = f.id;
 }
 
 inline void StackTracker::Pop(uint64_t t) {
@@ -395,17 +407,45 @@ inline void StackTracker::CloseSyntheticTop(uint64_t t) {
 
 void StackTracker::CloseAll(uint64_t t) { PopTo(0, t); }
 
+void StackTracker::GrowBuffer() {
+  // resize() writes the new slots: double up to the bound (plus one event's records, checked
+  // between events), and past it grow only by what a long unwind needs.
+  const size_t size = buffer_.size(), bound = options_.max_buffered_events;
+  buffer_.resize(size < bound ? std::min(std::max<size_t>(256, 2 * size), bound + 256)
+                              : size + size / 8 + 256);
+}
+
 void StackTracker::AddInstant(uint64_t t, std::string text) {
   texts_.push_back(std::move(text));
-  Emit(RecordType::kInstant, t, FrameId{}, false, static_cast<uint32_t>(texts_.size() - 1));
+  Emit(RecordType::kInstant, t, FrameId{}, false, &texts_.back());
+}
+
+inline bool StackTracker::BufferPassesDepthCap() const {
+  // No Begin reaches max_depth (folded) and no End finds nothing emitted open (dropped): each
+  // record of buffer_ would then be queued as it is.
+  const int64_t depth = emitted_depth_;
+  return hidden_depth_ == 0 && depth + buffer_depth_min_ >= 0 &&
+         depth + buffer_depth_max_ <= static_cast<int64_t>(options_.max_depth);
 }
 
 void StackTracker::Flush() {
   for (auto it = inferred_prefix_.rbegin(); it != inferred_prefix_.rend(); ++it) Write(*it);
-  for (const Record& r : buffer_) Write(r);
-  SendBatch();  // before texts_ is cleared: instants point into it
+  if (BufferPassesDepthCap()) {
+    // The common case: buffer_ goes to the sink as it is, after the prefix, in runs of
+    // kBatchSize (what a sink such as WindowSink copies per call stays small).
+    SendBatch();
+    for (size_t i = 0; i < buffer_size_; i += kBatchSize) {
+      sink_.WriteRecords(thread_, buffer_.data() + i, std::min(kBatchSize, buffer_size_ - i));
+    }
+    emitted_depth_ = static_cast<uint32_t>(emitted_depth_ + buffer_depth_);
+  } else {
+    for (size_t i = 0; i < buffer_size_; ++i) Write(buffer_[i]);
+    SendBatch();
+  }
+  // Only now is texts_ cleared: instants point into it.
   inferred_prefix_.clear();
-  buffer_.clear();
+  buffer_size_ = 0;
+  buffer_depth_ = buffer_depth_max_ = buffer_depth_min_ = 0;
   texts_.clear();
   written_open_ = stack_.size();
   anchor_time_ = last_time_;
@@ -443,7 +483,7 @@ inline void StackTracker::Write(const Record& r) {
       AddToBatch(SliceRecord::Type::kEnd, r, nullptr);
       return;
     case RecordType::kInstant:
-      AddToBatch(SliceRecord::Type::kInstant, r, &texts_[r.text_index]);
+      AddToBatch(SliceRecord::Type::kInstant, r, r.text);
       return;
   }
 }

@@ -45,13 +45,16 @@
 // levels were folded. Not for a sink that WantsEveryLevel() (the summary counts every call).
 //
 // Output: records reach the sink in runs (SliceSink::WriteRecords), each carrying the thread's
-// retired-instruction count (the sum of FlowEvent::insn_count) at that point.
+// retired-instruction count (the sum of FlowEvent::insn_count) at that point. The buffer holds
+// SliceRecords: when the depth cap changes nothing in it (tracked as records are added), it is
+// handed to the sink as it is, without a copy.
 //
 // Time: event times are clamped to be non-decreasing.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -114,15 +117,10 @@ class StackTracker {
     uint16_t inlined_wrappers = 0;  // inlined slices opened just before this frame
     uint16_t inline_open = 0;       // inlined slices open inside this frame (kInlineChange)
   };
-  enum class RecordType : uint8_t { kBegin, kEnd, kInstant };
-  struct Record {
-    uint64_t time_ns;
-    FrameId frame;
-    RecordType type;
-    bool inferred;
-    uint32_t text_index;  // into texts_, for kInstant
-    uint64_t instructions;  // position_ when the record was made
-  };
+  // Buffered as the sink takes it (instructions = position_ when the record was made), so that
+  // Flush can hand buffer_ over without converting it. A kEnd keeps the closed frame's id.
+  using Record = SliceRecord;
+  using RecordType = SliceRecord::Type;
 
   void OnCall(const FlowEvent& e, uint64_t t);
   void OnReturn(const FlowEvent& e, uint64_t t);
@@ -171,9 +169,12 @@ class StackTracker {
   uint32_t InlineDepthOf(AddressFacts& facts, uint64_t call_site);
 
   void Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
-            uint32_t text_index = 0);
+            const std::string* text = nullptr);
   void AddInstant(uint64_t t, std::string text);
   void Flush();
+  void GrowBuffer();
+  // Whether writing buffer_ (after the inferred prefix) would neither fold nor drop a record.
+  bool BufferPassesDepthCap() const;
   // Applies the depth cap and queues the record for the sink.
   void Write(const Record& r);
   void AddToBatch(SliceRecord::Type type, const Record& r, const std::string* text);
@@ -193,9 +194,16 @@ class StackTracker {
   bool anchored_ = false;        // anchor_time_ is set (first event seen)
   size_t written_open_ = 0;      // bottom frames whose Begin was already written to the sink
 
+  // The buffered records are buffer_[0, buffer_size_): Emit fills slots that already exist
+  // (GrowBuffer makes more), so that the hot path has no vector growth check to call.
   std::vector<Record> buffer_;
+  size_t buffer_size_ = 0;
   std::vector<Record> inferred_prefix_;  // Begins that precede buffer_, innermost first
-  std::vector<std::string> texts_;
+  std::deque<std::string> texts_;  // the instants' texts in buffer_ (a deque: they never move)
+  // Nesting across buffer_ (Begin +1, End -1) relative to its start: now, highest and lowest.
+  int64_t buffer_depth_ = 0;
+  int64_t buffer_depth_max_ = 0;
+  int64_t buffer_depth_min_ = 0;
   // Records on their way to the sink (SliceSink::WriteRecords), sent in runs of kBatchSize.
   std::vector<SliceRecord> batch_;
   std::vector<std::string> batch_texts_;  // a "[folded] ..." note (sent at once)

@@ -102,6 +102,24 @@ TEST_CASE("recursion deeper than max_depth is folded with an instant") {
   CHECK(h.tracker.counters().folded_frames == 2);
 }
 
+TEST_CASE("folding is the same when the buffer is written out before the recursion") {
+  // Flushes at the bound: the first buffers pass the depth cap unchanged, later ones are folded.
+  StackTrackerOptions options;
+  options.max_depth = 3;
+  options.max_buffered_events = 2;
+  Harness h(options);
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x6000), Call(20, 0x6010, 0x6000),
+               Call(30, 0x6010, 0x6000), Call(40, 0x6010, 0x6000), Ret(50, 0x6050, 0x6015),
+               Ret(60, 0x6050, 0x6015), Ret(70, 0x6050, 0x6015), Ret(80, 0x6050, 0x1015),
+               End(90)}) ==
+        "main* 0-90\n"
+        "  rec 10-80\n"
+        "    rec 20-70\n"
+        "      ! [folded] 2 deeper call levels not shown (max depth 3) @60\n");
+  CHECK(h.tracker.counters().folded_frames == 2);
+  CHECK(h.tracker.counters().buffer_flushes_at_bound > 0);
+}
+
 TEST_CASE("recursion past the default depth of 500") {
   Harness h;
   std::vector<FlowEvent> events{Enable(0, 0x1000), Call(1, 0x1010, 0x6000)};
@@ -277,6 +295,20 @@ TEST_CASE("a gap closes everything with an instant and restarts inference; trigg
         "  ! [trigger] usr2 @55\n");
   CHECK(h.tracker.counters().gaps_by_cause[static_cast<size_t>(GapCause::kOverflow)] == 1);
   CHECK(h.tracker.counters().triggers == 1);
+}
+
+TEST_CASE("many instants in one buffer keep their texts") {
+  Harness h;
+  std::vector<FlowEvent> events{Enable(0, 0x1000), Call(1, 0x1010, 0x2000)};
+  std::string expected = "main* 0-2000\n  a 1-2000\n";
+  for (int i = 0; i < 1000; ++i) {
+    FlowEvent trigger = Ev(K::kTrigger, 2 + i, 0, 0x2040);
+    trigger.detail = "mark " + std::to_string(i);
+    events.push_back(trigger);
+    expected += "    ! [trigger] mark " + std::to_string(i) + " @" + std::to_string(2 + i) + "\n";
+  }
+  events.push_back(End(2000));
+  CHECK(h.Run(events) == expected);
 }
 
 TEST_CASE("a return that matches no frame re-anchors the stack") {
