@@ -6,8 +6,9 @@
 // thread's StackTracker, so the call stacks are exactly those of one sequential pass and the
 // output is the same for every --jobs value. Per-thread streams are consumed as they complete
 // (memory bounded by the window of units in flight); per-CPU streams are split into the runs of
-// each thread by the context-switch sideband, and each thread's runs from all CPUs are put back
-// in time order before its stack is tracked.
+// each thread by the context-switch sideband, their units consumed in start-time order across
+// CPUs, and each thread's runs from all CPUs delivered in time order as soon as no later unit can
+// hold an earlier one (cpu_threads.h), so they are not held until the end either.
 #include "pipeline.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 
+#include "cpu_threads.h"
 #include "debuginfod_fetcher.h"
 #include "decoder_setup.h"
 #include "flow_decoder.h"
@@ -29,6 +31,7 @@
 #include "sink/sink_factory.h"
 #include "stack/stack_tracker.h"
 #include "streams.h"
+#include "thread_feed.h"
 #include "unit_pool.h"
 #include "window_sink.h"
 
@@ -36,20 +39,6 @@ namespace ptscope::decode {
 namespace {
 
 constexpr size_t kDefaultUnitBytes = 16 * 1024;
-
-std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
-                                    uint32_t tid) {
-  std::vector<TriggerMark> triggers;
-  for (const format::MarkerChunk& marker : archive.markers) {
-    if (marker.kind != format::MarkerKind::kTrigger) continue;
-    if (marker.tid != 0 && marker.tid != tid) continue;
-    triggers.push_back(
-        TriggerMark{setup.time.ToNs(marker.tsc), marker.value, "trigger: " + marker.text});
-  }
-  std::stable_sort(triggers.begin(), triggers.end(),
-                   [](const TriggerMark& a, const TriggerMark& b) { return a.time_ns < b.time_ns; });
-  return triggers;
-}
 
 // Instructions retired after the previous unit's last event count in the first delivered event
 // after the join (FlowEvent::insn_count), as in one sequential pass.
@@ -65,94 +54,9 @@ void CarryInstructions(UnitEvents& events, uint64_t carried) {
 // One unit of work: a span of one piece of one stream.
 struct WorkUnit {
   size_t stream = 0, piece = 0, unit = 0;
+  uint64_t start_ns = 0;  // per-CPU units: its PSB's time, never below an earlier unit's
+  bool per_cpu = false;
 };
-
-// Feeds one thread's stitched events to its StackTracker: triggers in time order among them,
-// lost-data gaps between pieces, the end; counts instructions in modules with symbols.
-class ThreadFeed {
- public:
-  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, SliceSink& sink,
-             std::vector<TriggerMark> triggers)
-      : key_(key), namer_(namer), tracker_(key, namer, sink), triggers_(std::move(triggers)) {}
-
-  void Deliver(FlowEvent& event) {
-    if (event.time_ns < last_ns_) event.time_ns = last_ns_;  // non-decreasing per thread
-    DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, last_ns_,
-                       [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
-    CountSymbolized(event);
-    last_ns_ = event.time_ns;
-    tracker_.OnEvent(event);
-  }
-  void Gap(GapCause cause, std::string detail, uint64_t insn_count) {
-    FlowEvent gap;
-    gap.kind = FlowEvent::Kind::kGap;
-    gap.insn_count = insn_count;
-    gap.gap_cause = cause;
-    gap.time_ns = last_ns_;
-    gap.detail = std::move(detail);
-    Deliver(gap);
-  }
-  void AddStats(const FlowStats& stats) {
-    stats_.instructions += stats.instructions;
-    stats_.events += stats.events;
-    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
-    stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
-    stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
-    if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
-  }
-  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
-  void Finish(uint64_t last_end_ip, uint64_t trailing_insns) {
-    FlowEvent end;
-    end.kind = FlowEvent::Kind::kEnd;
-    end.from = last_end_ip;
-    end.insn_count = trailing_insns;
-    end.time_ns = last_ns_;
-    Deliver(end);
-    tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, last_ns_));
-  }
-  const FlowStats& stats() const { return stats_; }
-  uint64_t symbolized() const { return symbolized_; }
-  const ThreadKey& key() const { return key_; }
-
- private:
-  void CountSymbolized(const FlowEvent& event) {
-    uint64_t where = event.from != 0 ? event.from : last_to_;
-    if (event.insn_count != 0 && where != 0) {
-      if (where < range_start_ || where >= range_end_) {  // the answer holds for a whole mapping
-        cached_symbolized_ =
-            namer_.InSymbolizedModule(key_.pid, where, event.time_ns, &range_start_, &range_end_);
-      }
-      if (cached_symbolized_) symbolized_ += event.insn_count;
-    }
-    if (event.to != 0) last_to_ = event.to;
-  }
-
-  ThreadKey key_;
-  SymbolsFrameNamer& namer_;
-  StackTracker tracker_;
-  std::vector<TriggerMark> triggers_;
-  size_t next_trigger_ = 0;
-  uint64_t last_ns_ = 0;
-  FlowStats stats_;
-  uint64_t last_to_ = 0, range_start_ = 1, range_end_ = 0;
-  bool cached_symbolized_ = false;
-  uint64_t symbolized_ = 0;
-};
-
-void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary) {
-  const FlowStats& stats = feed.stats();
-  summary.instructions += stats.instructions;
-  summary.symbolized_instructions += feed.symbolized();
-  for (size_t i = 0; i < stats.gaps.size(); ++i) summary.gaps[i] += stats.gaps[i];
-  if (stats.events != 0) {
-    summary.first_ns = std::min(summary.first_ns, stats.first_ns);
-    summary.last_ns = std::max(summary.last_ns, stats.last_ns);
-  }
-  if (!stats.first_error.empty()) {
-    summary.notes.push_back("thread " + std::to_string(feed.key().tid) +
-                            ": first decode error: " + stats.first_error);
-  }
-}
 
 // Everything the decode stage shares (read-only while workers run, apart from the thread-safe
 // namer and each worker's own cache).
@@ -202,7 +106,9 @@ std::vector<WorkUnit> PlanUnits(std::vector<Stream>& streams, const DecoderSetup
   for (size_t s = 0; s < streams.size(); ++s) {
     for (size_t p = 0; p < streams[s].pieces.size(); ++p) {
       const std::vector<DecodeUnitSpan>& units = streams[s].pieces[p].units;
+      uint64_t start_ns = 0;
       for (size_t u = 0; u < units.size(); ++u) {
+        if (units[u].start.tsc != 0) start_ns = std::max(start_ns, setup.time.ToNs(units[u].start.tsc));
         // A unit lies outside the window when it starts after its end, or when the next unit
         // (of the same piece) starts before its beginning. Without time, keep everything.
         uint64_t start_tsc = units[u].start.tsc;
@@ -211,10 +117,18 @@ std::vector<WorkUnit> PlanUnits(std::vector<Stream>& streams, const DecoderSetup
             setup.time.ToNs(units[u + 1].start.tsc) < window_from_ns) {
           continue;
         }
-        plan.push_back(WorkUnit{s, p, u});
+        plan.push_back(WorkUnit{s, p, u, start_ns, streams[s].cpu >= 0});
       }
     }
   }
+  // Per-CPU units (after every per-thread one) in start-time order across CPUs, so that each
+  // thread's runs can be delivered as the units are consumed (see cpu_threads.h); a piece's own
+  // units keep their order (start_ns never decreases within a piece, and the sort is stable).
+  auto per_cpu = std::stable_partition(plan.begin(), plan.end(),
+                                       [](const WorkUnit& work) { return !work.per_cpu; });
+  std::stable_sort(per_cpu, plan.end(), [](const WorkUnit& a, const WorkUnit& b) {
+    return a.start_ns < b.start_ns;
+  });
   (void)options;
   return plan;
 }
@@ -227,14 +141,6 @@ Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, Fram
                                                                  : SinkFormat::kPerfetto;
   return CreateSink(format, options.output_path, namer);
 }
-
-// One thread's run of events inside a per-CPU unit's buffer.
-struct CpuRun {
-  uint32_t tid = 0;
-  uint64_t first_ns = 0;
-  size_t plan_index = 0, first = 0, end = 0;
-  uint32_t cpu = 0;
-};
 
 }  // namespace
 
@@ -343,24 +249,24 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     ++summary.threads;
     feed.reset();
   };
-  // Per-CPU streams: kept until every unit is decoded, then regrouped by thread.
-  std::map<size_t, UnitEvents> cpu_units;
-  std::vector<CpuRun> cpu_runs;
-  std::map<uint32_t, ThreadKey> cpu_threads;
-  uint64_t idle_instructions = 0;
-  uint64_t cpu_carried_insns = 0;  // a per-CPU unit's trailing instructions, for the next unit
+  // Per-CPU streams: their threads are delivered as the units come (see cpu_threads.h).
+  CpuThreads cpu_threads(archive, setup, timeline, namer, sink, options.threads);
 
-  // The previous consumed unit's end state, for the inlined-depth restatement at a join.
+  // Each stream's last consumed unit and its end state: the inlined-depth restatement and the
+  // carried instructions at a join (per-CPU units of several streams interleave).
   struct JoinState {
     bool valid = false;
     WorkUnit work;
-    UnitEvents end;  // only the end_* fields are used
-  } previous;
+    UnitEvents end;              // only the end_* fields are used
+    uint64_t trailing_insns = 0;  // per-CPU units: for the next unit of the piece
+  };
+  std::vector<JoinState> last_of_stream(streams.size());
   auto consume = [&](size_t index, UnitEvents& events) {
     const WorkUnit& work = plan[index];
     Stream& stream = streams[work.stream];
-    bool follows = previous.valid && previous.work.stream == work.stream &&
-                   previous.work.piece == work.piece && previous.work.unit + 1 == work.unit;
+    JoinState& previous = last_of_stream[work.stream];
+    bool follows = previous.valid && previous.work.piece == work.piece &&
+                   previous.work.unit + 1 == work.unit;
     if (events.restate_index != SIZE_MAX &&
         KeepRestatement(follows ? &previous.end : nullptr, events)) {
       events.restate_index = SIZE_MAX;  // a sequential decoder states it too: keep it
@@ -380,23 +286,14 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     previous.end.end_after_transfer = events.end_after_transfer;
     if (options.progress) options.progress(index + 1, plan.size());
     if (stream.cpu >= 0) {
+      finish_feed();  // the per-thread streams all came first
       // As for a thread's stream: instructions retired before the join count in the first event
       // after it (the CPU's thread does not change at a PSB), or they would be lost.
-      if (follows) CarryInstructions(events, cpu_carried_insns);
-      cpu_carried_insns = events.trailing_insns;
-      for (size_t r = 0; r < events.runs.size(); ++r) {
-        const UnitEvents::Run& run = events.runs[r];
-        size_t end = r + 1 < events.runs.size() ? events.runs[r + 1].first : events.events.size();
-        if (run.first >= end) continue;
-        if (run.thread.tid == 0 || !Selected(options.threads, run.thread)) {
-          for (size_t e = run.first; e < end; ++e) idle_instructions += events.events[e].insn_count;
-          continue;
-        }
-        cpu_threads[run.thread.tid] = run.thread;
-        cpu_runs.push_back(CpuRun{run.thread.tid, events.events[run.first].time_ns, index,
-                                  run.first, end, static_cast<uint32_t>(stream.cpu)});
-      }
-      cpu_units.emplace(index, std::move(events));
+      if (follows) CarryInstructions(events, previous.trailing_insns);
+      previous.trailing_insns = events.trailing_insns;
+      cpu_threads.Consume(index, StreamName(stream), events);
+      const bool more = index + 1 < plan.size();
+      cpu_threads.Release(more ? plan[index + 1].start_ns : UINT64_MAX);
       return;
     }
     if (work.stream != feed_stream) {
@@ -458,40 +355,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     if (empty) empty->Finish(0, 0);
   }
 
-  if (!cpu_runs.empty()) {
-    std::stable_sort(cpu_runs.begin(), cpu_runs.end(), [](const CpuRun& a, const CpuRun& b) {
-      return a.first_ns != b.first_ns ? a.first_ns < b.first_ns : a.plan_index < b.plan_index;
-    });
-    for (const auto& [tid, key] : cpu_threads) {
-      sink.BeginThread(key, timeline.ProcessName(key.pid), timeline.ThreadName(key.tid));
-      ThreadFeed thread_feed(key, namer, sink, TriggersOf(archive, setup, key.tid));
-      uint64_t end_ip = 0;
-      for (const CpuRun& run : cpu_runs) {
-        if (run.tid != tid) continue;
-        UnitEvents& events = cpu_units.at(run.plan_index);
-        for (size_t e = run.first; e < run.end; ++e) {
-          if (e != events.restate_index) thread_feed.Deliver(events.events[e]);
-        }
-        end_ip = events.events[run.end - 1].from;
-      }
-      thread_feed.Finish(end_ip, 0);
-      AddThreadToSummary(thread_feed, summary);
-      ++summary.threads;
-    }
-    // Instructions and gaps of per-CPU units count once, whoever ran them.
-    for (const auto& [index, events] : cpu_units) {
-      summary.instructions += events.stats.instructions;
-      for (size_t i = 0; i < events.stats.gaps.size(); ++i) summary.gaps[i] += events.stats.gaps[i];
-      if (events.stats.events != 0) {
-        summary.first_ns = std::min(summary.first_ns, events.stats.first_ns);
-        summary.last_ns = std::max(summary.last_ns, events.stats.last_ns);
-      }
-      if (!events.stats.first_error.empty()) {
-        summary.notes.push_back(StreamName(streams[plan[index].stream]) +
-                                ": decode error: " + events.stats.first_error);
-      }
-    }
-  }
+  cpu_threads.Finish(summary);
   if (windowed) {
     // The counts above are of the decoded units (those overlapping the window); say what the
     // output holds, and when the window misses the capture altogether.
@@ -506,8 +370,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
     }
   }
-  if (idle_instructions != 0) {
-    summary.notes.push_back(std::to_string(idle_instructions) +
+  if (cpu_threads.idle_instructions() != 0) {
+    summary.notes.push_back(std::to_string(cpu_threads.idle_instructions()) +
                             " instructions of per-CPU trace ran while the sideband names no "
                             "(selected) thread on that CPU: not attributed");
   }

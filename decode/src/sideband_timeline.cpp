@@ -134,6 +134,17 @@ std::vector<uint32_t> SidebandTimeline::ScheduledPids() const {
   return pids;
 }
 
+size_t SidebandTimeline::ScheduledThreadCount() const {
+  std::vector<uint32_t> tids;
+  for (const auto& [cpu, runs] : runs_by_cpu_) {
+    for (const CpuRun& run : runs) {
+      if (run.thread.tid != 0) tids.push_back(run.thread.tid);
+    }
+  }
+  std::sort(tids.begin(), tids.end());
+  return static_cast<size_t>(std::unique(tids.begin(), tids.end()) - tids.begin());
+}
+
 std::string SidebandTimeline::ThreadName(uint32_t tid) const {
   auto it = thread_names_.find(tid);
   return it == thread_names_.end() ? std::string() : it->second;

@@ -7,12 +7,12 @@ namespace ptscope::decode {
 
 void WindowSink::BeginThread(const ThreadKey& thread, const std::string& process_name,
                              const std::string& thread_name) {
-  open_.clear();
+  open_by_thread_[(uint64_t{thread.pid} << 32) | thread.tid].clear();
   inner_.BeginThread(thread, process_name, thread_name);
 }
 
 void WindowSink::EmitPending(uint64_t instructions) {
-  for (Open& open : open_) {
+  for (Open& open : *open_) {
     if (open.emitted || open.begin.time_ns > to_) continue;
     SliceRecord begin = open.begin;
     if (begin.time_ns < from_) {
@@ -27,20 +27,20 @@ void WindowSink::EmitPending(uint64_t instructions) {
 void WindowSink::Process(const SliceRecord& record) {
   switch (record.type) {
     case SliceRecord::Type::kBegin:
-      open_.push_back(Open{record, false});
+      open_->push_back(Open{record, false});
       if (record.time_ns >= from_ && record.time_ns <= to_) EmitPending(record.instructions);
       break;
     case SliceRecord::Type::kEnd: {
-      if (open_.empty()) return;
-      if (!open_.back().emitted && record.time_ns > from_ && open_.back().begin.time_ns <= to_) {
+      if (open_->empty()) return;
+      if (!open_->back().emitted && record.time_ns > from_ && open_->back().begin.time_ns <= to_) {
         EmitPending(record.instructions);  // it overlaps the window though nothing in it began
       }
-      if (open_.back().emitted) {
+      if (open_->back().emitted) {
         SliceRecord end = record;
         end.time_ns = std::min(record.time_ns, to_);
         out_.push_back(end);
       }
-      open_.pop_back();
+      open_->pop_back();
       break;
     }
     case SliceRecord::Type::kInstant:
@@ -57,6 +57,7 @@ void WindowSink::Send(const ThreadKey& thread) {
 }
 
 void WindowSink::WriteRecords(const ThreadKey& thread, const SliceRecord* records, size_t count) {
+  open_ = &open_by_thread_[(uint64_t{thread.pid} << 32) | thread.tid];
   for (size_t i = 0; i < count; ++i) Process(records[i]);
   Send(thread);
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "events.h"
@@ -38,7 +39,9 @@ class WindowSink : public SliceSink {
   void Send(const ThreadKey& thread);
   SliceSink& inner_;
   uint64_t from_, to_;
-  std::vector<Open> open_;  // the current thread's open slices (threads come one at a time)
+  // Open slices per thread (pid << 32 | tid): the threads of per-CPU streams interleave.
+  std::unordered_map<uint64_t, std::vector<Open>> open_by_thread_;
+  std::vector<Open>* open_ = nullptr;  // the thread of the records being processed
   std::vector<SliceRecord> out_;
 };
 

@@ -1,0 +1,103 @@
+// ThreadFeed: one thread's stitched FlowEvents into its StackTracker (used by the pipeline for
+// per-thread streams and by CpuThreads for the threads of per-CPU streams).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "decoder_setup.h"
+#include "events.h"
+#include "flow_decoder.h"
+#include "frame_namer.h"
+#include "pipeline.h"
+#include "ptscope/format.h"
+#include "stack/stack_tracker.h"
+
+namespace ptscope::decode {
+
+// Feeds one thread's stitched events to its StackTracker: triggers in time order among them,
+// lost-data gaps between pieces, the end; counts instructions in modules with symbols.
+class ThreadFeed {
+ public:
+  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, SliceSink& sink,
+             std::vector<TriggerMark> triggers, StackTrackerOptions tracker_options = {})
+      : key_(key),
+        namer_(namer),
+        tracker_(key, namer, sink, tracker_options),
+        triggers_(std::move(triggers)) {}
+
+  void Deliver(FlowEvent& event) {
+    if (event.time_ns < last_ns_) event.time_ns = last_ns_;  // non-decreasing per thread
+    DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, last_ns_,
+                       [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
+    CountSymbolized(event);
+    last_ns_ = event.time_ns;
+    tracker_.OnEvent(event);
+  }
+  void Gap(GapCause cause, std::string detail, uint64_t insn_count) {
+    FlowEvent gap;
+    gap.kind = FlowEvent::Kind::kGap;
+    gap.insn_count = insn_count;
+    gap.gap_cause = cause;
+    gap.time_ns = last_ns_;
+    gap.detail = std::move(detail);
+    Deliver(gap);
+  }
+  void AddStats(const FlowStats& stats) {
+    stats_.instructions += stats.instructions;
+    stats_.events += stats.events;
+    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
+    stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
+    stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
+    if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
+  }
+  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
+  void Finish(uint64_t last_end_ip, uint64_t trailing_insns) {
+    FlowEvent end;
+    end.kind = FlowEvent::Kind::kEnd;
+    end.from = last_end_ip;
+    end.insn_count = trailing_insns;
+    end.time_ns = last_ns_;
+    Deliver(end);
+    tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, last_ns_));
+  }
+  const FlowStats& stats() const { return stats_; }
+  uint64_t symbolized() const { return symbolized_; }
+  const ThreadKey& key() const { return key_; }
+
+ private:
+  void CountSymbolized(const FlowEvent& event) {
+    uint64_t where = event.from != 0 ? event.from : last_to_;
+    if (event.insn_count != 0 && where != 0) {
+      if (where < range_start_ || where >= range_end_) {  // the answer holds for a whole mapping
+        cached_symbolized_ =
+            namer_.InSymbolizedModule(key_.pid, where, event.time_ns, &range_start_, &range_end_);
+      }
+      if (cached_symbolized_) symbolized_ += event.insn_count;
+    }
+    if (event.to != 0) last_to_ = event.to;
+  }
+
+  ThreadKey key_;
+  SymbolsFrameNamer& namer_;
+  StackTracker tracker_;
+  std::vector<TriggerMark> triggers_;
+  size_t next_trigger_ = 0;
+  uint64_t last_ns_ = 0;
+  FlowStats stats_;
+  uint64_t last_to_ = 0, range_start_ = 1, range_end_ = 0;
+  bool cached_symbolized_ = false;
+  uint64_t symbolized_ = 0;
+};
+
+// The archive's trigger markers for thread `tid` (or for every thread), in time order.
+std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
+                                    uint32_t tid);
+
+// Adds a finished thread's counts, time span and first decode error to the summary.
+void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary);
+
+}  // namespace ptscope::decode
