@@ -11,6 +11,8 @@ Each case records a program with `pt-emulate --cpus N --timeslice T --full --gro
             binary + the load base from the MMAP2 record of the exported perf.data);
   jobs      --jobs 1 and --jobs 2 give byte-identical Perfetto and text output, and
             `--unit-bytes 1` (one decode unit per PSB) the same summary as the default;
+  order     per thread, the program's own functions are entered in the text output in the
+            order the ground truth enters them (default units and --unit-bytes 1);
   per-thread  the same program recorded without --cpus and decoded to text calls the same set
             of the program's own functions in each thread (threads matched by creation order).
 The expected values come from the ground truth and nm, never from pt-decode.
@@ -136,6 +138,39 @@ def parse_text_functions(text, names):
     return seen
 
 
+def parse_text_sequences(text, names):
+    """{tid: the given functions' slices of that thread, in the text's (start) order}; inferred
+    slices (frames found on the stack, not entered in the trace) left out."""
+    seen, current = {}, None
+    for line in text.splitlines():
+        m = THREAD.match(line)
+        if m:
+            current = seen.setdefault(int(m.group(2)), [])
+            continue
+        m = TEXT_SLICE.match(line)
+        if m and current is not None and m.group(1) in names and '(inferred)' not in line:
+            current.append(m.group(1))
+    return seen
+
+
+def check_order(name, truth, text, prog, base, funcs):
+    """Each thread's calls of the program's functions come in the ground truth's order: a
+    thread's runs from several CPUs must reach its stack tracker in time order (cpu_threads.h)."""
+    problems = []
+    entries = {base + addr: fn for fn, addr in symbols(prog, funcs).items()}
+    got = parse_text_sequences(text, funcs)
+    for tid in sorted(truth):
+        want = [entries[a] for a in truth[tid] if a in entries]
+        have = got.get(tid, [])
+        if have != want:
+            at = next((i for i, (x, y) in enumerate(zip(have, want)) if x != y),
+                      min(len(have), len(want)))
+            problems.append(f'{name}: tid {tid}: calls out of order at call #{at}: '
+                            f'{have[at:at + 3]} in the text, {want[at:at + 3]} in the ground '
+                            f'truth ({len(have)} vs {len(want)} calls)')
+    return problems
+
+
 def decode(pt_decode, ptar, out, *args):
     r = run([pt_decode, *args, '-o', out, ptar])
     if r.returncode != 0:
@@ -244,8 +279,15 @@ def check_case(tools, tmp, case):
         print(f'{name}: --unit-bytes 1: same calls and instructions; times differ by at most '
               f'{worst} ns (a unit starts from its PSB\'s TSC, see tests/parallel)')
 
-    # 4. the per-thread capture calls the same functions in each thread.
+    # 4. each thread's calls in the ground truth's order, with the default units and with one
+    # unit per PSB (units, and so the order runs wait in, change; the order delivered must not).
     text = (tmp / f'{tag}.j1.txt').read_text()
+    problems += check_order(name, truth, text, prog, base, funcs)
+    text_u1 = decode(tools['decode'], ptar, tmp / f'{tag}.u1.txt', '--format', 'text',
+                     '--unit-bytes', '1', '--jobs', '2').decode()
+    problems += check_order(name + ' --unit-bytes 1', truth, text_u1, prog, base, funcs)
+
+    # 5. the per-thread capture calls the same functions in each thread.
     ptar1, _gt1 = record(tools, tmp, f'{prog_name}-perthread', prog, [])
     text1 = decode(tools['decode'], ptar1, tmp / f'{prog_name}-perthread.txt', '--format',
                    'text').decode()
