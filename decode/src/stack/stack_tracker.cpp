@@ -50,7 +50,7 @@ inline uint64_t StackTracker::StartOf(AddressFacts& facts, uint64_t ip) {
 inline uint64_t StackTracker::StartOf(uint64_t ip) { return StartOf(FactsOf(ip), ip); }
 
 inline FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
-  return FrameId{FrameId::Kind::kFunction, start != 0 ? start : ip, 0};
+  return FrameId{.address = start != 0 ? start : ip, .kind = FrameId::Kind::kFunction};
 }
 
 inline uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_site) {
@@ -176,7 +176,7 @@ inline void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
     ReplaceTop(e.from, from_start, t, true);
   }
   for (uint32_t i = 0; i < wrappers; ++i) {
-    FrameId inl{FrameId::Kind::kInlined, e.from, i};
+    FrameId inl{.address = e.from, .inline_index = i, .kind = FrameId::Kind::kInlined};
     Emit(RecordType::kBegin, t, inl, false);
   }
   counters_.inlined_slices += wrappers;
@@ -383,7 +383,9 @@ void StackTracker::OnInlineChange(const FlowEvent& e, uint64_t t) {
     Emit(RecordType::kEnd, t, top.id, false);
   }
   while (top.inline_open < depth) {
-    Emit(RecordType::kBegin, t, FrameId{FrameId::Kind::kInlined, e.from, top.inline_open}, false);
+    const FrameId inlined{
+        .address = e.from, .inline_index = top.inline_open, .kind = FrameId::Kind::kInlined};
+    Emit(RecordType::kBegin, t, inlined, false);
     ++top.inline_open;
     ++counters_.inlined_slices;
   }

@@ -21,7 +21,7 @@ using ptscope::decode::SliceSink;
 using ptscope::decode::ThreadKey;
 
 namespace {
-FrameId Fn(uint64_t address) { return FrameId{FrameId::Kind::kFunction, address, 0}; }
+FrameId Fn(uint64_t address) { return FrameId{.address = address, .kind = FrameId::Kind::kFunction}; }
 
 void WriteSample(SliceSink& sink) {
   ThreadKey t8{7, 8}, t9{7, 9}, t20{20, 20};
@@ -32,10 +32,10 @@ void WriteSample(SliceSink& sink) {
   sink.End(t20, 60);
   sink.Begin(t8, 100, Fn(0x1000), true);
   sink.Begin(t9, 105, Fn(0x3000), false);
-  sink.Begin(t8, 110, FrameId{FrameId::Kind::kInlined, 0x1010, 0}, false);
+  sink.Begin(t8, 110, FrameId{.address = 0x1010, .kind = FrameId::Kind::kInlined}, false);
   sink.Begin(t8, 110, Fn(0x2000), false);
   sink.Begin(t9, 115, Fn(0x2000), false);
-  sink.Begin(t8, 120, FrameId{FrameId::Kind::kSyscall, 0, 0}, false);
+  sink.Begin(t8, 120, FrameId{.address = 0, .kind = FrameId::Kind::kSyscall}, false);
   sink.End(t9, 125);
   sink.End(t8, 130);
   sink.End(t9, 140);

@@ -51,7 +51,7 @@ TEST_CASE("a full disk is reported by OutputError, not printed or ignored") {
   testing::FakeNamer namer({{"main", 0x1000}});
   auto sink = CreateSink("perfetto", "/dev/full", namer);
   REQUIRE(sink);
-  (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{FrameId::Kind::kFunction, 0x1000, 0}, false);
+  (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{.address = 0x1000, .kind = FrameId::Kind::kFunction}, false);
   (*sink)->End(ThreadKey{1, 1}, 20);
   (*sink)->Finish();
   CHECK((*sink)->OutputError() == "/dev/full: write failed: No space left on device (disk full?)");
@@ -104,8 +104,8 @@ TEST_CASE("slices still open at Finish: text marks them unfinished, folded close
   for (const std::string& path : {text_path, folded_path}) {
     auto sink = CreateSink(path == text_path ? "text" : "folded", path, namer);
     REQUIRE(sink);
-    (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{FrameId::Kind::kFunction, 0x1000, 0}, false);
-    (*sink)->Begin(ThreadKey{1, 1}, 20, FrameId{FrameId::Kind::kFunction, 0x2000, 0}, false);
+    (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{.address = 0x1000, .kind = FrameId::Kind::kFunction}, false);
+    (*sink)->Begin(ThreadKey{1, 1}, 20, FrameId{.address = 0x2000, .kind = FrameId::Kind::kFunction}, false);
     (*sink)->Instant(ThreadKey{1, 1}, 35, "[trigger]");
     (*sink)->End(ThreadKey{1, 2}, 40);  // a thread with nothing open: ignored
     (*sink)->Finish();

@@ -31,7 +31,7 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-FrameId Fn(uint64_t address) { return FrameId{FrameId::Kind::kFunction, address, 0}; }
+FrameId Fn(uint64_t address) { return FrameId{.address = address, .kind = FrameId::Kind::kFunction}; }
 
 testing::FakeNamer Namer() {
   return testing::FakeNamer({{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}, {"rec", 0x6000}});
