@@ -31,8 +31,32 @@ void RunOrdered(size_t units, unsigned jobs, size_t window,
   // Consumed buffers go back to the workers: allocating fresh ones for every unit made the
   // kernel clear new pages for each (a fifth of a decode's time).
   std::vector<std::unique_ptr<UnitEvents>> spare;
+  // Claims the next unit inside the window (with the lock held); false when there is none.
+  auto claim = [&](size_t* unit, std::unique_ptr<UnitEvents>* events) {
+    if (next >= units || next >= consumed + window) return false;
+    *unit = next++;
+    if (!spare.empty()) {
+      *events = std::move(spare.back());
+      spare.pop_back();
+    }
+    return true;
+  };
+  // Decodes a claimed unit (without the lock) and hands in the result.
+  auto run = [&](size_t unit, std::unique_ptr<UnitEvents> events, unsigned worker) {
+    if (events == nullptr) events = std::make_unique<UnitEvents>();
+    decode(unit, worker, *events);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      results[unit] = std::move(events);
+      done[unit] = true;
+    }
+    changed.notify_all();
+  };
+  // jobs - 1 worker threads; the calling thread is worker 0: it consumes in order and, while the
+  // unit it waits for is not decoded yet, decodes one itself. So --jobs N keeps N threads busy
+  // (N workers beside a consumer would be one more thread than cores).
   std::vector<std::thread> workers;
-  for (unsigned worker = 0; worker < jobs; ++worker) {
+  for (unsigned worker = 1; worker < jobs; ++worker) {
     workers.emplace_back([&, worker] {
       for (;;) {
         size_t unit;
@@ -40,30 +64,28 @@ void RunOrdered(size_t units, unsigned jobs, size_t window,
         {
           std::unique_lock<std::mutex> lock(mutex);
           changed.wait(lock, [&] { return next >= units || next < consumed + window; });
-          if (next >= units) return;
-          unit = next++;
-          if (!spare.empty()) {
-            events = std::move(spare.back());
-            spare.pop_back();
-          }
+          if (!claim(&unit, &events)) return;
         }
-        if (events == nullptr) events = std::make_unique<UnitEvents>();
-        decode(unit, worker, *events);
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          results[unit] = std::move(events);
-          done[unit] = true;
-        }
-        changed.notify_all();
+        run(unit, std::move(events), worker);
       }
     });
   }
   for (size_t i = 0; i < units; ++i) {
     std::unique_ptr<UnitEvents> events;
-    {
+    for (;;) {
       std::unique_lock<std::mutex> lock(mutex);
-      changed.wait(lock, [&] { return done[i]; });
-      events = std::move(results[i]);
+      if (done[i]) {
+        events = std::move(results[i]);
+        break;
+      }
+      size_t unit;
+      std::unique_ptr<UnitEvents> claimed;
+      if (claim(&unit, &claimed)) {
+        lock.unlock();
+        run(unit, std::move(claimed), 0);
+        continue;
+      }
+      changed.wait(lock, [&] { return done[i] || (next < units && next < consumed + window); });
     }
     consume(i, *events);
     events->Reset();

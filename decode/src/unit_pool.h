@@ -12,7 +12,9 @@
 namespace ptscope::decode {
 
 // decode(unit, worker, out) runs on a worker (worker in [0, jobs)); consume(unit, events) runs on
-// the calling thread in unit order. With jobs <= 1 everything runs on the calling thread.
+// the calling thread in unit order. The calling thread is worker 0: beside jobs - 1 worker
+// threads it decodes units itself while the one it must consume next is not ready. With
+// jobs <= 1 everything runs on the calling thread, one unit at a time.
 void RunOrdered(size_t units, unsigned jobs, size_t window,
                 const std::function<void(size_t, unsigned, UnitEvents&)>& decode,
                 const std::function<void(size_t, UnitEvents&)>& consume);
