@@ -121,6 +121,12 @@ void FlowDecoder::FinishSegment() {
     buffer_->stats = stats_;
     buffer_->last_end_ip = last_end_ip_;
     buffer_->trailing_insns = position_ - last_event_position_;
+    buffer_->end_ns = last_emitted_ns_;
+    if (have_anchor_ && rate_insns_ != 0) {
+      buffer_->end_ns = std::max(
+          buffer_->end_ns,
+          anchor_ns_ + MulDiv(rate_ns_, position_ - anchor_position_, rate_insns_));
+    }
     buffer_->end_inline_depth = inline_depth_ == kUnknownDepth ? 0 : inline_depth_;
     buffer_->end_after_transfer = inline_after_transfer_;
   }

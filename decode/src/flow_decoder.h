@@ -78,12 +78,15 @@ struct UnitEvents {
   // Instructions retired after the last event: a sequential decoder counts them in the next
   // unit's first event (FlowEvent::insn_count).
   uint64_t trailing_insns = 0;
+  // When the unit's last instruction ran: its events' time, extrapolated over the trailing
+  // instructions at the rate of the last timed interval (0: no time at all).
+  uint64_t end_ns = 0;
   void Reset() {  // for reuse: keeps the vectors' capacity
     events.clear();
     positions.clear();
     runs.clear();
     stats = FlowStats{};
-    last_end_ip = trailing_insns = 0;
+    last_end_ip = trailing_insns = end_ns = 0;
     restate_index = SIZE_MAX;
     restate_depth = end_inline_depth = 0;
     end_after_transfer = false;

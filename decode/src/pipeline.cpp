@@ -239,11 +239,11 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   // Consumption state for per-thread streams (plan order: stream, piece, unit).
   std::unique_ptr<ThreadFeed> feed;
   size_t feed_stream = SIZE_MAX, feed_piece = SIZE_MAX;
-  uint64_t last_end_ip = 0;
+  uint64_t last_end_ip = 0, last_end_ns = 0;
   uint64_t carried_insns = 0;  // instructions after a unit's last event (per-thread streams)
   auto finish_feed = [&] {
     if (!feed) return;
-    feed->Finish(last_end_ip, carried_insns);
+    feed->Finish(last_end_ip, carried_insns, last_end_ns);
     carried_insns = 0;
     AddThreadToSummary(*feed, summary);
     ++summary.threads;
@@ -320,6 +320,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       if (e != events.restate_index) feed->Deliver(events.events[e]);
     }
     last_end_ip = events.last_end_ip;
+    last_end_ns = events.end_ns;
   };
   RunOrdered(plan.size(), jobs, window,
              [&](size_t index, unsigned worker, UnitEvents& out) {

@@ -58,13 +58,19 @@ class ThreadFeed {
     if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
   }
   void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
-  void Finish(uint64_t last_end_ip, uint64_t trailing_insns) {
+  // `end_ns`: when the thread's last traced instruction ran, if known (UnitEvents::end_ns); the
+  // instructions after its last event ran until then, and a trigger due by then is shown.
+  void Finish(uint64_t last_end_ip, uint64_t trailing_insns, uint64_t end_ns = 0) {
     FlowEvent end;
     end.kind = FlowEvent::Kind::kEnd;
     end.from = last_end_ip;
     end.insn_count = trailing_insns;
-    end.time_ns = last_ns_;
+    end.time_ns = std::max(last_ns_, end_ns);
     Deliver(end);
+    // Triggers after the thread's last instruction (typically the one that stopped the capture)
+    // are still shown at their own time, after its slices have closed.
+    DeliverDueTriggers(triggers_, &next_trigger_, UINT64_MAX, end.time_ns,
+                       [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
     tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, last_ns_));
   }
   const FlowStats& stats() const { return stats_; }

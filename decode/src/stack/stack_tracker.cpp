@@ -162,6 +162,9 @@ void StackTracker::Finish(uint64_t end_time_ns) {
 inline void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   ++counters_.calls;
   EnsureCurrent(e.from);
+  // The callee is unknown (the trace ends at the call, or tracing stops there): no frame for
+  // "address 0". A return to the call's return address later lands on the caller as it is.
+  if (e.to == 0) [[unlikely]] return;
   // One look-up for both facts about the call site (calls are the hottest event).
   AddressFacts& site = FactsOf(e.from);
   const uint64_t from_start = StartOf(site, e.from);
@@ -194,6 +197,13 @@ inline void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   ++counters_.returns;
   EnsureCurrent(e.from);
   const Frame& top = stack_.back();
+  if (e.to == 0) [[unlikely]] {
+    // Where it returned is unknown (the trace ends at the return, or tracing stops there): the
+    // frame is done, and nothing is known about its caller. Re-anchoring here would close the
+    // whole stack and start an inferred frame for address 0.
+    if (top.return_ip != 0 || top.type != FrameType::kFunction) Pop(t);
+    return;
+  }
   if (top.return_ip != 0 && top.return_ip == e.to) {  // the common case
     Pop(t);
     if (stack_.empty()) {
