@@ -506,23 +506,5 @@ TEST_CASE("random event sequences always give a well-formed slice stream") {
   }
 }
 
-TEST_CASE("a branch whose target the trace never gives (to = 0) invents no frame") {
-  // The trace stops at a return (its target not yet in any packet), or tracing stops at a call:
-  // the return still ends its frame, the caller is kept, and a call of an unknown target opens
-  // nothing (no "0x0" slice, no re-anchoring that would close the whole stack).
-  Harness h;
-  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Call(20, 0x2010, 0x3000),
-               Ret(30, 0x3050, 0), Call(40, 0x2020, 0), End(50)}) ==
-        "main* 0-50\n"
-        "  a 10-50\n"
-        "    b 20-30\n");
-  CHECK(h.tracker.counters().reanchors == 0);
-  Harness bottom;  // the inferred bottom frame returning somewhere unknown stays open
-  CHECK(bottom.Run({Enable(0, 0x2000), Ret(10, 0x2050, 0), Call(20, 0x2060, 0x3000),
-                    Ret(30, 0x3050, 0x2065), End(40)}) ==
-        "a* 0-40\n"
-        "  b 20-30\n");
-}
-
 }  // namespace
 }  // namespace ptscope::decode
