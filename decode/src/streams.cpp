@@ -49,7 +49,15 @@ PieceBytes PieceBytes::Join(const std::vector<std::vector<uint8_t>*>& chunks) {
 
 // Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
 std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline) {
-  const bool by_reference_archive = archive.pt_refs.size() == archive.pt_data.size();
+  // The archive was read without its PT bytes (format::ReadOptions::keep_pt_bytes = false): every
+  // piece refers to its chunks, read again where they are decoded. Else every piece holds its
+  // bytes. (One way per archive: an empty chunk must not look like one read by reference.)
+  const bool by_reference =
+      !archive.pt_data.empty() && archive.pt_refs.size() == archive.pt_data.size() &&
+      std::all_of(archive.pt_data.begin(), archive.pt_data.end(),
+                  [](const format::PtDataChunk& chunk) { return chunk.data.empty(); }) &&
+      std::any_of(archive.pt_refs.begin(), archive.pt_refs.end(),
+                  [](const format::Archive::PtDataRef& ref) { return ref.size != 0; });
   std::map<uint32_t, std::vector<format::PtDataChunk*>> by_stream;
   for (format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
   std::vector<Stream> streams;
@@ -77,9 +85,6 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
     };
     for (format::PtDataChunk* piece : pieces) {
       const size_t index = static_cast<size_t>(piece - archive.pt_data.data());
-      // A chunk read without its bytes (see streams.h) is read again where it is decoded.
-      const bool by_reference = by_reference_archive && piece->data.empty() &&
-                                archive.pt_refs[index].size != 0;
       const uint64_t size = by_reference ? archive.pt_refs[index].size : piece->data.size();
       std::string loss;
       if (previous != nullptr) {
@@ -99,18 +104,17 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
       } else if (piece->bytes_lost_before != 0) {
         loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
       }
-      // A piece is read one way: a change of way (never within one archive) starts a new one.
-      bool way_changes = !stream.pieces.empty() && stream.pieces.back().size != 0 &&
-                         stream.pieces.back().in_memory() == by_reference;
-      if (stream.pieces.empty() || !loss.empty() || way_changes) {
+      if (stream.pieces.empty() || !loss.empty()) {
         close_piece();
         stream.pieces.push_back(Piece{});
         stream.pieces.back().loss_before = loss;
       }
       Piece& current = stream.pieces.back();
       if (by_reference) {
-        current.chunks.push_back(
-            Piece::ChunkRef{current.size, size, archive.pt_refs[index].chunk_offset});
+        if (size != 0) {
+          current.chunks.push_back(
+              Piece::ChunkRef{current.size, size, archive.pt_refs[index].chunk_offset});
+        }
       } else {
         joined.push_back(&piece->data);
       }

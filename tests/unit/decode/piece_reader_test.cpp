@@ -11,6 +11,8 @@
 #include "piece_reader.h"
 #include "psb_units.h"
 #include "ptscope/format.h"
+#include "sideband_timeline.h"
+#include "streams.h"
 
 namespace ptscope::decode {
 namespace {
@@ -204,6 +206,54 @@ TEST_CASE("a PT file that changed since it was read is an error naming it, not o
   auto missing = gone.Bytes(piece, 0, 10);
   REQUIRE(!missing);
   CHECK(missing.error().message.find(file.path) != std::string::npos);
+}
+
+TEST_CASE("pieces read by reference are cut only where data was lost, as pieces in memory are") {
+  // Chunks: 600 bytes, an empty one (no data, nothing lost), 900 bytes, then 500 bytes after a
+  // lost stretch. Read with and without the PT bytes: the same pieces, the same bytes.
+  TempArchive file;
+  std::vector<uint8_t> bytes = MixedPt(3);
+  REQUIRE(bytes.size() > 2000);
+  {
+    auto writer = format::ArchiveWriter::Create(file.path);
+    REQUIRE(writer);
+    const std::vector<std::pair<size_t, size_t>> spans = {{0, 600}, {600, 600}, {600, 1500},
+                                                          {1500, 2000}};
+    for (size_t i = 0; i < spans.size(); ++i) {
+      format::PtDataChunk chunk;
+      chunk.stream_id = 1;
+      chunk.tid = 5;
+      chunk.stream_offset = spans[i].first + (i == 3 ? 100 : 0);  // 100 bytes lost before it
+      chunk.data.assign(bytes.begin() + spans[i].first, bytes.begin() + spans[i].second);
+      REQUIRE((*writer)->Write(chunk));
+    }
+    REQUIRE((*writer)->Close());
+  }
+  auto whole = format::ReadArchive(file.path);
+  auto light = format::ReadArchive(file.path, format::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(light);
+  std::vector<Stream> in_memory = CollectStreams(*whole, SidebandTimeline::Build(*whole));
+  std::vector<Stream> by_reference = CollectStreams(*light, SidebandTimeline::Build(*light));
+  REQUIRE(in_memory.size() == 1);
+  REQUIRE(by_reference.size() == 1);
+  const std::vector<Piece>& a = in_memory[0].pieces;
+  const std::vector<Piece>& b = by_reference[0].pieces;
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 2);
+  PieceReader reader(file.path);
+  for (size_t p = 0; p < 2; ++p) {
+    CHECK(a[p].in_memory());
+    CHECK(!b[p].in_memory());
+    CHECK(a[p].size == (p == 0 ? 1500u : 500u));
+    CHECK(b[p].size == a[p].size);
+    CHECK(b[p].loss_before == a[p].loss_before);
+    auto got = reader.Bytes(b[p], 0, b[p].size);
+    REQUIRE(got);
+    CHECK(std::equal(got->begin(), got->end(), a[p].bytes.data(), a[p].bytes.data() + a[p].size));
+  }
+  CHECK(b[0].chunks.size() == 2);  // the empty chunk is not one to read
+  CHECK(b[1].loss_before.find("100 bytes of trace lost") == 0);
 }
 
 }  // namespace
