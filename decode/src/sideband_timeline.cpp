@@ -122,27 +122,22 @@ ThreadKey SidebandTimeline::ThreadOnCpu(uint32_t cpu, uint64_t time_ns, uint64_t
   return std::prev(after)->thread;
 }
 
-std::vector<uint32_t> SidebandTimeline::ScheduledPids() const {
-  std::vector<uint32_t> pids;
+std::vector<uint32_t> SidebandTimeline::Scheduled(uint32_t ThreadKey::*field) const {
+  std::vector<uint32_t> ids;
   for (const auto& [cpu, runs] : runs_by_cpu_) {
     for (const CpuRun& run : runs) {
-      if (run.thread.tid != 0) pids.push_back(run.thread.pid);
+      if (run.thread.tid != 0) ids.push_back(run.thread.*field);
     }
   }
-  std::sort(pids.begin(), pids.end());
-  pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
-  return pids;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
+std::vector<uint32_t> SidebandTimeline::ScheduledPids() const { return Scheduled(&ThreadKey::pid); }
+
 size_t SidebandTimeline::ScheduledThreadCount() const {
-  std::vector<uint32_t> tids;
-  for (const auto& [cpu, runs] : runs_by_cpu_) {
-    for (const CpuRun& run : runs) {
-      if (run.thread.tid != 0) tids.push_back(run.thread.tid);
-    }
-  }
-  std::sort(tids.begin(), tids.end());
-  return static_cast<size_t>(std::unique(tids.begin(), tids.end()) - tids.begin());
+  return Scheduled(&ThreadKey::tid).size();
 }
 
 std::string SidebandTimeline::ThreadName(uint32_t tid) const {

@@ -39,6 +39,8 @@ class SidebandTimeline {
   const std::vector<std::string>& notes() const { return notes_; }
 
  private:
+  // The distinct pids or tids (`field`) of the threads seen running on some CPU, sorted.
+  std::vector<uint32_t> Scheduled(uint32_t ThreadKey::*field) const;
   void Apply(const perf::Record& record, uint64_t time_ns);
   void Schedule(const perf::Record& record, uint64_t time_ns);
   struct CpuRun {

@@ -65,6 +65,11 @@ class ThreadFeed {
     end.kind = FlowEvent::Kind::kEnd;
     end.from = last_end_ip;
     end.insn_count = trailing_insns;
+    // The extrapolated end is a guess; a trigger still to come is a measured time at or after
+    // the thread's last traced instruction (it stopped the trace), so the end does not pass it.
+    if (next_trigger_ < triggers_.size()) {
+      end_ns = std::min(end_ns, triggers_[next_trigger_].time_ns);
+    }
     end.time_ns = std::max(last_ns_, end_ns);
     Deliver(end);
     // Triggers after the thread's last instruction (typically the one that stopped the capture)
