@@ -93,7 +93,8 @@ bool IsPerfData(const std::string& path) {
 ptscope::Result<ptscope::format::Archive> LoadInput(const std::string& path) {
   if (IsPerfData(path)) {
 #ifdef PTSCOPE_HAVE_PERF_IMPORT
-    return ptscope::format::ImportPerfData(path);
+    // As for a .ptar: the trace bytes stay in the file until they are decoded.
+    return ptscope::format::ImportPerfData(path, ptscope::format::ReadOptions{.keep_pt_bytes = false});
 #else
     return ptscope::Unexpected(ptscope::Errc::kUnsupported,
                                path + ": perf.data input is not supported by this build; convert "

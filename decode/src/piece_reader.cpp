@@ -1,14 +1,55 @@
 // On-demand PT reads (see piece_reader.h).
 #include "piece_reader.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <variant>
 
 namespace ptscope::decode {
 
-Result<const std::vector<uint8_t>*> PieceReader::ChunkBytes(uint64_t chunk_offset, uint64_t size) {
+PieceReader::~PieceReader() {
+  if (raw_fd_ >= 0) ::close(raw_fd_);
+}
+
+Status PieceReader::ReadRaw(uint64_t offset, uint64_t size, std::vector<uint8_t>& out) {
+  if (raw_fd_ < 0) {
+    raw_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (raw_fd_ < 0) {
+      return Unexpected(Errc::kIo, path_ + ": cannot open again to read its trace: " +
+                                       std::strerror(errno));
+    }
+  }
+  out.resize(static_cast<size_t>(size));
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t got = ::pread(raw_fd_, out.data() + done, out.size() - done,
+                          static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      return Unexpected(Errc::kCorrupt,
+                        path_ + ": offset " + std::to_string(offset + done) + ": " +
+                            (got < 0 ? std::string("read failed: ") + std::strerror(errno)
+                                     : "the file ends before the trace read first (it changed "
+                                       "while it was decoded?)"));
+    }
+    done += static_cast<size_t>(got);
+  }
+  return Ok();
+}
+
+Result<const std::vector<uint8_t>*> PieceReader::ChunkBytes(const Piece::ChunkRef& ref) {
+  const uint64_t chunk_offset = ref.chunk_offset, size = ref.size;
   if (cached_.chunk_offset == chunk_offset) return &cached_.bytes;
+  if (ref.raw) {
+    cached_.chunk_offset = UINT64_MAX;  // until the read succeeds
+    PTSCOPE_TRY(ReadRaw(chunk_offset, size, cached_.bytes));
+    cached_.chunk_offset = chunk_offset;
+    return &cached_.bytes;
+  }
   if (reader_ == nullptr) {
     PTSCOPE_ASSIGN_OR_RETURN(reader_, format::ArchiveReader::Open(path_));
   }
@@ -36,15 +77,13 @@ Result<std::span<const uint8_t>> PieceReader::Bytes(const Piece& piece, size_t b
                                 }) -
                1;
   if (end <= chunk->piece_offset + chunk->size) {  // within one chunk: in place
-    PTSCOPE_ASSIGN_OR_RETURN(const std::vector<uint8_t>* bytes,
-                             ChunkBytes(chunk->chunk_offset, chunk->size));
+    PTSCOPE_ASSIGN_OR_RETURN(const std::vector<uint8_t>* bytes, ChunkBytes(*chunk));
     return std::span<const uint8_t>(bytes->data() + (begin - chunk->piece_offset), end - begin);
   }
   scratch_.resize(end - begin);
   size_t done = 0;
   for (; done < scratch_.size(); ++chunk) {
-    PTSCOPE_ASSIGN_OR_RETURN(const std::vector<uint8_t>* bytes,
-                             ChunkBytes(chunk->chunk_offset, chunk->size));
+    PTSCOPE_ASSIGN_OR_RETURN(const std::vector<uint8_t>* bytes, ChunkBytes(*chunk));
     size_t from = begin + done - chunk->piece_offset;
     size_t n = std::min<size_t>(chunk->size - from, scratch_.size() - done);
     std::memcpy(scratch_.data() + done, bytes->data() + from, n);

@@ -2,7 +2,8 @@
 //
 // A piece held in memory is handed out in place. A piece that refers to archive chunks
 // (Piece::chunks) is read chunk by chunk through an ArchiveReader of its own (every read checked
-// and decompressed as the first pass did), keeping the last chunk: decode units are much smaller
+// and decompressed as the first pass did), or, for raw chunks (a perf.data's trace bytes), with
+// pread; it keeps the last chunk: decode units are much smaller
 // than chunks and come in order, so most units are one look-up, and a unit that spans a chunk
 // boundary is copied into a scratch buffer. One reader per thread; memory is a few chunks,
 // whatever the length of the capture.
@@ -12,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "psb_units.h"
@@ -24,14 +26,24 @@ namespace ptscope::decode {
 class PieceReader {
  public:
   explicit PieceReader(std::string archive_path) : path_(std::move(archive_path)) {}
+  ~PieceReader();
+  PieceReader(const PieceReader&) = delete;
+  PieceReader& operator=(const PieceReader&) = delete;
+  PieceReader(PieceReader&& other) noexcept
+      : path_(std::move(other.path_)),
+        reader_(std::move(other.reader_)),
+        raw_fd_(std::exchange(other.raw_fd_, -1)),
+        cached_(std::move(other.cached_)),
+        scratch_(std::move(other.scratch_)) {}
 
   // Bytes [begin, end) of `piece` (end <= piece.size), valid until the next call. An error names
   // the archive and the chunk (e.g. the file changed since it was first read).
   Result<std::span<const uint8_t>> Bytes(const Piece& piece, size_t begin, size_t end);
 
  private:
-  // The PT bytes of the chunk at `chunk_offset`, which should hold `size` of them.
-  Result<const std::vector<uint8_t>*> ChunkBytes(uint64_t chunk_offset, uint64_t size);
+  // The PT bytes of `ref` (an archive chunk, which should hold ref.size of them, or raw bytes).
+  Result<const std::vector<uint8_t>*> ChunkBytes(const Piece::ChunkRef& ref);
+  Status ReadRaw(uint64_t offset, uint64_t size, std::vector<uint8_t>& out);
 
   struct Cached {
     uint64_t chunk_offset = UINT64_MAX;
@@ -39,6 +51,7 @@ class PieceReader {
   };
   std::string path_;
   std::unique_ptr<format::ArchiveReader> reader_;  // opened at the first read
+  int raw_fd_ = -1;                                // for raw chunks, opened at the first read
   Cached cached_;
   std::vector<uint8_t> scratch_;  // a range that spans chunks
 };

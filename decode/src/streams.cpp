@@ -111,9 +111,13 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
       }
       Piece& current = stream.pieces.back();
       if (by_reference) {
-        if (size != 0) {
-          current.chunks.push_back(
-              Piece::ChunkRef{current.size, size, archive.pt_refs[index].chunk_offset});
+        const format::Archive::PtDataRef& ref = archive.pt_refs[index];
+        // Raw bytes (a perf.data AUXTRACE record, as large as perf's AUX buffer) are read in
+        // pieces of at most kRawChunkBytes, which is what a PieceReader then holds.
+        const uint64_t step = ref.raw ? Piece::kRawChunkBytes : std::max<uint64_t>(size, 1);
+        for (uint64_t done = 0; done < size; done += step) {
+          current.chunks.push_back(Piece::ChunkRef{current.size + done, std::min(step, size - done),
+                                                   ref.chunk_offset + (ref.raw ? done : 0), ref.raw});
         }
       } else {
         joined.push_back(&piece->data);

@@ -36,15 +36,17 @@ class PieceBytes {
   size_t size_ = 0;
 };
 
-// A contiguous stretch of one stream's PT bytes. They are either held in memory (`bytes`: perf.data
-// input, archives read whole) or, for an archive on disk read with keep_pt_bytes = false, read
-// again chunk by chunk where they are decoded (`chunks`; see PieceReader), so that memory does not
-// grow with the capture.
+// A contiguous stretch of one stream's PT bytes. They are either held in memory (`bytes`: archives
+// read whole) or, for an archive or perf.data on disk read with keep_pt_bytes = false, read again
+// chunk by chunk where they are decoded (`chunks`; see PieceReader), so that memory does not grow
+// with the capture.
 struct Piece {
+  static constexpr uint64_t kRawChunkBytes = 1u << 20;
   struct ChunkRef {
     uint64_t piece_offset = 0;  // of the chunk's first PT byte within the piece
     uint64_t size = 0;          // PT bytes in the chunk
     uint64_t chunk_offset = 0;  // file offset of the chunk (ArchiveReader::ReadChunkAt)
+    bool raw = false;           // the file holds the bytes themselves there (perf.data)
   };
   PieceBytes bytes;
   std::vector<ChunkRef> chunks;  // in piece order; empty when `bytes` holds the piece

@@ -14,7 +14,9 @@ Each case records a program with `pt-emulate --cpus N --timeslice T --full --gro
   order     per thread, the program's own functions are entered in the text output in the
             order the ground truth enters them (default units and --unit-bytes 1);
   per-thread  the same program recorded without --cpus and decoded to text calls the same set
-            of the program's own functions in each thread (threads matched by creation order).
+            of the program's own functions in each thread (threads matched by creation order);
+  perf.data both captures exported with `pt-archive export-perf` decode (read in place) to the
+            same insns listing and Perfetto trace as their .ptar, at --jobs 1 and 2.
 The expected values come from the ground truth and nm, never from pt-decode.
 """
 import collections
@@ -300,6 +302,26 @@ def check_case(tools, tmp, case):
     if len(want_list) != len(known):
         problems.append(f'{name}: per-thread capture has {len(want_list)} threads, want '
                         f'{len(known)}')
+    # 6. perf.data input (read in place, its trace left in the file): the same insns listing and
+    # Perfetto trace as the .ptar it was exported from, per-CPU and per-thread, at -j1 and -j2.
+    for source, data_file in ((ptar, perf_data), (ptar1, tmp / f'{prog_name}-perthread.data')):
+        if data_file != perf_data:
+            r = run([tools['archive'], 'export-perf', source, '-o', data_file])
+            if r.returncode != 0:
+                problems.append(f'{name}: export-perf {source.name}: '
+                                f'{r.stderr.decode(errors="replace").strip()}')
+                continue
+        for fmt, ext in (('insns', 'insns'), ('perfetto', 'pftrace')):
+            want_bytes = decode(tools['decode'], source, tmp / f'{source.stem}.src.{ext}',
+                                '--format', fmt)
+            for jobs in ('1', '2'):
+                got_bytes = decode(tools['decode'], data_file, tmp / f'{source.stem}.data.{ext}',
+                                   '--format', fmt, '--jobs', jobs)
+                if got_bytes != want_bytes or not want_bytes:
+                    problems.append(f'{name}: {data_file.name} --format {fmt} --jobs {jobs}: '
+                                    f'{len(got_bytes)} bytes, the .ptar gives {len(want_bytes)} '
+                                    f'(not the same)')
+
     counts = ', '.join(f'{t}: {len(v)}' for t, v in sorted(truth.items()))
     migrated = sum(1 for c in cpus_of.values() if len(c) > 1)
     print(f'{name}: instructions per thread {counts}; {migrated} thread(s) migrated; '

@@ -3,7 +3,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "ptscope/format.h"
 #include "ptscope/perf_data.h"
@@ -117,6 +122,31 @@ std::string ImportError(std::vector<uint8_t> bytes) {
   auto r = fmt::ImportPerfDataFromBytes(std::move(bytes), "t.data");
   REQUIRE_FALSE(r.has_value());
   return r.error().message;
+}
+
+// A perf.data on disk, removed at the end of the scope.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::vector<uint8_t>& bytes) {
+    char name[] = "/tmp/ptscope-perf-data-XXXXXX";
+    int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    path = name;
+    REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+std::vector<uint8_t> FileBytes(const std::string& path, uint64_t offset, uint64_t size) {
+  std::vector<uint8_t> out(size);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  std::fseek(f, static_cast<long>(offset), SEEK_SET);
+  size_t got = std::fread(out.data(), 1, out.size(), f);
+  std::fclose(f);
+  REQUIRE(got == out.size());
+  return out;
 }
 
 std::vector<uint8_t> Padded(std::vector<uint8_t> v) {
@@ -359,4 +389,96 @@ TEST_CASE("TIME_CONV supplies the conversion when AUXTRACE_INFO has none") {
   CHECK(back->Get("time.mult") == "333");
   CHECK(back->Get("time.zero") == "44");
   CHECK(back->Get("time.cap_user_time_zero") == "1");
+}
+
+TEST_CASE("a perf.data read in place: the archive as read whole, with the trace left in the file") {
+  const fmt::Archive in = ThreadArchive();
+  const auto bytes = Exported(in);
+  TempFile file(bytes);
+  auto whole = fmt::ImportPerfDataFromBytes(bytes, file.path);
+  auto eager = fmt::ImportPerfData(file.path);
+  auto lazy = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole.has_value());
+  REQUIRE(eager.has_value());
+  REQUIRE(lazy.has_value());
+  // Read from the file, the trace bytes are those of the buffer import.
+  CHECK(Exported(*eager) == bytes);
+  REQUIRE(eager->pt_data.size() == 3);
+  CHECK(eager->pt_refs.empty());
+  REQUIRE(lazy->pt_data.size() == 3);
+  REQUIRE(lazy->pt_refs.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const fmt::PtDataChunk& got = lazy->pt_data[i];
+    const fmt::PtDataChunk& want = whole->pt_data[i];
+    CHECK(want.data == Padded(in.pt_data[i].data));
+    CHECK(got.data.empty());
+    CHECK(lazy->pt_refs[i].raw);
+    CHECK(lazy->pt_refs[i].size == want.data.size());
+    CHECK(FileBytes(file.path, lazy->pt_refs[i].chunk_offset, lazy->pt_refs[i].size) == want.data);
+    CHECK(got.stream_id == want.stream_id);
+    CHECK(got.stream_offset == want.stream_offset);
+    CHECK(got.reference_tsc == want.reference_tsc);
+    CHECK(got.flags == want.flags);
+    CHECK(got.tid == want.tid);
+    CHECK(got.pid == want.pid);
+    CHECK(got.cpu == want.cpu);
+    CHECK(got.bytes_lost_before == want.bytes_lost_before);
+  }
+  // The first payload follows its 48-byte AUXTRACE record: AUXTRACE_INFO (152), TIME_CONV (56)
+  // and the sideband come first in the data section.
+  CHECK(lazy->pt_refs[0].chunk_offset == Le(bytes, 40) + 152 + 56 + ThreadSideband().size() + 48);
+  CHECK(lazy->metadata == whole->metadata);
+  REQUIRE(lazy->sideband.size() == whole->sideband.size());
+  CHECK(lazy->sideband[0].records == whole->sideband[0].records);
+  REQUIRE(lazy->modules.size() == 1);
+  CHECK(lazy->modules[0].path == "/opt/prog");
+  CHECK(lazy->modules[0].build_id == kBuildId);
+}
+
+TEST_CASE("a perf.data on disk gives the errors its bytes give, naming the file") {
+  const auto good = Exported(ThreadArchive());
+  for (size_t cut : {size_t{50}, size_t{200}, size_t{300}}) {
+    CAPTURE(cut);
+    TempFile file(std::vector<uint8_t>(good.begin(), good.begin() + cut));
+    auto from_file = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+    auto from_bytes =
+        fmt::ImportPerfDataFromBytes(std::vector<uint8_t>(good.begin(), good.begin() + cut), file.path);
+    REQUIRE_FALSE(from_file.has_value());
+    REQUIRE_FALSE(from_bytes.has_value());
+    CHECK(from_file.error().message == from_bytes.error().message);
+    CHECK(from_file.error().message.rfind(file.path + ": offset ", 0) == 0);
+  }
+  auto missing = fmt::ImportPerfData("/nonexistent/ptscope.data");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().message ==
+        "/nonexistent/ptscope.data: cannot open: No such file or directory");
+  auto directory = fmt::ImportPerfData("/tmp");
+  REQUIRE_FALSE(directory.has_value());
+  CHECK(directory.error().message ==
+        "/tmp: not a regular file; perf.data is read in place (copy it to a file first)");
+}
+
+TEST_CASE("a sideband larger than the parser's read window is kept whole and in order") {
+  // 40000 COMM records (each 40 bytes here) span several 1 MiB windows and arena blocks.
+  fmt::Archive a = ThreadArchive();
+  std::vector<uint8_t> many;
+  for (uint32_t i = 0; i < 40000; ++i) {
+    perf::CommRecord comm{100, 100, "t" + std::to_string(i % 1000), false};
+    auto r = Rec(perf::kRecordComm, 0, comm, 100, 100, 100 + i);
+    many.insert(many.end(), r.begin(), r.end());
+  }
+  a.sideband[0].records.insert(a.sideband[0].records.end(), many.begin(), many.end());
+  const auto bytes = Exported(a);
+  REQUIRE(bytes.size() > (2u << 20));
+  TempFile file(bytes);
+  auto lazy = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+  auto whole = fmt::ImportPerfDataFromBytes(bytes, file.path);
+  REQUIRE(lazy.has_value());
+  REQUIRE(whole.has_value());
+  std::vector<uint8_t> lazy_records, whole_records;
+  for (const auto& c : lazy->sideband) lazy_records.insert(lazy_records.end(), c.records.begin(), c.records.end());
+  for (const auto& c : whole->sideband) whole_records.insert(whole_records.end(), c.records.begin(), c.records.end());
+  CHECK(lazy_records == a.sideband[0].records);
+  CHECK(whole_records == a.sideband[0].records);
 }

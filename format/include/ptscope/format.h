@@ -283,9 +283,12 @@ struct Archive {
   std::vector<PtDataChunk> pt_data;
   // Parallel to pt_data: where each piece's chunk starts in the file (for
   // ArchiveReader::ReadChunkAt) and how many PT bytes it holds (also when `data` was not kept).
+  // raw: the file holds the PT bytes themselves at chunk_offset (a perf.data AUXTRACE record's
+  // trace, see ImportPerfData), not an archive chunk.
   struct PtDataRef {
     uint64_t chunk_offset = 0;
     uint64_t size = 0;
+    bool raw = false;
   };
   std::vector<PtDataRef> pt_refs;
   std::vector<SidebandAttrChunk> sideband_attrs;

@@ -18,7 +18,10 @@ namespace ptscope::format {
 // and the header features; one PtDataChunk per AUXTRACE record; the kernel sideband records
 // verbatim in Sideband chunks (time order), one SidebandAttrChunk per perf attr; one ModuleChunk
 // per executable file mapping. Errors name the file and the offset.
-Result<Archive> ImportPerfData(const std::string& path);
+// With options.keep_pt_bytes = false the trace bytes are not read (they are most of a capture):
+// each PtDataChunk's data stays empty and Archive::pt_refs says where they are in the file
+// (PtDataRef::raw), so that memory holds the sideband only.
+Result<Archive> ImportPerfData(const std::string& path, const ReadOptions& options = {});
 Result<Archive> ImportPerfDataFromBytes(std::vector<uint8_t> bytes, const std::string& name);
 
 // Writes `archive` as a perf.data (mode 0600, replacing `out_path`). Fails, naming the chunk or

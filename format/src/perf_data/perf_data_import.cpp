@@ -2,13 +2,9 @@
 // we map perf's view (AUXTRACE_INFO priv, AUXTRACE pieces, kernel sideband) onto archive chunks.
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <map>
 #include <set>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "../byte_io.h"
 #include "perf_data_parse.h"
@@ -40,9 +36,11 @@ std::optional<uint64_t> TrailerField(std::span<const uint8_t> rec, const Trailer
 
 class Importer {
  public:
-  Importer(const ParsedPerfData& p, const std::string& name) : p_(p), name_(name) {}
+  Importer(const ParsedPerfData& p, const std::string& name, const ByteSource& source,
+           const ReadOptions& options)
+      : p_(p), name_(name), source_(source), options_(options) {}
 
-  Archive Run() {
+  Result<Archive> Run() {
     archive_.path = name_;
     archive_.header.features = kFeatureImportedPerf;
     snapshot_ = Priv(p_, kPrivSnapshotMode) != 0;
@@ -51,7 +49,7 @@ class Importer {
     if (per_cpu_) archive_.header.features |= kFeaturePerCpu;
     ScanSideband();
     AddMetadata();
-    AddPtData();
+    PTSCOPE_TRY(AddPtData());
     AddSideband();
     AddModules();
     archive_.complete = true;
@@ -165,7 +163,9 @@ class Importer {
     return flags;
   }
 
-  void AddPtData() {
+  // Each AUXTRACE record's trace bytes become a PtDataChunk's data, or, with keep_pt_bytes =
+  // false, stay in the file: Archive::pt_refs then says where (raw bytes, not an archive chunk).
+  Status AddPtData() {
     std::map<std::tuple<uint32_t, uint32_t, uint32_t>, uint32_t> stream_ids;
     std::map<uint32_t, uint64_t> next_offset, pieces;
     for (const ParsedAuxtrace& a : p_.auxtrace) {
@@ -183,7 +183,7 @@ class Importer {
       }
       c.stream_offset = a.offset;
       c.reference_tsc = a.reference;
-      c.flags = PieceFlags(per_cpu_ ? a.cpu : a.tid, a.offset, a.data.size());
+      c.flags = PieceFlags(per_cpu_ ? a.cpu : a.tid, a.offset, a.size);
       if (snapshot_) {
         c.flags |= kPtSnapshot;
         c.snapshot_index = static_cast<uint32_t>(pieces[c.stream_id]);
@@ -191,10 +191,17 @@ class Importer {
         c.bytes_lost_before = a.offset - next_offset[c.stream_id];
       }
       ++pieces[c.stream_id];
-      next_offset[c.stream_id] = a.offset + a.data.size();
-      c.data.assign(a.data.begin(), a.data.end());
+      next_offset[c.stream_id] = a.offset + a.size;
+      if (options_.keep_pt_bytes) {
+        c.data.resize(static_cast<size_t>(a.size));
+        PTSCOPE_TRY(source_.Read(a.data_offset, c.data.size(), c.data.data()));
+      } else {
+        archive_.pt_refs.push_back(
+            Archive::PtDataRef{.chunk_offset = a.data_offset, .size = a.size, .raw = true});
+      }
       archive_.pt_data.push_back(std::move(c));
     }
+    return Ok();
   }
 
   // One SidebandAttrChunk per perf attr; the records (all sharing one trailer layout, checked by
@@ -260,6 +267,8 @@ class Importer {
 
   const ParsedPerfData& p_;
   const std::string& name_;
+  const ByteSource& source_;
+  const ReadOptions& options_;
   Archive archive_;
   bool snapshot_ = false, per_cpu_ = false;
   std::map<uint32_t, uint32_t> pid_of_;
@@ -269,33 +278,15 @@ class Importer {
 }  // namespace
 
 Result<Archive> ImportPerfDataFromBytes(std::vector<uint8_t> bytes, const std::string& name) {
-  PTSCOPE_ASSIGN_OR_RETURN(ParsedPerfData parsed, ParsePerfData(bytes, name));
-  return Importer(parsed, name).Run();
+  std::unique_ptr<ByteSource> source = MakeBufferSource(std::move(bytes), name);
+  PTSCOPE_ASSIGN_OR_RETURN(ParsedPerfData parsed, ParsePerfData(*source, name));
+  return Importer(parsed, name, *source, ReadOptions{}).Run();
 }
 
-Result<Archive> ImportPerfData(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    return MakeError(err == ENOENT ? Errc::kNotFound : (err == EACCES ? Errc::kPermission : Errc::kIo),
-                     path + ": cannot open: " + std::strerror(err));
-  }
-  std::vector<uint8_t> bytes;
-  uint8_t buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return MakeError(Errc::kIo, path + ": offset " + std::to_string(bytes.size()) +
-                                      ": read failed: " + std::strerror(err));
-    }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), buf, buf + n);
-  }
-  ::close(fd);
-  return ImportPerfDataFromBytes(std::move(bytes), path);
+Result<Archive> ImportPerfData(const std::string& path, const ReadOptions& options) {
+  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(path));
+  PTSCOPE_ASSIGN_OR_RETURN(ParsedPerfData parsed, ParsePerfData(*source, path));
+  return Importer(parsed, path, *source, options).Run();
 }
 
 }  // namespace ptscope::format

@@ -1,6 +1,13 @@
 // Validating parser for file-mode perf.data (see format/PERF_DATA.md). Every read goes through
-// ByteReader or an explicit bounds check; every error names the file and the offset.
+// ByteReader or an explicit bounds check; every error names the file and the offset. The file is
+// read through a ByteSource, a piece at a time: the header, attrs and features we use whole, the
+// data section through a window that skips the AUXTRACE trace bytes.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "../byte_io.h"
@@ -13,9 +20,70 @@ struct Section {
   uint64_t offset = 0, size = 0;
 };
 
+class FileSource : public ByteSource {
+ public:
+  FileSource(int fd, uint64_t size, std::string path) : fd_(fd), size_(size), path_(std::move(path)) {}
+  ~FileSource() override { ::close(fd_); }
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
+  uint64_t size() const override { return size_; }
+  Status Read(uint64_t offset, size_t n, uint8_t* out) const override {
+    size_t done = 0;
+    while (done < n) {
+      ssize_t got = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        return MakeError(Errc::kIo, path_ + ": offset " + std::to_string(offset + done) +
+                                        ": read failed: " + std::strerror(errno));
+      }
+      if (got == 0) {
+        return MakeError(Errc::kTruncated,
+                         path_ + ": offset " + std::to_string(offset + done) +
+                             ": the file ends there, " + std::to_string(n - done) +
+                             " bytes short; it changed while it was read (re-run on a copy "
+                             "that is not being written)");
+      }
+      done += static_cast<size_t>(got);
+    }
+    return Ok();
+  }
+
+ private:
+  int fd_;
+  uint64_t size_;
+  std::string path_;
+};
+
+class BufferSource : public ByteSource {
+ public:
+  BufferSource(std::vector<uint8_t> bytes, std::string name)
+      : bytes_(std::move(bytes)), name_(std::move(name)) {}
+  uint64_t size() const override { return bytes_.size(); }
+  Status Read(uint64_t offset, size_t n, uint8_t* out) const override {
+    if (offset > bytes_.size() || n > bytes_.size() - offset) {
+      return MakeError(Errc::kTruncated, name_ + ": offset " + std::to_string(offset) + ": " +
+                                             std::to_string(n) + " bytes past the end");
+    }
+    if (n != 0) std::memcpy(out, bytes_.data() + offset, n);
+    return Ok();
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  std::string name_;
+};
+
+// Feature sections we read and attr id arrays are a few KiB (strings, build ids, one id per CPU
+// and event); a bound keeps a damaged size within a large file from allocating gigabytes.
+constexpr uint64_t kMaxFeatureBytes = 64u << 20;
+// The data section's read window: larger than any record (64 KiB), and reads of this size make
+// a sideband of millions of records cost few system calls.
+constexpr size_t kDataWindowBytes = 1u << 20;
+
 class Parser {
  public:
-  Parser(std::span<const uint8_t> bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+  Parser(const ByteSource& source, const std::string& name)
+      : source_(source), file_size_(source.size()), name_(name) {}
 
   Result<ParsedPerfData> Run() {
     PTSCOPE_TRY(ReadHeader());
@@ -34,27 +102,44 @@ class Parser {
   Error Fail(Errc code, uint64_t offset, const std::string& what) const {
     return MakeError(code, name_ + ": offset " + std::to_string(offset) + ": " + what);
   }
-  std::span<const uint8_t> At(uint64_t offset, uint64_t size) const {
-    return bytes_.subspan(static_cast<size_t>(offset), static_cast<size_t>(size));
+  // Bytes [offset, offset + size) of the file, which the caller checked are inside it (Fits).
+  Result<std::vector<uint8_t>> Load(uint64_t offset, uint64_t size) const {
+    std::vector<uint8_t> out(static_cast<size_t>(size));
+    PTSCOPE_TRY(source_.Read(offset, out.size(), out.data()));
+    return out;
   }
   bool Fits(uint64_t offset, uint64_t size) const {
-    return offset <= bytes_.size() && size <= bytes_.size() - offset;
+    return offset <= file_size_ && size <= file_size_ - offset;
+  }
+  // `n` bytes of the data section at `offset` (inside it: checked by the caller), valid until
+  // the next call.
+  Result<std::span<const uint8_t>> DataAt(uint64_t offset, size_t n) {
+    if (offset < window_offset_ || offset - window_offset_ > window_.size() ||
+        n > window_.size() - (offset - window_offset_)) {
+      const uint64_t end = data_.offset + data_.size;
+      window_.resize(static_cast<size_t>(std::min<uint64_t>(std::max(n, kDataWindowBytes), end - offset)));
+      window_offset_ = offset;
+      PTSCOPE_TRY(source_.Read(offset, window_.size(), window_.data()));
+    }
+    return std::span<const uint8_t>(window_.data() + (offset - window_offset_), n);
   }
   Status CheckSection(const char* what, uint64_t field_offset, const Section& s) const {
     if (Fits(s.offset, s.size)) return Ok();
     return Fail(Errc::kTruncated, field_offset,
                 std::string("the ") + what + " section [" + std::to_string(s.offset) + ", +" +
                     std::to_string(s.size) + ") runs past the end of the file (" +
-                    std::to_string(bytes_.size()) + " bytes); the file is truncated");
+                    std::to_string(file_size_) + " bytes); the file is truncated");
   }
 
   Status ReadHeader() {
-    if (bytes_.size() < kPipeHeaderSize) {
+    if (file_size_ < kPipeHeaderSize) {
       return Fail(Errc::kTruncated, 0,
-                  "file is " + std::to_string(bytes_.size()) +
+                  "file is " + std::to_string(file_size_) +
                       " bytes, too short for a perf.data header");
     }
-    const char* magic = reinterpret_cast<const char*>(bytes_.data());
+    PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> header,
+                             Load(0, std::min<uint64_t>(file_size_, kFileHeaderSize)));
+    const char* magic = reinterpret_cast<const char*>(header.data());
     if (std::memcmp(magic, kMagicSwapped, 8) == 0) {
       return Fail(Errc::kUnsupportedVersion, 0,
                   "big-endian perf.data (magic '2ELIFREP') is not supported; convert it on a "
@@ -68,7 +153,7 @@ class Parser {
     if (std::memcmp(magic, kMagic, 8) != 0) {
       return Fail(Errc::kBadMagic, 0, "not a perf.data file (magic is not 'PERFILE2')");
     }
-    uint64_t header_size = LoadLe(bytes_.data() + 8, 8);
+    uint64_t header_size = LoadLe(header.data() + 8, 8);
     if (header_size == kPipeHeaderSize) {
       return Fail(Errc::kUnsupported, 8,
                   "pipe-mode perf.data (header size 16) is not supported; record to a file "
@@ -78,12 +163,12 @@ class Parser {
       return Fail(Errc::kCorrupt, 8,
                   "header size " + std::to_string(header_size) + " is not 104");
     }
-    if (bytes_.size() < kFileHeaderSize) {
-      return Fail(Errc::kTruncated, bytes_.size(),
-                  "file is " + std::to_string(bytes_.size()) +
+    if (file_size_ < kFileHeaderSize) {
+      return Fail(Errc::kTruncated, file_size_,
+                  "file is " + std::to_string(file_size_) +
                       " bytes, shorter than the 104-byte perf.data header; the file is truncated");
     }
-    ByteReader r(bytes_.first(kFileHeaderSize));
+    ByteReader r(header);
     r.Skip("magic", 16);
     attr_size_ = r.U64("attr_size");
     attrs_ = {r.U64("attrs.offset"), r.U64("attrs.size")};
@@ -110,7 +195,8 @@ class Parser {
                                           std::to_string(attr_size_));
     }
     for (uint64_t at = attrs_.offset; at < attrs_.offset + attrs_.size; at += attr_size_) {
-      ByteReader r(At(at, attr_size_));
+      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> stored_attr, Load(at, attr_size_));
+      ByteReader r(stored_attr);
       ParsedAttr attr;
       attr.file_offset = at;
       attr.type = r.U32("type");
@@ -122,12 +208,16 @@ class Parser {
       attr.flags = r.U64("flags");
       uint64_t stored = attr_size_ - kSectionSize;
       if (size < kAttrSizeMin || size > stored) size = static_cast<uint32_t>(stored);
-      auto raw = At(at, size);
-      attr.raw.assign(raw.begin(), raw.end());
-      ByteReader ids_ref(At(at + stored, kSectionSize));
+      attr.raw.assign(stored_attr.begin(), stored_attr.begin() + size);
+      ByteReader ids_ref(std::span<const uint8_t>(stored_attr).subspan(stored, kSectionSize));
       Section ids{ids_ref.U64("ids.offset"), ids_ref.U64("ids.size")};
       PTSCOPE_TRY(CheckSection("attr ids", at + stored, ids));
-      ByteReader id_reader(At(ids.offset, ids.size));
+      if (ids.size > kMaxFeatureBytes) {
+        return Fail(Errc::kCorrupt, at + stored, "attr ids section of " + std::to_string(ids.size) +
+                                                     " bytes is larger than any perf writes");
+      }
+      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> id_bytes, Load(ids.offset, ids.size));
+      ByteReader id_reader(id_bytes);
       for (uint64_t i = 0; i < ids.size / 8; ++i) attr.ids.push_back(id_reader.U64("id"));
       out_.attrs.push_back(std::move(attr));
     }
@@ -163,7 +253,8 @@ class Parser {
                     "feature section table entry for feature " + std::to_string(bit) +
                         " runs past the end of the file; the file is truncated");
       }
-      Section s{LoadLe(bytes_.data() + table, 8), LoadLe(bytes_.data() + table + 8, 8)};
+      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> entry, Load(table, kSectionSize));
+      Section s{LoadLe(entry.data(), 8), LoadLe(entry.data() + 8, 8)};
       PTSCOPE_TRY(CheckSection(("feature " + std::to_string(bit)).c_str(), table, s));
       PTSCOPE_TRY(ReadFeature(bit, s));
       table += kSectionSize;
@@ -180,9 +271,20 @@ class Parser {
   }
 
   Status ReadFeature(int bit, const Section& s) {
-    ByteReader r(At(s.offset, s.size));
     switch (bit) {
-      case kFeatBuildId: return ReadBuildIds(s);
+      case kFeatBuildId: case kFeatHostname: case kFeatOsRelease: case kFeatVersion:
+      case kFeatCpuid: case kFeatCmdline: break;
+      default: return Ok();  // not needed for import; skipped
+    }
+    if (s.size > kMaxFeatureBytes) {
+      return Fail(Errc::kCorrupt, s.offset, "feature " + std::to_string(bit) + " section of " +
+                                                std::to_string(s.size) +
+                                                " bytes is larger than any perf writes");
+    }
+    PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, Load(s.offset, s.size));
+    ByteReader r(bytes);
+    switch (bit) {
+      case kFeatBuildId: return ReadBuildIds(s, bytes);
       case kFeatHostname: { PTSCOPE_ASSIGN_OR_RETURN(out_.hostname, HeaderString(r, s.offset, "hostname")); return Ok(); }
       case kFeatOsRelease: { PTSCOPE_ASSIGN_OR_RETURN(out_.os_release, HeaderString(r, s.offset, "osrelease")); return Ok(); }
       case kFeatVersion: { PTSCOPE_ASSIGN_OR_RETURN(out_.perf_version, HeaderString(r, s.offset, "version")); return Ok(); }
@@ -196,24 +298,26 @@ class Parser {
         }
         return Ok();
       }
-      default: return Ok();  // not needed for import; skipped
+      default: return Ok();
     }
   }
 
   // build_id_event: header, pid, build_id[24] (data[20], size, pad), filename (NUL-padded).
-  Status ReadBuildIds(const Section& s) {
+  Status ReadBuildIds(const Section& s, const std::vector<uint8_t>& section) {
+    // `at` is a file offset (for messages); section[at - s.offset] is its byte.
+    const uint8_t* base = section.data() - s.offset;
     uint64_t at = s.offset, end = s.offset + s.size;
     while (at < end) {
       if (end - at < 36) return Fail(Errc::kCorrupt, at, "build id entry shorter than 36 bytes");
-      uint16_t misc = static_cast<uint16_t>(LoadLe(bytes_.data() + at + 4, 2));
-      uint16_t size = static_cast<uint16_t>(LoadLe(bytes_.data() + at + 6, 2));
+      uint16_t misc = static_cast<uint16_t>(LoadLe(base + at + 4, 2));
+      uint16_t size = static_cast<uint16_t>(LoadLe(base + at + 6, 2));
       if (size < 36 || size > end - at) {
         return Fail(Errc::kCorrupt, at, "build id entry size " + std::to_string(size) +
                                             " does not fit the BUILD_ID feature section");
       }
-      const uint8_t* id = bytes_.data() + at + 12;
+      const uint8_t* id = base + at + 12;
       size_t id_len = (misc & kMiscBuildIdSize) ? std::min<size_t>(id[20], 20) : 20;
-      std::string filename(reinterpret_cast<const char*>(bytes_.data() + at + 36), size - 36);
+      std::string filename(reinterpret_cast<const char*>(base + at + 36), size - 36);
       filename = filename.substr(0, filename.find('\0'));
       out_.build_ids[filename] = std::vector<uint8_t>(id, id + id_len);
       at += size;
@@ -225,8 +329,9 @@ class Parser {
     uint64_t at = data_.offset, end = data_.offset + data_.size;
     while (at < end) {
       if (end - at < 8) return Fail(Errc::kTruncated, at, "record header cut off at the end of the data section");
-      uint32_t type = static_cast<uint32_t>(LoadLe(bytes_.data() + at, 4));
-      uint16_t size = static_cast<uint16_t>(LoadLe(bytes_.data() + at + 6, 2));
+      PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> head, DataAt(at, 8));
+      uint32_t type = static_cast<uint32_t>(LoadLe(head.data(), 4));
+      uint16_t size = static_cast<uint16_t>(LoadLe(head.data() + 6, 2));
       if (size < 8) {
         return Fail(Errc::kCorrupt, at, "record type " + std::to_string(type) + " has size " +
                                             std::to_string(size) + " < 8");
@@ -237,7 +342,8 @@ class Parser {
                                               " bytes runs past the end of the data section");
       }
       uint64_t extra = 0;
-      PTSCOPE_TRY(OnRecord(at, type, At(at, size), end, &extra));
+      PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> rec, DataAt(at, size));
+      PTSCOPE_TRY(OnRecord(at, type, rec, end, &extra));
       at += size + extra;
     }
     return Ok();
@@ -248,7 +354,7 @@ class Parser {
     if (type == kRecordSample) {
       ++out_.samples_skipped;
     } else if (type < kUserRecordStart) {
-      out_.sideband.push_back({at, rec});
+      out_.sideband.push_back({at, out_.records->Add(rec)});
     } else if (type == kRecordAuxtraceInfo) {
       return OnAuxtraceInfo(at, rec);
     } else if (type == kRecordAuxtrace) {
@@ -316,14 +422,18 @@ class Parser {
                   "data section ends after " + std::to_string(end - data_at) +
                   "; the file is truncated");
     }
-    aux.data = At(data_at, size);
+    aux.data_offset = data_at;
+    aux.size = size;
     out_.auxtrace.push_back(aux);
     *extra = size;
     return Ok();
   }
 
-  std::span<const uint8_t> bytes_;
+  const ByteSource& source_;
+  const uint64_t file_size_;
   const std::string& name_;
+  std::vector<uint8_t> window_;  // data section bytes from window_offset_ on (see DataAt)
+  uint64_t window_offset_ = 0;
   uint64_t attr_size_ = 0;
   Section attrs_, data_;
   uint64_t features_[4] = {};
@@ -332,8 +442,45 @@ class Parser {
 
 }  // namespace
 
-Result<ParsedPerfData> ParsePerfData(std::span<const uint8_t> bytes, const std::string& name) {
-  return Parser(bytes, name).Run();
+std::span<const uint8_t> RecordArena::Add(std::span<const uint8_t> bytes) {
+  if (bytes.size() > kBlockBytes - used_) {
+    blocks_.push_back(std::make_unique_for_overwrite<uint8_t[]>(std::max(kBlockBytes, bytes.size())));
+    used_ = 0;
+  }
+  uint8_t* at = blocks_.back().get() + used_;
+  if (!bytes.empty()) std::memcpy(at, bytes.data(), bytes.size());
+  used_ += bytes.size();
+  return std::span<const uint8_t>(at, bytes.size());
+}
+
+Result<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    return MakeError(err == ENOENT ? Errc::kNotFound : (err == EACCES ? Errc::kPermission : Errc::kIo),
+                     path + ": cannot open: " + std::strerror(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return MakeError(Errc::kIo, path + ": cannot stat: " + std::strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return MakeError(Errc::kUnsupported,
+                     path + ": not a regular file; perf.data is read in place (copy it to a file "
+                            "first)");
+  }
+  return std::unique_ptr<ByteSource>(new FileSource(fd, static_cast<uint64_t>(st.st_size), path));
+}
+
+std::unique_ptr<ByteSource> MakeBufferSource(std::vector<uint8_t> bytes, std::string name) {
+  return std::make_unique<BufferSource>(std::move(bytes), std::move(name));
+}
+
+Result<ParsedPerfData> ParsePerfData(const ByteSource& source, const std::string& name) {
+  return Parser(source, name).Run();
 }
 
 }  // namespace ptscope::format::perf_data

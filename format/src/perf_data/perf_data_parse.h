@@ -1,9 +1,14 @@
 // The raw view of a perf.data file: what perf_data_parse.cpp validates and extracts, before
-// perf_data_import.cpp turns it into an Archive. Spans point into the caller's byte buffer.
+// perf_data_import.cpp turns it into an Archive.
+//
+// The parser reads through a ByteSource, never the whole file: an AUXTRACE record's trace bytes
+// (most of a capture) are only located (ParsedAuxtrace::data_offset), so that an importer that
+// leaves them on disk holds memory for the sideband only, whatever the length of the capture.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -12,6 +17,33 @@
 #include "ptscope/result.h"
 
 namespace ptscope::format::perf_data {
+
+// Random access to the bytes of a perf.data: a file read on demand, or a buffer.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual uint64_t size() const = 0;
+  // Copies [offset, offset + n) into `out`. An error names the source and the offset (a file
+  // that became shorter since it was opened, an I/O error).
+  virtual Status Read(uint64_t offset, size_t n, uint8_t* out) const = 0;
+};
+
+// The file at `path`, opened now (errors name it); reads use pread.
+Result<std::unique_ptr<ByteSource>> OpenFileSource(const std::string& path);
+// `bytes`, held by the source.
+std::unique_ptr<ByteSource> MakeBufferSource(std::vector<uint8_t> bytes, std::string name);
+
+// Stable storage for the kernel records the parser keeps: blocks that never move, so that the
+// spans into them stay valid for the parse result's lifetime.
+class RecordArena {
+ public:
+  std::span<const uint8_t> Add(std::span<const uint8_t> bytes);
+
+ private:
+  static constexpr size_t kBlockBytes = 1u << 20;  // > the largest record (64 KiB)
+  std::vector<std::unique_ptr<uint8_t[]>> blocks_;
+  size_t used_ = kBlockBytes;  // in the last block
+};
 
 struct ParsedAttr {
   uint64_t file_offset = 0;
@@ -25,12 +57,14 @@ struct ParsedAuxtrace {
   uint64_t file_offset = 0;
   uint64_t offset = 0, reference = 0;
   uint32_t idx = 0, tid = 0, cpu = 0;
-  std::span<const uint8_t> data;  // `size` bytes (perf pads to 8 with zeros)
+  // The trace bytes: `size` of them (perf pads to 8 with zeros) at file offset `data_offset`,
+  // inside the data section (checked); not read by the parser.
+  uint64_t data_offset = 0, size = 0;
 };
 
 struct ParsedRecord {  // a kernel record (type < 64), verbatim
   uint64_t file_offset = 0;
-  std::span<const uint8_t> bytes;
+  std::span<const uint8_t> bytes;  // in ParsedPerfData::records
 };
 
 struct ParsedPerfData {
@@ -50,6 +84,7 @@ struct ParsedPerfData {
 
   std::vector<ParsedAuxtrace> auxtrace;
   std::vector<ParsedRecord> sideband;
+  std::unique_ptr<RecordArena> records = std::make_unique<RecordArena>();  // sideband's bytes
   uint64_t samples_skipped = 0;
 
   std::map<std::string, std::vector<uint8_t>> build_ids;  // filename -> build id (BUILD_ID)
@@ -58,6 +93,6 @@ struct ParsedPerfData {
 
 // Validates the header, attrs, data records and the features we use. Errors read
 // "<name>: offset N: <what>; <what to do>".
-Result<ParsedPerfData> ParsePerfData(std::span<const uint8_t> bytes, const std::string& name);
+Result<ParsedPerfData> ParsePerfData(const ByteSource& source, const std::string& name);
 
 }  // namespace ptscope::format::perf_data

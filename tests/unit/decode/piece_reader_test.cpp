@@ -256,5 +256,80 @@ TEST_CASE("pieces read by reference are cut only where data was lost, as pieces 
   CHECK(b[1].loss_before.find("100 bytes of trace lost") == 0);
 }
 
+TEST_CASE("raw trace bytes in a file (perf.data) are read in 1 MiB chunks, as written") {
+  // A perf.data-like file: 100 bytes of something else, 2.5 MiB of PT (one AUXTRACE payload),
+  // 40 bytes, then 5000 more bytes of the stream after 64 lost ones (a second payload).
+  TempArchive file;
+  std::vector<uint8_t> pt;
+  for (uint32_t seed = 0; pt.size() < (5u << 19); ++seed) {
+    std::vector<uint8_t> more = MixedPt(seed);
+    pt.insert(pt.end(), more.begin(), more.end());
+  }
+  pt.resize(5u << 19);
+  const std::vector<uint8_t> tail(pt.begin() + 12345, pt.begin() + 17345);
+  {
+    FILE* f = std::fopen(file.path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    std::vector<uint8_t> junk(100, 0x5a);
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fwrite(pt.data(), 1, pt.size(), f);
+    std::fwrite(junk.data(), 1, 40, f);
+    std::fwrite(tail.data(), 1, tail.size(), f);
+    std::fclose(f);
+  }
+  format::Archive archive;
+  archive.path = file.path;
+  for (int i = 0; i < 2; ++i) {
+    format::PtDataChunk chunk;
+    chunk.stream_id = 1;
+    chunk.tid = 5;
+    chunk.stream_offset = i == 0 ? 0 : pt.size() + 64;
+    archive.pt_data.push_back(chunk);
+  }
+  archive.pt_refs = {{.chunk_offset = 100, .size = pt.size(), .raw = true},
+                     {.chunk_offset = 100 + pt.size() + 40, .size = tail.size(), .raw = true}};
+  std::vector<Stream> streams = CollectStreams(archive, SidebandTimeline::Build(archive));
+  REQUIRE(streams.size() == 1);
+  REQUIRE(streams[0].pieces.size() == 2);
+  const Piece& big = streams[0].pieces[0];
+  REQUIRE(big.chunks.size() == 3);
+  CHECK(big.chunks[0].size == Piece::kRawChunkBytes);
+  CHECK(big.chunks[1].chunk_offset == 100 + Piece::kRawChunkBytes);
+  CHECK(big.chunks[1].piece_offset == Piece::kRawChunkBytes);
+  CHECK(big.chunks[2].size == pt.size() - 2 * Piece::kRawChunkBytes);
+  CHECK(streams[0].pieces[1].loss_before.find("64 bytes of trace lost") == 0);
+  PieceReader reader(file.path);
+  auto whole = reader.Bytes(big, 0, big.size);
+  REQUIRE(whole);
+  CHECK(std::equal(whole->begin(), whole->end(), pt.begin(), pt.end()));
+  for (size_t begin : {size_t{0}, Piece::kRawChunkBytes - 7, size_t{2} * Piece::kRawChunkBytes + 1}) {
+    auto got = reader.Bytes(big, begin, begin + 4096);
+    REQUIRE(got);
+    CHECK(std::equal(got->begin(), got->end(), pt.begin() + begin));
+  }
+  auto second = reader.Bytes(streams[0].pieces[1], 0, tail.size());
+  REQUIRE(second);
+  CHECK(std::equal(second->begin(), second->end(), tail.begin(), tail.end()));
+  pt_config config;
+  pt_config_init(&config);
+  auto units = SplitPieceAtPsb(reader, big, config, 64 * 1024);
+  REQUIRE(units);
+  auto expected = ReferenceSplit(pt, config, 64 * 1024);
+  REQUIRE(units->size() == expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CAPTURE(i);
+    CHECK((*units)[i].begin == expected[i].begin);
+    CHECK((*units)[i].decode_end == expected[i].decode_end);
+  }
+  // The file shrinks under the decoder: an error naming it and the offset, not other bytes.
+  REQUIRE(truncate(file.path.c_str(), 100 + Piece::kRawChunkBytes + 10) == 0);
+  PieceReader after(file.path);
+  auto cut = after.Bytes(big, Piece::kRawChunkBytes, Piece::kRawChunkBytes + 100);
+  REQUIRE(!cut);
+  CHECK(cut.error().message ==
+        file.path + ": offset " + std::to_string(100 + Piece::kRawChunkBytes + 10) +
+            ": the file ends before the trace read first (it changed while it was decoded?)");
+}
+
 }  // namespace
 }  // namespace ptscope::decode
