@@ -10,13 +10,20 @@ every thread. For each capture, in pt-decode's text output:
     does), and no slice of that thread ends after it;
   - no slice is named `0x0`: the branch the trace stops at has no known target, which is neither
     a call of address 0 nor a return that loses the stack;
-  - the trigger appears in the Perfetto output too (its name in the trace's strings).
+  - the trigger appears in the Perfetto output too (its name in the trace's strings);
+  - the call into the trigger function is shown (a slice named SYMBOL): taking the snapshot
+    stops every thread's trace with FUP + TIP.PGD where it was, as the hardware does, so the
+    instructions after the last branch packet are decodable;
+  - `--format insns` equals pt-emulate's ground truth exactly, thread by thread.
 """
 import re
 import subprocess
 import sys
 import tempfile
 import pathlib
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import compare_insns  # noqa: E402
 
 THREAD = re.compile(r'^thread (\d+)/(\d+) ')
 SLICE = re.compile(r'^\s+\[(\d+) \+(\d+)\] (\S+)')
@@ -42,7 +49,8 @@ def marker_ns(info):
 def check(tools, tmp, program, symbol, problems):
     name = f'{pathlib.Path(program).name} --trigger {symbol}'
     ptar = tmp / f'{pathlib.Path(program).name}.ptar'
-    run([tools['emulate'], '--trigger', symbol, '-o', ptar, '--', program])
+    gt = tmp / f'{pathlib.Path(program).name}.gt'
+    run([tools['emulate'], '--trigger', symbol, '--ground-truth', gt, '-o', ptar, '--', program])
     want_ns = marker_ns(run([tools['archive'], 'info', ptar]))
     text_path = tmp / f'{ptar.stem}.txt'
     run([tools['decode'], ptar, '-o', text_path])
@@ -75,6 +83,12 @@ def check(tools, tmp, program, symbol, problems):
             problems.append(f'{name}: tid {tid}: a slice named 0x0')
         if len(t['names']) < 10:
             problems.append(f'{name}: tid {tid}: only {len(t["names"])} slices')
+    if not any(symbol in t['names'] for t in threads.values()):
+        problems.append(f'{name}: no thread shows the call into {symbol}')
+    insns = tmp / f'{ptar.stem}.insns'
+    run([tools['decode'], ptar, '--format', 'insns', '-o', insns])
+    problems += [f'{name}: insns: {p}' for p in compare_insns.compare_exact(
+        compare_insns.read_listing(gt), compare_insns.read_listing(insns))]
     trace = tmp / f'{ptar.stem}.pftrace'
     run([tools['decode'], ptar, '-o', trace])
     if f'trigger: {symbol}'.encode() not in trace.read_bytes():

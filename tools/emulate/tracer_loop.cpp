@@ -346,6 +346,15 @@ Status Tracer::TakeSnapshot(const std::string& reason, uint64_t address) {
   }
   if (options_.snapshot_size == 0) return Ok();  // full mode: the marker is all
   const uint32_t index = static_cast<uint32_t>(summary_.snapshots++);
+  // Taking a snapshot stops every thread's trace (a trigger is a breakpoint; perf interrupts the
+  // other CPUs to stop their events): each running thread enters the kernel, untraced with
+  // user-only tracing, before its next instruction. That is an asynchronous disable there, FUP
+  // and TIP.PGD, as the hardware writes it; without it a thread's trace would end at its last
+  // branch packet, and a decoder could not place the instructions retired after it (the call
+  // into the trigger function, typically). A thread that goes on resumes with TIP.PGE.
+  for (auto& [tid, t] : threads_) {
+    if (t->started && !t->exited && t->model != nullptr) t->model->Disable(t->ip, clock_);
+  }
   PTSCOPE_TRY(ForEachStream([&](PtEncoderModel& model, StreamOutput& output) {
     model.FlushPending();
     return output.WriteSnapshot(index, clock_);
