@@ -25,6 +25,8 @@ BranchClass FromIclass(pt_insn_class iclass) {
 
 // a * b / c without overflow; 64-bit arithmetic when the product fits (nearly always: a is a
 // time step in ns, b an instruction count), which is several times cheaper than 128-bit division.
+// (A double reciprocal per interval with an exact integer correction, instead of a division per
+// event, measured no faster on AMD Zen 3: the division is not what limits these loops.)
 inline uint64_t MulDiv(uint64_t a, uint64_t b, uint64_t c) {
   if ((a >> 32) == 0 && (b >> 32) == 0) return a * b / c;
   return static_cast<uint64_t>(static_cast<unsigned __int128>(a) * b / c);
@@ -36,7 +38,6 @@ FlowDecoder::FlowDecoder(const DecoderSetup& setup, const CodeImages& images, ui
                          FlowOutput& out)
     : setup_(setup), out_(out), image_(images, pid) {
   waiting_.reserve(256);
-  waiting_position_.reserve(256);
 }
 
 FlowDecoder::~FlowDecoder() = default;
@@ -383,7 +384,6 @@ void FlowDecoder::QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from
   if (kind != FlowEvent::Kind::kInlineChange) inline_after_transfer_ = true;
   event.insn_count = position - last_event_position_;
   last_event_position_ = position;
-  (buffer_ != nullptr ? buffer_->positions : waiting_position_).push_back(position);
   if (WaitingCount() >= kMaxWaiting) FlushExtrapolated();
 }
 
@@ -396,8 +396,8 @@ void FlowDecoder::ClearWaiting() {
     first_waiting_ = buffer_->events.size();
   } else {
     waiting_.clear();
-    waiting_position_.clear();
   }
+  waiting_base_ = last_event_position_;  // the last waiting event's position
 }
 
 void FlowDecoder::QueueGap(GapCause cause, uint64_t resume_ip, std::string detail) {
@@ -409,18 +409,49 @@ void FlowDecoder::QueueGap(GapCause cause, uint64_t resume_ip, std::string detai
   stats_.gaps[static_cast<size_t>(cause)]++;
 }
 
+template <typename TimeOf>
+void FlowDecoder::EmitWaiting(const TimeOf& time_of) {
+  uint64_t position = waiting_base_;
+  if (buffer_ == nullptr) {
+    for (FlowEvent& event : waiting_) {
+      position += event.insn_count;
+      Emit(event, time_of(position));
+    }
+    ClearWaiting();
+    return;
+  }
+  // Unit mode, nearly every event: Emit's work with the state in registers (times never go back,
+  // so the first event's time is the smallest).
+  FlowEvent* event = buffer_->events.data() + first_waiting_;
+  FlowEvent* const end = buffer_->events.data() + buffer_->events.size();
+  if (event == end) return;
+  stats_.events += static_cast<uint64_t>(end - event);
+  uint64_t last_ns = last_emitted_ns_;
+  position += event->insn_count;
+  last_ns = std::max(time_of(position), last_ns);
+  event->time_ns = last_ns;
+  stats_.first_ns = std::min(stats_.first_ns, last_ns);
+  for (++event; event != end; ++event) {
+    position += event->insn_count;
+    last_ns = std::max(time_of(position), last_ns);
+    event->time_ns = last_ns;
+  }
+  last_emitted_ns_ = stats_.last_ns = last_ns;
+  ClearWaiting();
+}
+
 void FlowDecoder::Anchor(uint64_t tsc) {
   uint64_t ns = setup_.time.ToNs(tsc);
   if (have_anchor_ && ns < anchor_ns_) ns = anchor_ns_;
-  const size_t count = WaitingCount();
   const uint64_t span = position_ - anchor_position_;
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t position = WaitingPosition(i);
-    uint64_t time = ns;
-    if (have_anchor_ && span != 0) time = anchor_ns_ + MulDiv(ns - anchor_ns_, position - anchor_position_, span);
-    Emit(WaitingEvent(i), time, position);
+  if (have_anchor_ && span != 0) {
+    const uint64_t step_ns = ns - anchor_ns_, from_position = anchor_position_, from_ns = anchor_ns_;
+    EmitWaiting([=](uint64_t position) {
+      return from_ns + MulDiv(step_ns, position - from_position, span);
+    });
+  } else {
+    EmitWaiting([=](uint64_t) { return ns; });
   }
-  ClearWaiting();
   if (have_anchor_ && position_ > anchor_position_) {
     rate_ns_ = ns - anchor_ns_;
     rate_insns_ = position_ - anchor_position_;
@@ -433,27 +464,20 @@ void FlowDecoder::Anchor(uint64_t tsc) {
 }
 
 void FlowDecoder::FlushExtrapolated() {
-  const size_t count = WaitingCount();
-  for (size_t i = 0; i < count; ++i) {
-    uint64_t position = WaitingPosition(i);
-    uint64_t time = anchor_ns_;
-    if (have_anchor_ && rate_insns_ != 0) time += MulDiv(rate_ns_, position - anchor_position_, rate_insns_);
-    Emit(WaitingEvent(i), time, position);
+  const uint64_t from_ns = anchor_ns_;
+  if (have_anchor_ && rate_insns_ != 0) {
+    const uint64_t rate_ns = rate_ns_, rate_insns = rate_insns_, from_position = anchor_position_;
+    EmitWaiting([=](uint64_t position) {
+      return from_ns + MulDiv(rate_ns, position - from_position, rate_insns);
+    });
+  } else {
+    EmitWaiting([=](uint64_t) { return from_ns; });
   }
-  ClearWaiting();
 }
 
-void FlowDecoder::Emit(FlowEvent& event, uint64_t time_ns, uint64_t position) {
+// Not in unit mode (in unit mode the event already sits in the buffer: see EmitWaiting).
+void FlowDecoder::Emit(FlowEvent& event, uint64_t time_ns) {
   if (time_ns < last_emitted_ns_) time_ns = last_emitted_ns_;  // non-decreasing per thread
-  (void)position;
-  if (buffer_ != nullptr) {  // the event already sits in the unit's buffer
-    event.time_ns = time_ns;
-    last_emitted_ns_ = time_ns;
-    if (time_ns < stats_.first_ns) stats_.first_ns = time_ns;
-    stats_.last_ns = time_ns;
-    stats_.events++;
-    return;
-  }
   DeliverDueTriggers(triggers_, &next_trigger_, time_ns, last_emitted_ns_,
                      [this](FlowEvent& trigger) { out_.OnFlowEvent(trigger); });
   event.time_ns = time_ns;

@@ -71,8 +71,7 @@ struct UnitEvents {
     size_t first = 0;  // index of the run's first event
   };
   std::vector<FlowEvent> events;
-  std::vector<uint64_t> positions;  // instructions the unit retired before each event
-  std::vector<Run> runs;            // which thread each stretch of events belongs to
+  std::vector<Run> runs;  // which thread each stretch of events belongs to
   FlowStats stats;
   uint64_t last_end_ip = 0;
   // Instructions retired after the last event: a sequential decoder counts them in the next
@@ -83,7 +82,6 @@ struct UnitEvents {
   uint64_t end_ns = 0;
   void Reset() {  // for reuse: keeps the vectors' capacity
     events.clear();
-    positions.clear();
     runs.clear();
     stats = FlowStats{};
     last_end_ip = trailing_insns = end_ns = 0;
@@ -169,11 +167,12 @@ class FlowDecoder {
   // a decode-error gap where they would have been.
   void FailSegment(std::string detail);
 
-  // Unit mode (parallel decoding). Events go to `buffer` instead of the FlowOutput, with their
-  // positions; the caller stitches units and adds triggers, lost-data gaps and the end.
+  // Unit mode (parallel decoding). Events go to `buffer` instead of the FlowOutput; the caller
+  // stitches units and adds triggers, lost-data gaps and the end.
   void SetUnitBuffer(UnitEvents* buffer) {
     buffer_ = buffer;
     first_waiting_ = buffer->events.size();
+    waiting_base_ = last_event_position_;
   }
   // The unit continues the previous unit of a contiguous piece: state its inlined depth at once.
   void SetContinuation() {
@@ -227,16 +226,14 @@ class FlowDecoder {
   void QueueGap(GapCause cause, uint64_t resume_ip, std::string detail);
   void Anchor(uint64_t tsc);
   void FlushExtrapolated();
-  void Emit(FlowEvent& event, uint64_t time_ns, uint64_t position);
+  // Gives every waiting event the time `time_of(its position)` (clamped to never go back) and
+  // emits it, then clears the waiting list.
+  template <typename TimeOf>
+  void EmitWaiting(const TimeOf& time_of);
+  void Emit(FlowEvent& event, uint64_t time_ns);
   // Events waiting for their time: in the unit buffer from first_waiting_ on (unit mode), else
   // in waiting_.
   size_t WaitingCount() const;
-  FlowEvent& WaitingEvent(size_t i) {
-    return buffer_ != nullptr ? buffer_->events[first_waiting_ + i] : waiting_[i];
-  }
-  uint64_t WaitingPosition(size_t i) const {
-    return buffer_ != nullptr ? buffer_->positions[first_waiting_ + i] : waiting_position_[i];
-  }
   void ClearWaiting();
   void SwitchImageIfNeeded(uint64_t time_ns);
 
@@ -252,7 +249,10 @@ class FlowDecoder {
   uint64_t last_event_position_ = 0;
   // Interpolation state.
   std::vector<FlowEvent> waiting_;
-  std::vector<uint64_t> waiting_position_;
+  // The position of the last event before the waiting ones: a waiting event's position is this
+  // plus the insn_count of the waiting events up to and including it (QueueAt sets insn_count
+  // from positions), so no position needs storing per event.
+  uint64_t waiting_base_ = 0;
   bool have_anchor_ = false;
   uint64_t anchor_ns_ = 0, anchor_position_ = 0;
   uint64_t rate_ns_ = 0, rate_insns_ = 0;  // ns per instruction of the last anchored interval
