@@ -9,6 +9,8 @@
 #include <cstring>
 #include <variant>
 
+#include "ptscope/file_read.h"
+
 namespace ptscope::decode {
 
 PieceReader::~PieceReader() {
@@ -24,21 +26,13 @@ Status PieceReader::ReadRaw(uint64_t offset, uint64_t size, std::vector<uint8_t>
     }
   }
   out.resize(static_cast<size_t>(size));
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t got = ::pread(raw_fd_, out.data() + done, out.size() - done,
-                          static_cast<off_t>(offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      return Unexpected(Errc::kCorrupt,
-                        path_ + ": offset " + std::to_string(offset + done) + ": " +
-                            (got < 0 ? std::string("read failed: ") + std::strerror(errno)
-                                     : "the file ends before the trace read first (it changed "
-                                       "while it was decoded?)"));
-    }
-    done += static_cast<size_t>(got);
-  }
-  return Ok();
+  const format::FileRead read = format::ReadFileAt(raw_fd_, offset, out.size(), out.data());
+  if (read.bytes == out.size()) return Ok();
+  return Unexpected(Errc::kCorrupt,
+                    path_ + ": offset " + std::to_string(offset + read.bytes) + ": " +
+                        (read.error != 0 ? std::string("read failed: ") + std::strerror(read.error)
+                                         : "the file ends before the trace read first (it "
+                                           "changed while it was decoded?)"));
 }
 
 Result<const std::vector<uint8_t>*> PieceReader::ChunkBytes(const Piece::ChunkRef& ref) {

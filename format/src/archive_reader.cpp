@@ -14,6 +14,7 @@
 #include "byte_io.h"
 #include "chunk_codec.h"
 #include "crc32c.h"
+#include "ptscope/file_read.h"
 #include "ptscope/format.h"
 
 namespace ptscope::format {
@@ -91,23 +92,13 @@ Result<std::span<const uint8_t>> ArchiveReader::ReadAt(uint64_t offset, uint64_t
   length = offset < size_ ? std::min(length, size_ - offset) : 0;
   if (fd_ < 0) return std::span<const uint8_t>(bytes_.data() + offset, length);
   if (buffer.size() < length) buffer.resize(length);
-  uint64_t done = 0;
-  while (done < length) {
-    ssize_t n = ::pread(fd_, buffer.data() + done, length - done,
-                        static_cast<off_t>(offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      return MakeError(Errc::kIo, "read failed at offset " + std::to_string(offset + done) +
-                                      ": " + std::strerror(err));
-    }
-    if (n == 0) {  // the file shrank since Open(): it ends here now
-      size_ = offset + done;
-      break;
-    }
-    done += static_cast<uint64_t>(n);
+  const FileRead read = ReadFileAt(fd_, offset, static_cast<size_t>(length), buffer.data());
+  if (read.error != 0) {
+    return MakeError(Errc::kIo, "read failed at offset " + std::to_string(offset + read.bytes) +
+                                    ": " + std::strerror(read.error));
   }
-  return std::span<const uint8_t>(buffer.data(), done);
+  if (read.bytes < length) size_ = offset + read.bytes;  // the file shrank since Open()
+  return std::span<const uint8_t>(buffer.data(), read.bytes);
 }
 
 Status ArchiveReader::ParseHeader() {

@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ptscope/file_read.h"
+
 namespace ptscope::record {
 
 class ElfByteSource {
@@ -65,16 +67,12 @@ class FileSource : public ElfByteSource {
   ~FileSource() override { close(fd_); }
   uint64_t size() const override { return size_; }
   Status ReadAt(uint64_t offset, uint64_t length, uint8_t* out) const override {
-    uint64_t done = 0;
-    while (done < length) {
-      ssize_t n = pread(fd_, out + done, length - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        return MakeError(Errc::kIo, path_ + ": read at offset " + Hex(offset + done) + " failed: " +
-                                        (n == 0 ? "file shrank while reading" : std::strerror(errno)));
-      done += static_cast<uint64_t>(n);
-    }
-    return Ok();
+    const format::FileRead read = format::ReadFileAt(fd_, offset, static_cast<size_t>(length), out);
+    if (read.bytes == length) return Ok();
+    return MakeError(Errc::kIo, path_ + ": read at offset " + Hex(offset + read.bytes) +
+                                    " failed: " +
+                                    (read.error == 0 ? "file shrank while reading"
+                                                     : std::strerror(read.error)));
   }
 
  private:

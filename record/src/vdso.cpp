@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "ptscope/file_read.h"
+
 namespace ptscope::record {
 
 namespace {
@@ -23,21 +25,15 @@ Result<std::vector<uint8_t>> ReadProcessMemory(int pid, uint64_t address, uint64
                          " (reading another process's memory needs root or CAP_SYS_PTRACE)");
   }
   std::vector<uint8_t> bytes(size);
-  uint64_t done = 0;
-  while (done < size) {
-    ssize_t n = pread(fd, bytes.data() + done, size - done, static_cast<off_t>(address + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n == 0 ? EIO : errno;
-      close(fd);
-      char where[32];
-      std::snprintf(where, sizeof where, "0x%llx", static_cast<unsigned long long>(address + done));
-      return MakeError(err == EPERM || err == EACCES ? Errc::kPermission : Errc::kIo,
-                       path + ": read at " + where + " failed: " + std::strerror(err));
-    }
-    done += static_cast<uint64_t>(n);
-  }
+  const format::FileRead read = format::ReadFileAt(fd, address, bytes.size(), bytes.data());
   close(fd);
+  if (read.bytes < bytes.size()) {
+    const int err = read.error != 0 ? read.error : EIO;
+    char where[32];
+    std::snprintf(where, sizeof where, "0x%llx", static_cast<unsigned long long>(address + read.bytes));
+    return MakeError(err == EPERM || err == EACCES ? Errc::kPermission : Errc::kIo,
+                     path + ": read at " + where + " failed: " + std::strerror(err));
+  }
   return bytes;
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "../byte_io.h"
+#include "ptscope/file_read.h"
 #include "perf_data_parse.h"
 
 namespace ptscope::format::perf_data {
@@ -28,22 +29,16 @@ class FileSource : public ByteSource {
   FileSource& operator=(const FileSource&) = delete;
   uint64_t size() const override { return size_; }
   Status Read(uint64_t offset, size_t n, uint8_t* out) const override {
-    size_t done = 0;
-    while (done < n) {
-      ssize_t got = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        return MakeError(Errc::kIo, path_ + ": offset " + std::to_string(offset + done) +
-                                        ": read failed: " + std::strerror(errno));
-      }
-      if (got == 0) {
-        return MakeError(Errc::kTruncated,
-                         path_ + ": offset " + std::to_string(offset + done) +
-                             ": the file ends there, " + std::to_string(n - done) +
-                             " bytes short; it changed while it was read (re-run on a copy "
-                             "that is not being written)");
-      }
-      done += static_cast<size_t>(got);
+    const FileRead read = ReadFileAt(fd_, offset, n, out);
+    const std::string where = path_ + ": offset " + std::to_string(offset + read.bytes) + ": ";
+    if (read.error != 0) {
+      return MakeError(Errc::kIo, where + "read failed: " + std::strerror(read.error));
+    }
+    if (read.bytes < n) {
+      return MakeError(Errc::kTruncated,
+                       where + "the file ends there, " + std::to_string(n - read.bytes) +
+                           " bytes short; it changed while it was read (re-run on a copy that "
+                           "is not being written)");
     }
     return Ok();
   }
