@@ -108,6 +108,7 @@ class ByteWriter {
  public:
   explicit ByteWriter(std::vector<uint8_t>& out) : out_(out) {}
   size_t size() const { return out_.size(); }
+  std::vector<uint8_t>& buffer() { return out_; }  // the vector written to
   void U8(uint8_t v) { out_.push_back(v); }
   void U16(uint16_t v) { Le(v, 2); }
   void U32(uint32_t v) { Le(v, 4); }

@@ -482,3 +482,46 @@ TEST_CASE("a sideband larger than the parser's read window is kept whole and in 
   CHECK(lazy_records == a.sideband[0].records);
   CHECK(whole_records == a.sideband[0].records);
 }
+
+TEST_CASE("export of an archive read without its PT bytes fetches each piece from the file") {
+  const fmt::Archive in = ThreadArchive();
+  char name[] = "/tmp/ptscope-export-XXXXXX";
+  int fd = ::mkstemp(name);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  const std::string path = std::string(name) + ".ptar";
+  std::rename(name, path.c_str());
+  {
+    auto writer = fmt::ArchiveWriter::Create(path);
+    REQUIRE(writer);
+    REQUIRE((*writer)->Write(fmt::MetadataChunk{in.metadata}));
+    for (const auto& c : in.sideband_attrs) REQUIRE((*writer)->Write(c));
+    for (const auto& c : in.sideband) REQUIRE((*writer)->Write(c));
+    for (const auto& c : in.modules) REQUIRE((*writer)->Write(c));
+    for (const auto& c : in.pt_data) REQUIRE((*writer)->Write(c));
+    REQUIRE((*writer)->Close());
+  }
+  auto whole = fmt::ReadArchive(path);
+  auto light = fmt::ReadArchive(path, fmt::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(light);
+  for (const auto& c : light->pt_data) CHECK(c.data.empty());
+  const auto want = Exported(*whole);
+  CHECK(Exported(*light) == want);
+  // Written to a file, piece by piece: the same bytes.
+  const std::string out = path + ".data";
+  REQUIRE(fmt::ExportPerfData(*light, out));
+  CHECK(FileBytes(out, 0, want.size()) == want);
+  // The archive changes under the export: an error naming it, not other bytes.
+  {
+    auto writer = fmt::ArchiveWriter::Create(path);
+    REQUIRE(writer);
+    REQUIRE((*writer)->Write(fmt::MetadataChunk{in.metadata}));
+    REQUIRE((*writer)->Close());
+  }
+  auto changed = fmt::ExportPerfDataToBytes(*light);
+  REQUIRE_FALSE(changed.has_value());
+  CHECK(changed.error().message.find(path) != std::string::npos);
+  std::remove(out.c_str());
+  std::remove(path.c_str());
+}

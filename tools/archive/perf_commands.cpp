@@ -165,7 +165,8 @@ int RunExportPerf(const std::vector<std::string>& args) {
     return *status;
   }
   const std::string input = vm["input"].as<std::string>();
-  auto archive = fmt::ReadArchive(input);
+  // The PT bytes stay in the archive until the export writes them, one piece at a time.
+  auto archive = fmt::ReadArchive(input, fmt::ReadOptions{.keep_pt_bytes = false});
   if (!archive) return ReportError(archive.error());
   if (archive->damage) {
     std::fprintf(stderr, "pt-archive: warning: %s: %s; exporting the %llu intact chunks before it\n",

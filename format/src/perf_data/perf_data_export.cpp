@@ -1,6 +1,10 @@
 // Archive -> perf.data (format/PERF_DATA.md, "Export"): one intel_pt attr, AUXTRACE_INFO with the
 // Intel PT priv array, TIME_CONV, the sideband re-trailed for that attr, one AUXTRACE record per
 // PT piece, then the BUILD_ID, HOSTNAME, OSRELEASE, CPUID and AUXTRACE-index features.
+//
+// The file is laid out as parts (bytes, or one PT piece's bytes): written to a file, each piece is
+// fetched when its turn comes (read again from the archive when it was read without its PT
+// bytes), so that one piece at a time is in memory, whatever the length of the capture.
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -11,6 +15,7 @@
 
 #include "../byte_io.h"
 #include "perf_data_layout.h"
+#include "ptscope/file_read.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_time.h"
 
@@ -50,11 +55,95 @@ struct TimeConv {
   }
 };
 
+// PT bytes of archive.pt_data[i] (size: PtSize(archive, i)): held in the chunk, or read again
+// from the file when the archive was read without them (Archive::pt_refs).
+uint64_t PtSize(const Archive& a, size_t i) {
+  const PtDataChunk& c = a.pt_data[i];
+  return c.data.empty() && i < a.pt_refs.size() ? a.pt_refs[i].size : c.data.size();
+}
+
+class PtSource {
+ public:
+  explicit PtSource(const Archive& a) : a_(a) {}
+  ~PtSource() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  PtSource(const PtSource&) = delete;
+  PtSource& operator=(const PtSource&) = delete;
+
+  Result<std::span<const uint8_t>> Get(size_t i) {
+    const PtDataChunk& c = a_.pt_data[i];
+    const uint64_t size = PtSize(a_, i);
+    if (c.data.size() == size) return std::span<const uint8_t>(c.data);
+    const Archive::PtDataRef& ref = a_.pt_refs[i];
+    if (ref.raw) {
+      if (fd_ < 0) fd_ = ::open(a_.path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd_ < 0) {
+        return ExportError(ErrcFromErrno(errno), a_.path + ": cannot open: " + std::strerror(errno));
+      }
+      buffer_.resize(static_cast<size_t>(size));
+      const FileRead read = ReadFileAt(fd_, ref.chunk_offset, buffer_.size(), buffer_.data());
+      if (read.bytes < buffer_.size()) {
+        return ExportError(Errc::kIo, a_.path + ": offset " +
+                                          std::to_string(ref.chunk_offset + read.bytes) + ": " +
+                                          (read.error != 0 ? std::strerror(read.error)
+                                                           : "the file ends there (it changed?)"));
+      }
+      return std::span<const uint8_t>(buffer_);
+    }
+    if (reader_ == nullptr) {
+      auto opened = ArchiveReader::Open(a_.path);
+      if (!opened) return opened.error();
+      reader_ = std::move(*opened);
+    }
+    PTSCOPE_ASSIGN_OR_RETURN(Chunk chunk, reader_->ReadChunkAt(ref.chunk_offset));
+    auto* pt = std::get_if<PtDataChunk>(&chunk);
+    if (pt == nullptr || pt->data.size() != size) {
+      return ExportError(Errc::kCorrupt, a_.path + ": the PT data chunk at offset " +
+                                             std::to_string(ref.chunk_offset) +
+                                             " is not the one read first (the file changed?)");
+    }
+    buffer_ = std::move(pt->data);
+    return std::span<const uint8_t>(buffer_);
+  }
+
+ private:
+  const Archive& a_;
+  std::unique_ptr<ArchiveReader> reader_;
+  int fd_ = -1;
+  std::vector<uint8_t> buffer_;
+};
+
+// The exported file, in order: bytes, or the PT bytes of pt_data[piece] and `pad` zeros.
+struct Part {
+  std::vector<uint8_t> bytes;
+  size_t piece = SIZE_MAX;
+  uint64_t pad = 0;
+};
+
+// Writes the parts in order through `put` (a span of bytes at a time).
+template <typename Put>
+Status EmitParts(const Archive& a, std::vector<Part>& parts, Put&& put) {
+  PtSource source(a);
+  static const uint8_t kZeros[8] = {};
+  for (Part& part : parts) {
+    if (part.piece == SIZE_MAX) {
+      PTSCOPE_TRY(put(std::span<const uint8_t>(part.bytes)));
+      part.bytes = {};
+      continue;
+    }
+    PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> pt, source.Get(part.piece));
+    PTSCOPE_TRY(put(pt));
+    PTSCOPE_TRY(put(std::span<const uint8_t>(kZeros, static_cast<size_t>(part.pad))));
+  }
+  return Ok();
+}
+
 class Exporter {
  public:
   explicit Exporter(const Archive& a) : a_(a) {}
 
-  Result<std::vector<uint8_t>> Run() {
+  Result<std::vector<Part>> Run() {
     if (a_.pt_data.empty()) {
       return ExportError(Errc::kInvalidArgument,
                          a_.path + ": the archive holds no PT data chunks; nothing to export");
@@ -68,8 +157,9 @@ class Exporter {
     WriteTimeConv(w);
     w.Bytes(sideband_);
     std::vector<std::pair<uint64_t, uint64_t>> index;  // offsets relative to the data section
-    WriteAuxtrace(w, &index);
-    return Assemble(data, index);
+    std::vector<Part> data_parts;
+    WriteAuxtrace(w, &index, &data_parts);
+    return Assemble(data_parts, index);
   }
 
  private:
@@ -215,13 +305,19 @@ class Exporter {
     w.Zeros(7);  // cap_user_time_short, reserved
   }
 
-  void WriteAuxtrace(ByteWriter& w, std::vector<std::pair<uint64_t, uint64_t>>* index) {
+  // The AUXTRACE records into `w` (whose bytes so far are the data section's start); each one's
+  // PT bytes become a part of their own, between the parts of `w`'s bytes.
+  void WriteAuxtrace(ByteWriter& w, std::vector<std::pair<uint64_t, uint64_t>>* index,
+                     std::vector<Part>* parts) {
     std::map<uint32_t, uint32_t> idx_of;
     uint64_t fallback_reference = std::max<uint64_t>(1, tc_.NsToTsc(max_time_));
-    for (const PtDataChunk& c : a_.pt_data) {
+    uint64_t written = 0;  // data section bytes already moved into `parts`
+    for (size_t i = 0; i < a_.pt_data.size(); ++i) {
+      const PtDataChunk& c = a_.pt_data[i];
       auto [it, fresh] = idx_of.emplace(c.stream_id, static_cast<uint32_t>(idx_of.size()));
-      uint64_t padded = (c.data.size() + 7) / 8 * 8;  // perf pads pieces to 8 with PAD packets
-      index->emplace_back(w.size(), kAuxtraceRecordSize);
+      const uint64_t size = PtSize(a_, i);
+      uint64_t padded = (size + 7) / 8 * 8;  // perf pads pieces to 8 with PAD packets
+      index->emplace_back(written + w.size(), kAuxtraceRecordSize);
       w.U32(kRecordAuxtrace);
       w.U16(0);
       w.U16(kAuxtraceRecordSize);
@@ -233,9 +329,13 @@ class Exporter {
       w.U32(per_cpu_ ? 0xffffffffu : c.tid);
       w.U32(per_cpu_ ? static_cast<uint32_t>(c.cpu) : 0xffffffffu);
       w.U32(0);
-      w.Bytes(c.data);
-      w.Zeros(padded - c.data.size());
+      written += w.size() + padded;
+      parts->push_back(Part{.bytes = std::move(w.buffer())});
+      w.buffer().clear();
+      parts->push_back(Part{.bytes = {}, .piece = i, .pad = padded - size});
     }
+    parts->push_back(Part{.bytes = std::move(w.buffer())});
+    w.buffer().clear();
   }
 
   std::vector<uint8_t> Attr() const {
@@ -309,8 +409,12 @@ class Exporter {
   }
 
   // header | ids | attr + ids section | data | feature table | feature payloads
-  std::vector<uint8_t> Assemble(const std::vector<uint8_t>& data,
-                                const std::vector<std::pair<uint64_t, uint64_t>>& index) const {
+  std::vector<Part> Assemble(std::vector<Part>& data_parts,
+                             const std::vector<std::pair<uint64_t, uint64_t>>& index) const {
+    uint64_t data_size = 0;
+    for (const Part& part : data_parts) {
+      data_size += part.piece == SIZE_MAX ? part.bytes.size() : PtSize(a_, part.piece) + part.pad;
+    }
     const uint64_t ids_offset = kFileHeaderSize;
     const uint64_t attrs_offset = ids_offset + 8;
     const uint64_t attr_entry = kAttrSizeWritten + kSectionSize;
@@ -326,22 +430,27 @@ class Exporter {
     w.U64(attrs_offset);
     w.U64(attr_entry);
     w.U64(data_offset);
-    w.U64(data.size());
+    w.U64(data_size);
     w.Zeros(kSectionSize);  // event_types
     for (uint64_t word : bitmap) w.U64(word);
     w.U64(kExportId);
     w.Bytes(Attr());
     w.U64(ids_offset);
     w.U64(8);
-    w.Bytes(data);
-    uint64_t payload_at = out.size() + kSectionSize * features.size();
+    std::vector<Part> parts;
+    parts.push_back(Part{.bytes = std::move(out)});
+    for (Part& part : data_parts) parts.push_back(std::move(part));
+    std::vector<uint8_t> tail;
+    ByteWriter t(tail);
+    uint64_t payload_at = data_offset + data_size + kSectionSize * features.size();
     for (const auto& [bit, payload] : features) {
-      w.U64(payload_at);
-      w.U64(payload.size());
+      t.U64(payload_at);
+      t.U64(payload.size());
       payload_at += payload.size();
     }
-    for (const auto& [bit, payload] : features) w.Bytes(payload);
-    return out;
+    for (const auto& [bit, payload] : features) t.Bytes(payload);
+    parts.push_back(Part{.bytes = std::move(tail)});
+    return parts;
   }
 
   const Archive& a_;
@@ -355,11 +464,17 @@ class Exporter {
 }  // namespace
 
 Result<std::vector<uint8_t>> ExportPerfDataToBytes(const Archive& archive) {
-  return Exporter(archive).Run();
+  PTSCOPE_ASSIGN_OR_RETURN(std::vector<Part> parts, Exporter(archive).Run());
+  std::vector<uint8_t> out;
+  PTSCOPE_TRY(EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
+    out.insert(out.end(), bytes.begin(), bytes.end());
+    return Ok();
+  }));
+  return out;
 }
 
 Status ExportPerfData(const Archive& archive, const std::string& out_path) {
-  PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ExportPerfDataToBytes(archive));
+  PTSCOPE_ASSIGN_OR_RETURN(std::vector<Part> parts, Exporter(archive).Run());
   int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) {
     int err = errno;
@@ -367,17 +482,23 @@ Status ExportPerfData(const Archive& archive, const std::string& out_path) {
                      out_path + ": cannot create: " + std::strerror(err));
   }
   ::fchmod(fd, 0600);  // an existing file keeps its mode through O_TRUNC
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      return MakeError(Errc::kIo, out_path + ": offset " + std::to_string(done) +
-                                      ": write failed: " + std::strerror(err));
+  uint64_t done = 0;
+  Status written = EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
+    for (size_t at = 0; at < bytes.size();) {
+      ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return MakeError(Errc::kIo, out_path + ": offset " + std::to_string(done + at) +
+                                        ": write failed: " + std::strerror(errno));
+      }
+      at += static_cast<size_t>(n);
     }
-    done += static_cast<size_t>(n);
+    done += bytes.size();
+    return Ok();
+  });
+  if (!written) {
+    ::close(fd);
+    return written;
   }
   if (::close(fd) != 0) {
     return MakeError(Errc::kIo, out_path + ": close failed: " + std::string(std::strerror(errno)));
