@@ -5,7 +5,8 @@ For each corpus binary, seed and encoder variant, pt-synth writes a capture plus
 (`TID 0xADDRESS` per instruction of the walk); the libipt oracle (ipt_insns) must print exactly the
 same lines, and so must `pt-decode --format insns` when tests/e2e/DECODER_READY says "yes".
 Variants cover return compression on/off, every timing mode, a small PSB period (many PSB+ and
-last-IP/return-stack resets) and two threads (two streams, FORK sideband).
+last-IP/return-stack resets) and two threads (two streams, FORK sideband). And a 900 M-instruction
+walk ends within a million instructions of its length (it once looped forever).
 """
 import argparse
 import os
@@ -78,6 +79,30 @@ def run_case(args, binary, seed, name, extra, work):
     return problems
 
 
+def check_long_walk_ends(args, binary, work):
+    """A long walk ends near its length. Seed 1 over corpus-static once reached a spin loop whose
+    only exit leads to a syscall retry loop the walk avoids, and ran forever past 850 M
+    instructions; loops are left now, whatever they lead to."""
+    archive = os.path.join(work, "long.ptar")
+    want = 900_000_000
+    try:
+        result = subprocess.run([args.synth, "-o", archive, "--binary", binary, "--instructions",
+                                 str(want), "--seed", "1"], capture_output=True, text=True,
+                                timeout=120)
+    except subprocess.TimeoutExpired:
+        return [f"a {want}-instruction walk did not end within 120 s"]
+    finally:
+        if os.path.exists(archive):
+            os.remove(archive)
+    if result.returncode != 0:
+        return [f"pt-synth failed ({result.returncode}): {result.stderr.strip()}"]
+    words = result.stderr.split()
+    got = int(words[words.index("instructions,") - 1]) if "instructions," in words else -1
+    if not want <= got <= want + 1_000_000:
+        return [f"a {want}-instruction walk ran {got} instructions: {result.stderr.strip()}"]
+    return []
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--synth", required=True)
@@ -100,6 +125,12 @@ def main():
                     if not problems:
                         print(f"ok   {label}")
                     failures += bool(problems)
+        problems = check_long_walk_ends(args, args.binary[0], work)
+        for problem in problems:
+            print(f"FAIL long walk: {problem}")
+        if not problems:
+            print("ok   a 900 M-instruction walk ends")
+        failures += bool(problems)
     print(f"{failures} failing case(s)" if failures else "all cases decode to their walks")
     return 1 if failures else 0
 

@@ -14,6 +14,9 @@ constexpr size_t kMaxShadowDepth = 1u << 14;
 constexpr size_t kSteerDepth = 24;
 constexpr size_t kMaxWalkDepth = 200;  // deeper than this, the walk restarts at its next packet
 constexpr uint32_t kHotVisits = 64;  // visits in one segment after which a block is "hot"
+// Visits in one segment after which a block is a trap (see ChooseTaken): no walk that leaves
+// its loops gets here, so walks that end are the same with or without this rule.
+constexpr uint32_t kStuckVisits = 4096;
 // A walk restarts at a random function after 20k..100k instructions (see Step).
 constexpr uint64_t kSegmentMin = 20000, kSegmentSpread = 80000;
 constexpr uint32_t kMaxSegmentSyscalls = 64;  // more in one segment: a syscall loop  // beyond this call depth the walk prefers to return
@@ -127,6 +130,13 @@ class Walker {
   bool ChooseTaken(const Block& b, int32_t taken, int32_t not_taken) {
     const Block& t = graph_.block(taken);
     const Block& f = graph_.block(not_taken);
+    // A loop whose only way out leads to code to avoid (a spin loop before a syscall retry
+    // loop) must still be left, or the walk never ends: far past "hot", the visit counts win.
+    if (graph_.block(current_).visits > kStuckVisits) {
+      const uint32_t tv = t.visit_epoch == epoch_ ? t.visits : 0;
+      const uint32_t fv = f.visit_epoch == epoch_ ? f.visits : 0;
+      if (tv != fv) return tv < fv;
+    }
     if (t.avoid != f.avoid) return f.avoid;
     if (stack_.size() >= kSteerDepth && t.return_cost != f.return_cost) {
       return t.return_cost < f.return_cost;
