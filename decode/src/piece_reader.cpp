@@ -21,8 +21,9 @@ Status PieceReader::ReadRaw(uint64_t offset, uint64_t size, std::vector<uint8_t>
   if (raw_fd_ < 0) {
     raw_fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
     if (raw_fd_ < 0) {
-      return Unexpected(Errc::kIo, path_ + ": cannot open again to read its trace: " +
-                                       std::strerror(errno));
+      const int err = errno;  // before the message's allocations
+      return Unexpected(ErrcFromErrno(err),
+                        path_ + ": cannot open again to read its trace: " + std::strerror(err));
     }
   }
   out.resize(static_cast<size_t>(size));

@@ -438,12 +438,24 @@ TEST_CASE("a perf.data read in place: the archive as read whole, with the trace 
 
 TEST_CASE("a perf.data on disk gives the errors its bytes give, naming the file") {
   const auto good = Exported(ThreadArchive());
-  for (size_t cut : {size_t{50}, size_t{200}, size_t{300}}) {
-    CAPTURE(cut);
-    TempFile file(std::vector<uint8_t>(good.begin(), good.begin() + cut));
+  // Truncated (inside the header, the attrs, the data section), foreign, wrong version, pipe
+  // mode, and a damaged record in the data section (read through the window).
+  std::vector<std::vector<uint8_t>> bad;
+  for (size_t cut : {size_t{50}, size_t{200}, size_t{300}}) bad.emplace_back(good.begin(), good.begin() + cut);
+  bad.push_back(std::vector<uint8_t>(64, 0x5a));
+  bad.push_back(good);
+  std::memcpy(bad.back().data(), "2ELIFREP", 8);
+  bad.push_back(good);
+  std::memcpy(bad.back().data(), "PERFFILE", 8);
+  bad.emplace_back(good.begin(), good.begin() + 16);
+  PutLe(bad.back(), 8, 16, 8);
+  bad.push_back(good);
+  PutLe(bad.back(), Le(good, 40) + 6, 4, 2);  // the first record's size: 4 < 8
+  for (size_t i = 0; i < bad.size(); ++i) {
+    CAPTURE(i);
+    TempFile file(bad[i]);
     auto from_file = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
-    auto from_bytes =
-        fmt::ImportPerfDataFromBytes(std::vector<uint8_t>(good.begin(), good.begin() + cut), file.path);
+    auto from_bytes = fmt::ImportPerfDataFromBytes(bad[i], file.path);
     REQUIRE_FALSE(from_file.has_value());
     REQUIRE_FALSE(from_bytes.has_value());
     CHECK(from_file.error().message == from_bytes.error().message);
@@ -457,6 +469,25 @@ TEST_CASE("a perf.data on disk gives the errors its bytes give, naming the file"
   REQUIRE_FALSE(directory.has_value());
   CHECK(directory.error().message ==
         "/tmp: not a regular file; perf.data is read in place (copy it to a file first)");
+}
+
+TEST_CASE("an attr ids or feature section larger than any perf writes is refused, not read") {
+  // Inside the file (64 MiB of padding after it), so that only the size bound can refuse them.
+  std::vector<uint8_t> big = Exported(ThreadArchive());
+  const uint64_t end = big.size(), huge = 65u << 20;
+  const uint64_t table = Le(big, 40) + Le(big, 48);  // feature table: bits 2, 3 (hostname), ...
+  big.resize(end + huge);
+  std::vector<uint8_t> ids = big;
+  PutLe(ids, 240, end, 8);
+  PutLe(ids, 248, huge, 8);
+  CHECK(ImportError(std::move(ids)) == "t.data: offset 240: attr ids section of " +
+                                           std::to_string(huge) +
+                                           " bytes is larger than any perf writes");
+  PutLe(big, table + 16, end, 8);
+  PutLe(big, table + 24, huge, 8);
+  CHECK(ImportError(std::move(big)) == "t.data: offset " + std::to_string(end) +
+                                           ": feature 3 section of " + std::to_string(huge) +
+                                           " bytes is larger than any perf writes");
 }
 
 TEST_CASE("a sideband larger than the parser's read window is kept whole and in order") {
@@ -524,4 +555,7 @@ TEST_CASE("export of an archive read without its PT bytes fetches each piece fro
   CHECK(changed.error().message.find(path) != std::string::npos);
   std::remove(out.c_str());
   std::remove(path.c_str());
+  auto gone = fmt::ExportPerfDataToBytes(*light);  // and once it is gone
+  REQUIRE_FALSE(gone.has_value());
+  CHECK(gone.error().message.find(path) != std::string::npos);
 }

@@ -105,7 +105,10 @@ Status WriteArchive(fmt::Archive& archive, const std::string& input, const std::
   for (const auto& c : archive.modules) PTSCOPE_TRY(writer->Write(c));
   for (const auto& c : archive.blobs) PTSCOPE_TRY(writer->Write(c));
   const int fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return MakeError(ErrcFromErrno(errno), input + ": cannot open: " + std::strerror(errno));
+  if (fd < 0) {
+    const int err = errno;  // before the message's allocations
+    return MakeError(ErrcFromErrno(err), input + ": cannot open: " + std::strerror(err));
+  }
   Status status = Ok();
   for (size_t i = 0; i < archive.pt_data.size() && status; ++i) {
     fmt::PtDataChunk& piece = archive.pt_data[i];

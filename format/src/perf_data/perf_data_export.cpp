@@ -79,7 +79,8 @@ class PtSource {
     if (ref.raw) {
       if (fd_ < 0) fd_ = ::open(a_.path.c_str(), O_RDONLY | O_CLOEXEC);
       if (fd_ < 0) {
-        return ExportError(ErrcFromErrno(errno), a_.path + ": cannot open: " + std::strerror(errno));
+        const int err = errno;  // before the message's allocations
+        return ExportError(ErrcFromErrno(err), a_.path + ": cannot open: " + std::strerror(err));
       }
       buffer_.resize(static_cast<size_t>(size));
       const FileRead read = ReadFileAt(fd_, ref.chunk_offset, buffer_.size(), buffer_.data());

@@ -329,6 +329,12 @@ TEST_CASE("raw trace bytes in a file (perf.data) are read in 1 MiB chunks, as wr
   CHECK(cut.error().message ==
         file.path + ": offset " + std::to_string(100 + Piece::kRawChunkBytes + 10) +
             ": the file ends before the trace read first (it changed while it was decoded?)");
+  std::remove(file.path.c_str());  // and gone altogether
+  PieceReader gone(file.path);
+  auto missing = gone.Bytes(big, 0, 100);
+  REQUIRE(!missing);
+  CHECK(missing.error().message ==
+        file.path + ": cannot open again to read its trace: No such file or directory");
 }
 
 }  // namespace
