@@ -7,8 +7,14 @@ Walks the protobuf wire format (field numbers: decode/src/sink/perfetto_trace.pr
 what trace processor relies on:
   - the first packet of each trusted sequence sets SEQ_INCREMENTAL_STATE_CLEARED;
   - packets using interned ids set SEQ_NEEDS_INCREMENTAL_STATE on a non-zero sequence;
-  - every iid (event names, debug annotation names, debug annotation string values) is != 0 and
-    defined on its sequence before (or in) the packet using it;
+  - every iid (event names, debug annotation names, source locations, debug annotation string
+    values) is != 0 and defined on its sequence before (or in) the packet using it;
+  - timestamps on a sequence-scoped clock (64-127, from the packet or the sequence's
+    trace_packet_defaults) come after a ClockSnapshot on that sequence that ties the clock to
+    BOOTTIME; an incremental clock's timestamps are deltas from its previous value (trace
+    processor's rules), and are converted to BOOTTIME for every check and for --dump;
+  - a packet relying on the sequence's defaults (clock or track) sets SEQ_NEEDS_INCREMENTAL_STATE;
+    a ClockSnapshot packet carries no event or descriptor (trace processor reads nothing else);
   - SLICE_BEGIN/SLICE_END balance per track (no END without BEGIN, nothing left open), nesting
     depth <= --max-depth (default 500);
   - timestamps are non-decreasing per sequence, and every track event has one;
@@ -24,6 +30,7 @@ import sys
 
 SEQ_CLEARED, SEQ_NEEDS = 1, 2
 BEGIN, END, INSTANT = 1, 2, 3
+BOOTTIME = 6
 
 
 class WireError(Exception):
@@ -92,6 +99,8 @@ class Sequence:
         self.tables = {}  # interned field -> {iid: name}
         self.last_ts = None
         self.default_track = None
+        self.default_clock = None
+        self.clocks = {}  # sequence clock id -> {"value", "offset" (to BOOTTIME), "incremental"}
 
 
 class Checker:
@@ -113,7 +122,7 @@ class Checker:
 
     def intern(self, seq, interned):
         # InternedData: event_names 2, debug_annotation_names 3, string values 29; entries {iid 1}.
-        for field in (1, 2, 3, 29):
+        for field in (1, 2, 3, 4, 29):
             for entry in interned.get(field, []):
                 e = message(entry)
                 iid = one(e, 1, 0)
@@ -147,16 +156,65 @@ class Checker:
         if flags & SEQ_CLEARED:
             seq.tables = {}
             seq.default_track = None
+            seq.default_clock = None
         if 59 in p:
             defaults = message(one(p, 59))
+            seq.default_clock = one(defaults, 58)
             if 11 in defaults:
                 seq.default_track = one(message(one(defaults, 11)), 11)
         if 12 in p:
             self.intern(seq, message(one(p, 12)))
+        if 6 in p:
+            if 11 in p or 60 in p:
+                self.problem("a ClockSnapshot packet also carries an event or a descriptor, which "
+                             "trace processor ignores")
+            self.snapshot(seq, seq_id, message(one(p, 6)))
+            return
+        ts = one(p, 8)
+        uses_default_clock = ts is not None and 58 not in p and seq.default_clock is not None
+        if ts is not None:
+            ts = self.to_boottime(seq, one(p, 58, seq.default_clock), ts)
+        if uses_default_clock and not flags & SEQ_NEEDS:
+            self.problem("packet uses the sequence's default clock without "
+                         "SEQ_NEEDS_INCREMENTAL_STATE")
         if 60 in p:
             self.descriptor(message(one(p, 60)), one(p, 60))
         if 11 in p:
-            self.track_event(seq, seq_id, flags, one(p, 8), message(one(p, 11)))
+            self.track_event(seq, seq_id, flags, ts, message(one(p, 11)))
+
+    def snapshot(self, seq, seq_id, snap):
+        clocks = [message(c) for c in snap.get(1, [])]
+        boot = [one(c, 2, 0) for c in clocks if one(c, 1, 0) == BOOTTIME]
+        for c in clocks:
+            cid, value = one(c, 1, 0), one(c, 2, 0)
+            if one(c, 4, 1) != 1:
+                self.problem("clock %d has a unit multiplier (unsupported here)" % cid)
+            if not 64 <= cid < 128:
+                if one(c, 3, 0):
+                    self.problem("global clock %d cannot be incremental" % cid)
+                continue
+            if seq_id == 0:
+                self.problem("snapshot of sequence clock %d on sequence 0" % cid)
+            if len(boot) != 1:
+                self.problem("snapshot does not tie clock %d to BOOTTIME" % cid)
+                continue
+            seq.clocks[cid] = {"value": value, "offset": boot[0] - value,
+                               "incremental": bool(one(c, 3, 0))}
+
+    def to_boottime(self, seq, clock_id, ts):
+        if clock_id is None or clock_id == BOOTTIME:
+            return ts
+        if not 64 <= clock_id < 128:
+            self.problem("timestamp on clock %d, which this checker does not convert" % clock_id)
+            return ts
+        clock = seq.clocks.get(clock_id)
+        if clock is None:
+            self.problem("timestamp on sequence clock %d before a snapshot of it" % clock_id)
+            return ts
+        if clock["incremental"]:
+            clock["value"] += ts
+            return clock["value"] + clock["offset"]
+        return ts + clock["offset"]
 
     def descriptor(self, d, raw):
         uuid = one(d, 1, 0)
@@ -182,10 +240,12 @@ class Checker:
         etype = one(e, 9, 0)
         uuid = one(e, 11, seq.default_track)
         annotations = [message(a) for a in e.get(4, [])]
-        uses_iids = 10 in e or 3 in e or any(1 in a or 17 in a for a in annotations)
+        uses_iids = 10 in e or 3 in e or 34 in e or any(1 in a or 17 in a for a in annotations)
         if uses_iids and (seq_id == 0 or not flags & SEQ_NEEDS):
             self.problem("packet uses interned ids without SEQ_NEEDS_INCREMENTAL_STATE on a "
                          "non-zero sequence")
+        if 11 not in e and seq.default_track is not None and not flags & SEQ_NEEDS:
+            self.problem("track event on the default track without SEQ_NEEDS_INCREMENTAL_STATE")
         if ts is None:
             self.problem("track event without timestamp")
             ts = seq.last_ts or 0
@@ -199,6 +259,8 @@ class Checker:
             name = self.lookup(seq, 2, one(e, 10), "event name")
         elif 23 in e:
             name = one(e, 23).decode("utf-8", "replace")
+        if 34 in e:
+            self.lookup(seq, 4, one(e, 34), "source location")
         for am in annotations:
             if 1 in am:
                 self.lookup(seq, 3, one(am, 1), "debug annotation name")

@@ -9,29 +9,40 @@ namespace {
 // Field numbers (perfetto_trace.proto).
 namespace packet {
 constexpr uint32_t kTimestamp = 8, kSequenceId = 10, kTrackEvent = 11, kInternedData = 12,
-                   kSequenceFlags = 13, kTrackDescriptor = 60, kFirstPacketOnSequence = 87;
+                   kSequenceFlags = 13, kClockSnapshot = 6, kDefaults = 59,
+                   kTrackDescriptor = 60, kFirstPacketOnSequence = 87;
 constexpr uint32_t kSeqCleared = 1, kSeqNeeds = 2;
 }  // namespace packet
+namespace defaults {
+constexpr uint32_t kTimestampClockId = 58, kTrackEventDefaults = 11, kTrackUuid = 11;
+}  // namespace defaults
+namespace clock {
+constexpr uint32_t kClocks = 1, kClockId = 1, kTimestamp = 2, kIsIncremental = 3;
+// Each sequence's own delta-encoded clock (ids 64-127 are sequence-scoped), tied to BOOTTIME, the
+// clock trace processor shows, by one snapshot at the sequence's first timestamp.
+constexpr uint64_t kSequenceClock = 64, kBoottime = 6;
+}  // namespace clock
 namespace track {
 constexpr uint32_t kUuid = 1, kProcess = 3, kThread = 4, kParentUuid = 5;
 constexpr uint32_t kPid = 1, kTid = 2, kProcessName = 6, kThreadName = 5;
 }  // namespace track
 namespace event {
-constexpr uint32_t kType = 9, kTrackUuid = 11, kNameIid = 10, kName = 23, kDebugAnnotations = 4;
+constexpr uint32_t kType = 9, kNameIid = 10, kName = 23, kDebugAnnotations = 4,
+                   kSourceLocationIid = 34;
 constexpr uint64_t kSliceBegin = 1, kSliceEnd = 2, kInstant = 3;
 }  // namespace event
 namespace annotation {
 constexpr uint32_t kNameIid = 1, kBool = 2, kUint = 3, kPointer = 7, kStringIid = 17;
 }  // namespace annotation
 namespace interned {
-constexpr uint32_t kEventNames = 2, kAnnotationNames = 3, kStringValues = 29;
+constexpr uint32_t kEventNames = 2, kAnnotationNames = 3, kSourceLocations = 4, kStringValues = 29;
 constexpr uint32_t kIid = 1, kName = 2;
+constexpr uint32_t kFileName = 2, kFunctionName = 3, kLineNumber = 4;  // SourceLocation
 }  // namespace interned
 
 // Debug annotation names, interned with fixed iids on every sequence's first packet.
-enum AnnotationName : uint64_t { kFile = 1, kLine, kModule, kAddress, kInferred, kInlined };
-constexpr const char* kAnnotationNames[] = {"", "file", "line", "module", "address", "inferred",
-                                            "inlined"};
+enum AnnotationName : uint64_t { kModule = 1, kAddress, kInferred, kInlined };
+constexpr const char* kAnnotationNames[] = {"", "module", "address", "inferred", "inlined"};
 
 uint64_t ThreadIndexKey(const ThreadKey& t) { return (uint64_t{t.pid} << 32) | t.tid; }
 
@@ -72,8 +83,10 @@ PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
   thread_index_[ThreadIndexKey(thread)] = &state;
 
   auto [proc, new_process] = process_uuids_.try_emplace(thread.pid, 0);
+  if (new_process) proc->second = next_uuid_++;
+  state.track_uuid = next_uuid_++;
+  state.sequence_field.Varint(packet::kSequenceId, state.sequence_id);
   if (new_process) {
-    proc->second = next_uuid_++;
     ProtoBuffer process;
     process.Varint(track::kPid, thread.pid);
     if (!process_name.empty()) process.Bytes(track::kProcessName, process_name);
@@ -84,16 +97,13 @@ PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
     packet_.Message(packet::kTrackDescriptor, descriptor_);
     WritePacket();
   }
-  state.track_uuid = next_uuid_++;
-  state.sequence_field.Varint(packet::kSequenceId, state.sequence_id);
-  state.track_field.Varint(event::kTrackUuid, state.track_uuid);
-  {  // what WriteFastSlice writes after the timestamp of an end packet
+  {  // what WriteTail writes after the timestamp of an end packet
     ProtoBuffer tail;
     tail.Append(state.sequence_field.view());
+    tail.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
     tail.PutVarint((packet::kTrackEvent << 3) | 2);
-    tail.PutVarint(2 + state.track_field.size());
+    tail.PutVarint(2);
     tail.Varint(event::kType, event::kSliceEnd);
-    tail.Append(state.track_field.view());
     state.end_tail = std::string(tail.view()) + std::string(kTailPadding, '\0');
   }
   ProtoBuffer thread_desc;
@@ -112,17 +122,26 @@ PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
 
 void PerfettoSink::StartPacket(ThreadState& state, bool needs_interned, uint64_t time_ns,
                                bool has_time) {
+  // A timed packet depends on the sequence's clock (and its events on the default track).
+  needs_interned = needs_interned || has_time;
+  const uint64_t delta = has_time ? ClockDelta(state, time_ns) : 0;  // may write the snapshot
   packet_.Clear();
-  if (has_time) packet_.Varint(packet::kTimestamp, time_ns);
+  if (has_time) packet_.Varint(packet::kTimestamp, delta);
   packet_.Varint(packet::kSequenceId, state.sequence_id);
   if (!state.sequence_started) {
     state.sequence_started = true;
     packet_.Varint(packet::kSequenceFlags,
                    packet::kSeqCleared | (needs_interned ? packet::kSeqNeeds : 0));
     packet_.Bool(packet::kFirstPacketOnSequence, true);
+    // Timestamps are deltas on the sequence's clock; track events go to the thread's track.
+    ProtoBuffer track_defaults, packet_defaults;
+    track_defaults.Varint(defaults::kTrackUuid, state.track_uuid);
+    packet_defaults.Varint(defaults::kTimestampClockId, clock::kSequenceClock);
+    packet_defaults.Message(defaults::kTrackEventDefaults, track_defaults);
+    packet_.Message(packet::kDefaults, packet_defaults);
     // The fixed debug annotation names, valid for the whole sequence.
     interned_.Clear();
-    for (uint64_t iid = kFile; iid <= kInlined; ++iid) {
+    for (uint64_t iid = kModule; iid <= kInlined; ++iid) {
       entry_.Clear();
       entry_.Varint(interned::kIid, iid);
       entry_.Bytes(interned::kName, kAnnotationNames[iid]);
@@ -131,6 +150,37 @@ void PerfettoSink::StartPacket(ThreadState& state, bool needs_interned, uint64_t
   } else if (needs_interned) {
     packet_.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
   }
+}
+
+uint64_t PerfettoSink::ClockDelta(ThreadState& state, uint64_t time_ns) {
+  if (!state.clock_started) {
+    // The snapshot ties the sequence clock to BOOTTIME at the sequence's first timestamp (trace
+    // processor keeps one time series per snapshot's set of clocks, so the sequences' snapshots
+    // need not be in time order). It has a packet of its own: a snapshot packet carries nothing
+    // else that trace processor would read.
+    state.clock_started = true;
+    state.clock_ns = time_ns;
+    ProtoBuffer snapshot, entry;
+    entry.Varint(clock::kClockId, clock::kSequenceClock);
+    entry.Varint(clock::kTimestamp, time_ns);
+    entry.Bool(clock::kIsIncremental, true);
+    snapshot.Message(clock::kClocks, entry);
+    entry.Clear();
+    entry.Varint(clock::kClockId, clock::kBoottime);
+    entry.Varint(clock::kTimestamp, time_ns);
+    snapshot.Message(clock::kClocks, entry);
+    ProtoBuffer snapshot_packet;
+    snapshot_packet.Append(state.sequence_field.view());
+    snapshot_packet.Message(packet::kClockSnapshot, snapshot);
+    frame_bytes_.Clear();
+    frame_bytes_.PutVarint((1 << 3) | 2);
+    frame_bytes_.PutVarint(snapshot_packet.size());
+    out_->Write(frame_bytes_.view());
+    out_->Write(snapshot_packet.view());
+  }
+  const uint64_t delta = time_ns - state.clock_ns;  // callers never go back in time
+  state.clock_ns = time_ns;
+  return delta;
 }
 
 void PerfettoSink::WritePacket() {
@@ -168,10 +218,21 @@ std::string PerfettoSink::EncodeFrameFields(ThreadState& state, const ResolvedFr
     annotation_.Varint(value_field, value);
     fields.Message(event::kDebugAnnotations, annotation_);
   };
-  if (!frame.file->empty()) add(kFile, annotation::kStringIid, StringIid(state, *frame.file));
-  if (frame.line != 0) add(kLine, annotation::kUint, frame.line);
-  if (!frame.module->empty()) add(kModule, annotation::kStringIid, StringIid(state, *frame.module));
-  if (frame.has_address) add(kAddress, annotation::kPointer, frame.address);
+  if (!frame.file->empty()) {
+    // file:line as an interned SourceLocation (the UI's source.* args): a few bytes per slice
+    // instead of two annotations. The file names the code, so module and address are left out.
+    uint64_t location_iid = state.next_location_iid++;
+    entry_.Clear();
+    entry_.Varint(interned::kIid, location_iid);
+    entry_.Bytes(interned::kFileName, *frame.file);
+    entry_.Bytes(interned::kFunctionName, *frame.name);
+    if (frame.line != 0) entry_.Varint(interned::kLineNumber, frame.line);
+    interned_.Message(interned::kSourceLocations, entry_);
+    fields.Varint(event::kSourceLocationIid, location_iid);
+  } else {
+    if (!frame.module->empty()) add(kModule, annotation::kStringIid, StringIid(state, *frame.module));
+    if (frame.has_address) add(kAddress, annotation::kPointer, frame.address);
+  }
   if (frame.inlined) add(kInlined, annotation::kBool, 1);
   return std::string(fields.view());
 }
@@ -210,7 +271,6 @@ inline void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns,
   FieldSpan fields = FieldsOf(state, frame, time_ns);
   event_.Clear();
   event_.Varint(event::kType, event::kSliceBegin);
-  event_.Append(state.track_field.view());
   event_.Append(std::string_view(state.field_bytes)
                     .substr(fields.offset + fields.size - fields.fields_size, fields.fields_size));
   if (inferred) event_.Append(inferred_field_.view());
@@ -227,9 +287,8 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
   tail.Append(state.sequence_field.view());
   tail.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
   tail.PutVarint((packet::kTrackEvent << 3) | 2);
-  tail.PutVarint(2 + state.track_field.size() + encoded.size());
+  tail.PutVarint(2 + encoded.size());
   tail.Varint(event::kType, event::kSliceBegin);
-  tail.Append(state.track_field.view());
   tail.Append(encoded);
   state.field_bytes.resize(state.field_bytes.size() - kTailPadding);  // the tails stay padded
   FieldSpan fields{static_cast<uint32_t>(state.field_bytes.size()),
@@ -243,7 +302,7 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
 inline void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
                                          bool inferred) {
   if (!inferred) {
-    WriteTail(time_ns, state.field_bytes.data() + fields.offset, fields.size);
+    WriteTail(ClockDelta(state, time_ns), state.field_bytes.data() + fields.offset, fields.size);
     return;
   }
   std::string_view frame = std::string_view(state.field_bytes)
@@ -252,13 +311,13 @@ inline void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, F
   WriteFastSlice(state, time_ns, true, frame, inferred_field_.view());
 }
 
-inline void PerfettoSink::WriteTail(uint64_t time_ns, const char* tail, size_t tail_size) {
-  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + tail_size;
+inline void PerfettoSink::WriteTail(uint64_t delta_ns, const char* tail, size_t tail_size) {
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(delta_ns) + tail_size;
   char* p = out_->Extend(1 + 10 + 1 + 10 + tail_size + kTailPadding);
   *p++ = (1 << 3) | 2;  // Trace.packet = 1, length-delimited
   p = ProtoBuffer::PutVarintTo(p, packet_size);
   *p++ = packet::kTimestamp << 3;
-  p = ProtoBuffer::PutVarintTo(p, time_ns);
+  p = ProtoBuffer::PutVarintTo(p, delta_ns);
   // Whole 16-byte blocks: fixed-size copies the compiler inlines (a tail is a few dozen bytes;
   // the bytes past its end are overwritten by the next packet or never committed).
   for (size_t i = 0; i < tail_size; i += 16) std::memcpy(p + i, tail + i, 16);
@@ -268,28 +327,24 @@ inline void PerfettoSink::WriteTail(uint64_t time_ns, const char* tail, size_t t
 void PerfettoSink::WriteFastSlice(ThreadState& state, uint64_t time_ns, bool begin,
                                   std::string_view frame, std::string_view inferred_bytes) {
   // The bytes StartPacket + Begin/EndLocked + WritePacket produce for a started sequence (and,
-  // for a begin, a frame already interned): written straight into the output buffer. A begin
-  // also carries SEQ_NEEDS_INCREMENTAL_STATE, as StartPacket sets it for interned data.
-  std::string_view sequence = state.sequence_field.view(), track = state.track_field.view();
-  const size_t flags_size = begin ? 2 : 0;
-  const size_t event_size = 2 + track.size() + frame.size() + inferred_bytes.size();
-  const size_t packet_size = 1 + ProtoBuffer::VarintSize(time_ns) + sequence.size() + flags_size +
-                             1 + ProtoBuffer::VarintSize(event_size) + event_size;
+  // for a begin, a frame already interned): written straight into the output buffer.
+  const uint64_t delta_ns = ClockDelta(state, time_ns);
+  std::string_view sequence = state.sequence_field.view();
+  const size_t event_size = 2 + frame.size() + inferred_bytes.size();
+  const size_t packet_size = 1 + ProtoBuffer::VarintSize(delta_ns) + sequence.size() + 2 + 1 +
+                             ProtoBuffer::VarintSize(event_size) + event_size;
   char* p = out_->Extend(packet_size + 11);
   *p++ = (1 << 3) | 2;  // Trace.packet = 1, length-delimited
   p = ProtoBuffer::PutVarintTo(p, packet_size);
   *p++ = packet::kTimestamp << 3;
-  p = ProtoBuffer::PutVarintTo(p, time_ns);
+  p = ProtoBuffer::PutVarintTo(p, delta_ns);
   p = ProtoBuffer::AppendTo(p, sequence);
-  if (begin) {
-    *p++ = packet::kSequenceFlags << 3;
-    *p++ = packet::kSeqNeeds;
-  }
+  *p++ = packet::kSequenceFlags << 3;
+  *p++ = packet::kSeqNeeds;
   *p++ = (packet::kTrackEvent << 3) | 2;
   p = ProtoBuffer::PutVarintTo(p, event_size);
   *p++ = event::kType << 3;
   *p++ = begin ? event::kSliceBegin : event::kSliceEnd;
-  p = ProtoBuffer::AppendTo(p, track);
   p = ProtoBuffer::AppendTo(p, frame);
   p = ProtoBuffer::AppendTo(p, inferred_bytes);
   out_->Commit(p);
@@ -312,13 +367,12 @@ inline void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
   StartPacket(state, false, time_ns, true);
   event_.Clear();
   event_.Varint(event::kType, event::kSliceEnd);
-  event_.Append(state.track_field.view());
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();
 }
 
 inline void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
-  WriteTail(time_ns, state.end_tail.data(), state.end_tail.size() - kTailPadding);
+  WriteTail(ClockDelta(state, time_ns), state.end_tail.data(), state.end_tail.size() - kTailPadding);
 }
 
 void PerfettoSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) {
@@ -332,7 +386,6 @@ void PerfettoSink::InstantLocked(ThreadState& state, uint64_t time_ns, const std
   StartPacket(state, false, time_ns, true);
   event_.Clear();
   event_.Varint(event::kType, event::kInstant);
-  event_.Append(state.track_field.view());
   event_.Bytes(event::kName, text);
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();

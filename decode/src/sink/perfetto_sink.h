@@ -62,10 +62,13 @@ class PerfettoSink : public SliceSink {
     FlatMap<FrameId, FieldSpan, FrameIdHash> frame_fields;
     std::string field_bytes = std::string(kTailPadding, '\0');
     std::string end_tail;  // the tail of every end packet, padded likewise
-    uint64_t next_name_iid = 1;
+    uint64_t next_name_iid = 1, next_location_iid = 1;
     std::unordered_map<std::string, uint64_t> string_iids;
-    // Encoded once: TracePacket.trusted_packet_sequence_id and TrackEvent.track_uuid fields.
-    ProtoBuffer sequence_field, track_field;
+    // Encoded once: the TracePacket.trusted_packet_sequence_id field.
+    ProtoBuffer sequence_field;
+    // The sequence's delta-encoded clock: started (snapshot written), and its last value.
+    bool clock_started = false;
+    uint64_t clock_ns = 0;
   };
 
   ThreadState& StateFor(const ThreadKey& thread);
@@ -73,6 +76,9 @@ class PerfettoSink : public SliceSink {
                             const std::string& thread_name);
   // Starts packet_ on the thread's sequence; the first packet of a sequence clears its state.
   void StartPacket(ThreadState& state, bool needs_interned, uint64_t time_ns, bool has_time);
+  // time_ns as a delta on the sequence's clock (time_ns never goes back on a sequence); the first
+  // call writes the sequence's clock snapshot.
+  uint64_t ClockDelta(ThreadState& state, uint64_t time_ns);
   void WritePacket();
   uint64_t StringIid(ThreadState& state, const std::string& s);
   // Interns the frame's name and strings on the sequence and encodes its event fields.
@@ -85,7 +91,7 @@ class PerfettoSink : public SliceSink {
   void WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields, bool inferred);
   // A packet whose bytes after the timestamp (`tail`, followed by kTailPadding readable bytes)
   // were encoded once: what WriteFastSlice writes, in one block copy.
-  void WriteTail(uint64_t time_ns, const char* tail, size_t tail_size);
+  void WriteTail(uint64_t delta_ns, const char* tail, size_t tail_size);
   // The frame's fields, encoded (and interned) on first use, with its begin-packet tail.
   FieldSpan FieldsOf(ThreadState& state, const FrameId& frame, uint64_t time_ns);
   void WriteFastEnd(ThreadState& state, uint64_t time_ns);

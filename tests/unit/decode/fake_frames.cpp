@@ -25,8 +25,10 @@ FrameName FakeNamer::Name(uint32_t, uint64_t address, uint64_t) {
   n.name = f ? f->name : Hex(address);
   n.symbolized = f != nullptr;
   if (f) {
-    n.file = f->name + ".c";
-    n.line = static_cast<uint32_t>(address - f->start + 1);
+    if (f->has_debug_info) {
+      n.file = f->name + ".c";
+      n.line = static_cast<uint32_t>(address - f->start + 1);
+    }
     n.module = "/bin/prog";
   }
   auto it = inlined_.find(address);

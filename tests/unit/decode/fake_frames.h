@@ -16,6 +16,7 @@ namespace ptscope::decode::testing {
 struct FakeFunction {
   std::string name;
   uint64_t start;
+  bool has_debug_info = true;  // without: no file or line, only the module
 };
 
 class FakeNamer : public FrameNamer {

@@ -68,6 +68,8 @@ expect_reject() {
 }
 drop_packet 0 "$work/no_cleared.pftrace"          # process descriptor: the CLEARED packet
 expect_reject "$work/no_cleared.pftrace" "lacks SEQ_INCREMENTAL_STATE_CLEARED"
+drop_packet 5 "$work/no_snapshot.pftrace"         # thread 20's clock snapshot
+expect_reject "$work/no_snapshot.pftrace" "timestamp on sequence clock 64 before a snapshot of it"
 count=$(python3 "$checker" "$work/small_tree.pftrace" | sed 's/ok: \([0-9]*\) packets.*/\1/')
 drop_packet $((count - 1)) "$work/unbalanced.pftrace"  # the last END
 expect_reject "$work/unbalanced.pftrace" "left open"

@@ -5,7 +5,7 @@
 //   7/8: main (inferred) [100,200] > helper (inlined at 0x1010) [110,150] > a [110,150]
 //        > [syscall] [120,130]; trigger instant at 160; a again [170,180]
 //   7/9: b [105,140] > a [115,125]; gap instant at 150
-//   20/20: c [50,60]
+//   20/20: c [50,60], then nodebug [60,65] (no debug info: module and address instead of a file)
 // `decode_sink_sample deep PATH` instead runs a StackTracker into a PerfettoSink: main calls rec
 // 600 levels deep (folded past 500), a gap, then a tail call and a signal handler.
 #include <cstdio>
@@ -30,6 +30,8 @@ void WriteSample(SliceSink& sink) {
   sink.BeginThread(t20, "", "");
   sink.Begin(t20, 50, Fn(0x4000), false);
   sink.End(t20, 60);
+  sink.Begin(t20, 60, Fn(0x6000), false);
+  sink.End(t20, 65);
   sink.Begin(t8, 100, Fn(0x1000), true);
   sink.Begin(t9, 105, Fn(0x3000), false);
   sink.Begin(t8, 110, FrameId{.address = 0x1010, .kind = FrameId::Kind::kInlined}, false);
@@ -87,7 +89,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   ptscope::decode::testing::FakeNamer namer(
-      {{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}, {"c", 0x4000}, {"rec", 0x5000}});
+      {{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}, {"c", 0x4000}, {"rec", 0x5000},
+       {"nodebug", 0x6000, false}});
   namer.AddInlined(0x1010, {{"helper", "helper.h", 7}});
   std::string format = std::string(argv[1]) == "deep" ? "perfetto" : argv[1];
   auto sink = ptscope::decode::CreateSink(format, argv[2], namer);
