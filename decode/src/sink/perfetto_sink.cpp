@@ -152,35 +152,37 @@ void PerfettoSink::StartPacket(ThreadState& state, bool needs_interned, uint64_t
   }
 }
 
-uint64_t PerfettoSink::ClockDelta(ThreadState& state, uint64_t time_ns) {
-  if (!state.clock_started) {
-    // The snapshot ties the sequence clock to BOOTTIME at the sequence's first timestamp (trace
-    // processor keeps one time series per snapshot's set of clocks, so the sequences' snapshots
-    // need not be in time order). It has a packet of its own: a snapshot packet carries nothing
-    // else that trace processor would read.
-    state.clock_started = true;
-    state.clock_ns = time_ns;
-    ProtoBuffer snapshot, entry;
-    entry.Varint(clock::kClockId, clock::kSequenceClock);
-    entry.Varint(clock::kTimestamp, time_ns);
-    entry.Bool(clock::kIsIncremental, true);
-    snapshot.Message(clock::kClocks, entry);
-    entry.Clear();
-    entry.Varint(clock::kClockId, clock::kBoottime);
-    entry.Varint(clock::kTimestamp, time_ns);
-    snapshot.Message(clock::kClocks, entry);
-    ProtoBuffer snapshot_packet;
-    snapshot_packet.Append(state.sequence_field.view());
-    snapshot_packet.Message(packet::kClockSnapshot, snapshot);
-    frame_bytes_.Clear();
-    frame_bytes_.PutVarint((1 << 3) | 2);
-    frame_bytes_.PutVarint(snapshot_packet.size());
-    out_->Write(frame_bytes_.view());
-    out_->Write(snapshot_packet.view());
-  }
+inline uint64_t PerfettoSink::ClockDelta(ThreadState& state, uint64_t time_ns) {
+  if (!state.clock_started) WriteClockSnapshot(state, time_ns);
   const uint64_t delta = time_ns - state.clock_ns;  // callers never go back in time
   state.clock_ns = time_ns;
   return delta;
+}
+
+void PerfettoSink::WriteClockSnapshot(ThreadState& state, uint64_t time_ns) {
+  // The snapshot ties the sequence clock to BOOTTIME at the sequence's first timestamp (trace
+  // processor keeps one time series per snapshot's set of clocks, so the sequences' snapshots
+  // need not be in time order). It has a packet of its own: a snapshot packet carries nothing
+  // else that trace processor would read.
+  state.clock_started = true;
+  state.clock_ns = time_ns;
+  ProtoBuffer snapshot, entry;
+  entry.Varint(clock::kClockId, clock::kSequenceClock);
+  entry.Varint(clock::kTimestamp, time_ns);
+  entry.Bool(clock::kIsIncremental, true);
+  snapshot.Message(clock::kClocks, entry);
+  entry.Clear();
+  entry.Varint(clock::kClockId, clock::kBoottime);
+  entry.Varint(clock::kTimestamp, time_ns);
+  snapshot.Message(clock::kClocks, entry);
+  ProtoBuffer snapshot_packet;
+  snapshot_packet.Append(state.sequence_field.view());
+  snapshot_packet.Message(packet::kClockSnapshot, snapshot);
+  frame_bytes_.Clear();
+  frame_bytes_.PutVarint((1 << 3) | 2);
+  frame_bytes_.PutVarint(snapshot_packet.size());
+  out_->Write(frame_bytes_.view());
+  out_->Write(snapshot_packet.view());
 }
 
 void PerfettoSink::WritePacket() {

@@ -79,6 +79,7 @@ class PerfettoSink : public SliceSink {
   // time_ns as a delta on the sequence's clock (time_ns never goes back on a sequence); the first
   // call writes the sequence's clock snapshot.
   uint64_t ClockDelta(ThreadState& state, uint64_t time_ns);
+  void WriteClockSnapshot(ThreadState& state, uint64_t time_ns);
   void WritePacket();
   uint64_t StringIid(ThreadState& state, const std::string& s);
   // Interns the frame's name and strings on the sequence and encodes its event fields.
