@@ -296,7 +296,7 @@ void Tracer::CountRetired(Thread& t) {
   ++clock_;
   ++summary_.instructions;
   ++t.retired;
-  if (truth_) truth_->Add(static_cast<uint32_t>(t.tid), t.ip);
+  if (truth_ && !capture_ended_) truth_->Add(static_cast<uint32_t>(t.tid), t.ip);
 }
 
 void Tracer::SampleTimeSync() {

@@ -184,6 +184,10 @@ class Tracer {
   bool stepping_ = true;    // false until --start-at's breakpoint is hit
   bool stopping_ = false;   // detaching: resume nothing, detach when all are stopped
   bool trigger_done_ = false;
+  // The trigger's snapshot ended the capture: a thread whose single step was in flight then
+  // completes it afterwards, but its trace stopped before that instruction (TakeSnapshot), so
+  // the ground truth must stop there too.
+  bool capture_ended_ = false;
   uint64_t start_at_address_ = 0;
   long start_at_saved_word_ = 0;
   pid_t start_at_pid_ = 0;

@@ -246,7 +246,10 @@ Status Tracer::HandleStepTrap(Thread& t) {
   if (t.process->trigger_address == ip && (!trigger_done_ || options_.multi_snapshot)) {
     trigger_done_ = true;
     PTSCOPE_TRY(TakeSnapshot("trigger", ip));
-    if (!options_.multi_snapshot && options_.snapshot_size != 0) PTSCOPE_TRY(BeginStop("trigger"));
+    if (!options_.multi_snapshot && options_.snapshot_size != 0) {
+      capture_ended_ = true;
+      PTSCOPE_TRY(BeginStop("trigger"));
+    }
   }
   PTSCOPE_TRY(CheckLimits());
   Resume(t, signal);
