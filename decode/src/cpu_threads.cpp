@@ -71,7 +71,7 @@ void CpuThreads::Deliver(Run& run) {
                                                TriggersOf(archive_, setup_, key.tid),
                                                tracker_options_);
   }
-  for (FlowEvent& event : run.events) thread.feed->Deliver(event);
+  thread.feed->DeliverRun(run.events, nullptr);
   thread.end_ip = run.end_ip;
 }
 

@@ -316,9 +316,11 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     feed->AddStats(events.stats);
     if (follows) CarryInstructions(events, carried_insns);
     carried_insns = events.trailing_insns;
-    for (size_t e = 0; e < events.events.size(); ++e) {
-      if (e != events.restate_index) feed->Deliver(events.events[e]);
-    }
+    // By address: an index would cost a division by sizeof(FlowEvent) per event for size().
+    const FlowEvent* skip = events.restate_index < events.events.size()
+                                ? &events.events[events.restate_index]
+                                : nullptr;
+    feed->DeliverRun(events.events, skip);
     last_end_ip = events.last_end_ip;
     last_end_ns = events.end_ns;
   };

@@ -263,18 +263,26 @@ inline void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns,
   time_ns = std::max(time_ns, state.last_time);
   state.last_time = time_ns;
   ++state.open_slices;
-  if (state.sequence_started) {
-    if (const FieldSpan* fields = state.frame_fields.Find(frame)) {
-      WriteFastBegin(state, time_ns, *fields, inferred);
-      return;
-    }
+  const FieldSpan* fields = state.sequence_started ? state.frame_fields.Find(frame) : nullptr;
+  if (fields != nullptr && !inferred) [[likely]] {
+    WriteTail(ClockDelta(state, time_ns), state.field_bytes.data() + fields->offset, fields->size);
+    return;
+  }
+  BeginRare(state, time_ns, frame, inferred, fields);
+}
+
+void PerfettoSink::BeginRare(ThreadState& state, uint64_t time_ns, const FrameId& frame,
+                             bool inferred, const FieldSpan* fields) {
+  if (fields != nullptr) {
+    WriteFastBegin(state, time_ns, *fields, inferred);
+    return;
   }
   StartPacket(state, true, time_ns, true);  // interned_ is fresh (or holds annotation names)
-  FieldSpan fields = FieldsOf(state, frame, time_ns);
+  FieldSpan encoded = FieldsOf(state, frame, time_ns);
   event_.Clear();
   event_.Varint(event::kType, event::kSliceBegin);
   event_.Append(std::string_view(state.field_bytes)
-                    .substr(fields.offset + fields.size - fields.fields_size, fields.fields_size));
+                    .substr(encoded.offset + encoded.size - encoded.fields_size, encoded.fields_size));
   if (inferred) event_.Append(inferred_field_.view());
   packet_.Message(packet::kTrackEvent, event_);
   WritePacket();
@@ -321,8 +329,11 @@ inline void PerfettoSink::WriteTail(uint64_t delta_ns, const char* tail, size_t 
   *p++ = packet::kTimestamp << 3;
   p = ProtoBuffer::PutVarintTo(p, delta_ns);
   // Whole 16-byte blocks: fixed-size copies the compiler inlines (a tail is a few dozen bytes;
-  // the bytes past its end are overwritten by the next packet or never committed).
-  for (size_t i = 0; i < tail_size; i += 16) std::memcpy(p + i, tail + i, 16);
+  // the bytes past its end are overwritten by the next packet or never committed). The first two
+  // without a loop test: an end's tail and most begins' fit in them (see kTailPadding).
+  std::memcpy(p, tail, 16);
+  std::memcpy(p + 16, tail + 16, 16);
+  for (size_t i = 32; i < tail_size; i += 16) std::memcpy(p + i, tail + i, 16);
   out_->Commit(p + tail_size);
 }
 

@@ -48,7 +48,8 @@ class PerfettoSink : public SliceSink {
     uint32_t size = 0;
     uint32_t fields_size = 0;
   };
-  static constexpr size_t kTailPadding = 16;
+  // 32: WriteTail copies the first 32 bytes of every tail unconditionally (most are shorter).
+  static constexpr size_t kTailPadding = 32;
   // Per thread: its track and its sequence's interning tables.
   struct ThreadState {
     ThreadKey key;
@@ -85,6 +86,10 @@ class PerfettoSink : public SliceSink {
   // Interns the frame's name and strings on the sequence and encodes its event fields.
   std::string EncodeFrameFields(ThreadState& state, const ResolvedFrame& frame);
   void BeginLocked(ThreadState& state, uint64_t time_ns, const FrameId& frame, bool inferred);
+  // Out of line, so that BeginLocked's common case inlines into WriteRecords: an inferred begin,
+  // or a frame not yet encoded on the sequence (`fields` null).
+  void BeginRare(ThreadState& state, uint64_t time_ns, const FrameId& frame, bool inferred,
+                 const FieldSpan* fields);
   void EndLocked(ThreadState& state, uint64_t time_ns);
   void InstantLocked(ThreadState& state, uint64_t time_ns, const std::string& text);
   // The common packets (a slice begin of a known frame, a slice end), encoded straight into

@@ -55,16 +55,27 @@ inline FrameId StackTracker::FunctionFrame(uint64_t ip, uint64_t start) const {
 
 inline uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_site) {
   if (!facts.has_inline_depth) {
-    facts.inline_depth = std::min<uint32_t>(namer_.InlineDepth(thread_.pid, call_site, last_time_), 64);
+    facts.inline_depth = std::min<uint32_t>(CallSiteDepth(call_site), 64);
     facts.has_inline_depth = true;
   }
   return facts.inline_depth;
 }
 
+uint32_t StackTracker::CallSiteDepth(uint64_t call_site) {
+  if (!depth_stretch_.Contains(call_site)) {
+    depth_stretch_ = namer_.InlineStretch(thread_.pid, call_site, last_time_);
+  }
+  // Only a uniform stretch answers here: reading a span (DepthAt) would tie the tracker to the
+  // symbols library.
+  return depth_stretch_.Contains(call_site) && depth_stretch_.uniform
+             ? depth_stretch_.uniform_depth
+             : namer_.InlineDepth(thread_.pid, call_site, last_time_);
+}
+
 inline void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
                                const std::string* text) {
   // Every field is set: the slot may hold a record of an earlier flush.
-  if (buffer_size_ == buffer_.size()) [[unlikely]] GrowBuffer();
+  if (buffer_size_ == buffer_slots_) [[unlikely]] GrowBuffer();
   Record& r = buffer_.data()[buffer_size_++];
   r.type = type;
   r.inferred = inferred;
@@ -99,57 +110,84 @@ StackTracker::StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
   if (sink_.WantsEveryLevel()) options_.max_depth = UINT32_MAX;
 }
 
+inline void StackTracker::PopInline(uint64_t t) {
+  CloseInlineOfTop(t);
+  const Frame& f = stack_.back();
+  Emit(RecordType::kEnd, t, f.id, false);
+  for (uint16_t i = 0; i < f.inlined_wrappers; ++i) Emit(RecordType::kEnd, t, f.id, false);
+  stack_.pop_back();
+  NoteClosed();
+}
+
+void StackTracker::Pop(uint64_t t) { PopInline(t); }
+
 void StackTracker::OnEvent(const FlowEvent& e) {
   uint64_t t = e.time_ns;
   const uint64_t position_before = position_;
   position_ += e.insn_count;
-  if (!anchored_) {
+  if (!anchored_) [[unlikely]] {
     anchored_ = true;
     anchor_time_ = t;
     anchor_position_ = position_before;  // the instructions before it ran in the first frame
-  } else if (t < last_time_) {
+  } else if (t < last_time_) [[unlikely]] {
     t = last_time_;
     ++counters_.clamped_times;
   }
   last_time_ = t;
   // Bound the buffer between events, when the stack is consistent.
-  if (buffer_size_ >= options_.max_buffered_events) {
-    ++counters_.buffer_flushes_at_bound;
-    Flush();
+  if (buffer_size_ >= options_.max_buffered_events) [[unlikely]] {
+    FlushAtBoundThenDispatch(e, t);
+    return;
   }
+  Dispatch(e, t);
+}
+
+inline void StackTracker::Dispatch(const FlowEvent& e, uint64_t t) {
   using K = FlowEvent::Kind;
   switch (e.kind) {
-    case K::kCall: CloseSyntheticTop(t); OnCall(e, t); break;
-    case K::kReturn: CloseSyntheticTop(t); OnReturn(e, t); break;
-    case K::kJump: CloseSyntheticTop(t); OnJump(e, t); break;
+    case K::kCall: OnCall(e, t); return;
+    case K::kReturn: OnReturn(e, t); return;
+    case K::kJump: OnJump(e, t); return;
     case K::kSyscall:
-    case K::kDisable: {
-      if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) break;  // already out
-      if (e.from != 0) EnsureCurrent(e.from);  // unknown ip: the slice has no parent
-      bool syscall = e.kind == K::kSyscall;
-      ++(syscall ? counters_.syscalls : counters_.untraced);
-      Frame f;
-      f.id.kind = syscall ? FrameId::Kind::kSyscall : FrameId::Kind::kUntraced;
-      f.type = FrameType::kSynthetic;
-      // `to` is the resume ip when the decoder knows it; else syscall, sysenter and int 0x80 are
-      // all 2 bytes long, and an asynchronous disable resumes where it stopped.
-      f.resume_ip = e.to != 0 ? e.to : syscall ? e.from + 2 : e.from;
-      Push(f, t, false);
-      break;
-    }
-    case K::kEnable: OnEnable(e, t); break;
-    case K::kAsync: CloseSyntheticTop(t); OnAsync(e, t); break;
-    case K::kGap: OnGap(e, t); break;
-    case K::kInlineChange: OnInlineChange(e, t); break;
-    case K::kTrigger:
-      ++counters_.triggers;
-      AddInstant(t, e.detail.empty() ? std::string("[trigger]") : "[trigger] " + e.detail.str());
-      break;
-    case K::kEnd:
-      CloseAll(t);
-      Flush();
-      break;
+    case K::kDisable: OnLeave(e, t); return;
+    case K::kEnable: OnEnable(e, t); return;
+    case K::kAsync: OnAsync(e, t); return;
+    case K::kGap: OnGap(e, t); return;
+    case K::kInlineChange: OnInlineChange(e, t); return;
+    case K::kTrigger: OnTrigger(e, t); return;
+    case K::kEnd: OnEnd(t); return;
   }
+}
+
+// Out of line: the call to Flush would make OnEvent save registers for every event.
+void StackTracker::FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t) {
+  ++counters_.buffer_flushes_at_bound;
+  Flush();
+  Dispatch(e, t);
+}
+
+void StackTracker::OnLeave(const FlowEvent& e, uint64_t t) {
+  if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) return;  // already out
+  if (e.from != 0) EnsureCurrent(e.from);  // unknown ip: the slice has no parent
+  bool syscall = e.kind == FlowEvent::Kind::kSyscall;
+  ++(syscall ? counters_.syscalls : counters_.untraced);
+  Frame f;
+  f.id.kind = syscall ? FrameId::Kind::kSyscall : FrameId::Kind::kUntraced;
+  f.type = FrameType::kSynthetic;
+  // `to` is the resume ip when the decoder knows it; else syscall, sysenter and int 0x80 are
+  // all 2 bytes long, and an asynchronous disable resumes where it stopped.
+  f.resume_ip = e.to != 0 ? e.to : syscall ? e.from + 2 : e.from;
+  Push(f, t, false);
+}
+
+void StackTracker::OnTrigger(const FlowEvent& e, uint64_t t) {
+  ++counters_.triggers;
+  AddInstant(t, e.detail.empty() ? std::string("[trigger]") : "[trigger] " + e.detail.str());
+}
+
+void StackTracker::OnEnd(uint64_t t) {
+  CloseAll(t);
+  Flush();
 }
 
 void StackTracker::Finish(uint64_t end_time_ns) {
@@ -159,7 +197,8 @@ void StackTracker::Finish(uint64_t end_time_ns) {
   Flush();
 }
 
-inline void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
+void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
+  CloseSyntheticTop(t);
   ++counters_.calls;
   EnsureCurrent(e.from);
   // The callee is unknown (the trace ends at the call, or tracing stops there): no frame for
@@ -183,7 +222,15 @@ inline void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
     Emit(RecordType::kBegin, t, inl, false);
   }
   counters_.inlined_slices += wrappers;
-  uint64_t start = StartOf(e.to);
+  // Most call sites always call the same function: the site remembers its last callee's start,
+  // which saves the look-up of the target's facts.
+  uint64_t start = site.callee_start;
+  if (site.callee != e.to) [[unlikely]] {  // e.to != 0: a new site never matches
+    start = StartOf(e.to);
+    AddressFacts& same_site = FactsOf(e.from);  // StartOf may have moved `site` (a new entry)
+    same_site.callee = e.to;
+    same_site.callee_start = start;
+  }
   // Built in place (what Push does): copying a fresh local Frame stalls on the stores just made.
   Frame& f = stack_.emplace_back();
   f.id = FunctionFrame(e.to, start);
@@ -193,7 +240,8 @@ inline void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   Emit(RecordType::kBegin, t, f.id, false);
 }
 
-inline void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
+void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
+  CloseSyntheticTop(t);
   ++counters_.returns;
   EnsureCurrent(e.from);
   const Frame& top = stack_.back();
@@ -205,7 +253,7 @@ inline void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
     return;
   }
   if (top.return_ip != 0 && top.return_ip == e.to) {  // the common case
-    Pop(t);
+    PopInline(t);
     if (stack_.empty()) {
       PushInferredBottom(e.to);
     } else {
@@ -238,9 +286,12 @@ inline void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   PushInferredBottom(e.to);
 }
 
-inline void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
+void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
+  CloseSyntheticTop(t);
   EnsureCurrent(e.from);
-  uint64_t to_start = StartOf(e.to);
+  // Most jumps are a loop's, taken again and again: the last target's start saves the look-up.
+  if (e.to != last_jump_.to || !last_jump_.valid) last_jump_ = {e.to, StartOf(e.to), true};
+  const uint64_t to_start = last_jump_.start;
   if (to_start == 0 || to_start == stack_.back().function_start) return;  // local or unknown
   if (e.to == to_start) {
     ++counters_.tail_calls;
@@ -294,6 +345,7 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
 }
 
 void StackTracker::OnAsync(const FlowEvent& e, uint64_t t) {
+  CloseSyntheticTop(t);
   ++counters_.async;
   if (e.from != 0) EnsureCurrent(e.from);
   uint64_t start = StartOf(e.to);
@@ -343,15 +395,6 @@ void StackTracker::PushInferredBottom(uint64_t ip) {
   r.time_ns = anchor_time_;
   r.instructions = anchor_position_;
   r.frame = f.id;
-}
-
-inline void StackTracker::Pop(uint64_t t) {
-  CloseInlineOfTop(t);
-  const Frame& f = stack_.back();
-  Emit(RecordType::kEnd, t, f.id, false);
-  for (uint16_t i = 0; i < f.inlined_wrappers; ++i) Emit(RecordType::kEnd, t, f.id, false);
-  stack_.pop_back();
-  NoteClosed();
 }
 
 void StackTracker::PopTo(size_t new_size, uint64_t t) {
@@ -425,6 +468,7 @@ void StackTracker::GrowBuffer() {
   const size_t size = buffer_.size(), bound = options_.max_buffered_events;
   buffer_.resize(size < bound ? std::min(std::max<size_t>(256, 2 * size), bound + 256)
                               : size + size / 8 + 256);
+  buffer_slots_ = buffer_.size();
 }
 
 void StackTracker::AddInstant(uint64_t t, std::string text) {

@@ -122,13 +122,20 @@ class StackTracker {
   using Record = SliceRecord;
   using RecordType = SliceRecord::Type;
 
-  void OnCall(const FlowEvent& e, uint64_t t);
-  void OnReturn(const FlowEvent& e, uint64_t t);
-  void OnJump(const FlowEvent& e, uint64_t t);
-  void OnEnable(const FlowEvent& e, uint64_t t);
-  void OnAsync(const FlowEvent& e, uint64_t t);
-  void OnGap(const FlowEvent& e, uint64_t t);
-  void OnInlineChange(const FlowEvent& e, uint64_t t);
+  // OnEvent only times the event and hands it on by tail calls: with no call of its own it saves
+  // no registers per event. The handlers stay out of line (noinline) so that it keeps so.
+  void Dispatch(const FlowEvent& e, uint64_t t);
+  void FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnCall(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnReturn(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnJump(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnLeave(const FlowEvent& e, uint64_t t);  // kSyscall, kDisable
+  [[gnu::noinline]] void OnTrigger(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnEnd(uint64_t t);
+  [[gnu::noinline]] void OnEnable(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnAsync(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnGap(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnInlineChange(const FlowEvent& e, uint64_t t);
   // Closes the inlined slices open inside the top frame.
   void CloseInlineOfTop(uint64_t t);
 
@@ -139,6 +146,8 @@ class StackTracker {
   void PushInferredBottom(uint64_t ip);
   void Push(const Frame& frame, uint64_t t, bool inferred);
   void Pop(uint64_t t);
+  // Pop's body, inlined into the common return (Pop itself stays a call elsewhere).
+  [[gnu::always_inline]] void PopInline(uint64_t t);
   // After a return: closes the top frame's inlined slices deeper than the depth at `ip`.
   void CloseInlineDeeperThan(uint64_t ip, uint64_t t);
   void PopTo(size_t new_size, uint64_t t);
@@ -160,6 +169,8 @@ class StackTracker {
     uint32_t inline_depth = 0;   // FrameNamer::InlineDepth (call sites), capped at 64
     bool has_start = false;
     bool has_inline_depth = false;
+    uint64_t callee = 0;         // a call site: the target of its last call (0: none yet)
+    uint64_t callee_start = 0;   // StartOf(callee)
   };
   // Valid until the next FactsOf of a new address.
   AddressFacts& FactsOf(uint64_t ip);
@@ -167,6 +178,8 @@ class StackTracker {
   uint64_t StartOf(AddressFacts& facts, uint64_t ip);
   FrameId FunctionFrame(uint64_t ip, uint64_t start) const;
   uint32_t InlineDepthOf(AddressFacts& facts, uint64_t call_site);
+  // FrameNamer::InlineDepth, from the namer's stretch around `call_site` when it is uniform.
+  uint32_t CallSiteDepth(uint64_t call_site);
 
   void Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
             const std::string* text = nullptr);
@@ -198,6 +211,7 @@ class StackTracker {
   // (GrowBuffer makes more), so that the hot path has no vector growth check to call.
   std::vector<Record> buffer_;
   size_t buffer_size_ = 0;
+  size_t buffer_slots_ = 0;  // buffer_.size(), which would cost a division by sizeof(Record)
   std::vector<Record> inferred_prefix_;  // Begins that precede buffer_, innermost first
   std::deque<std::string> texts_;  // the instants' texts in buffer_ (a deque: they never move)
   // Nesting across buffer_ (Begin +1, End -1) relative to its start: now, highest and lowest.
@@ -216,6 +230,15 @@ class StackTracker {
   // Per address: FrameNamer answers, asked once (calls and jumps hit a few thousand addresses
   // millions of times).
   AddressMap<AddressFacts> address_facts_;
+  // The last stretch of known inlined depths (FrameNamer::InlineStretch): a call site inside a
+  // uniform one (a function without inlined code) needs no InlineDepth, which symbolizes the
+  // address (most call sites are at depth 0, and their names are never shown).
+  InlineDepthStretch depth_stretch_;
+  // The last jump target and StartOf it (OnJump).
+  struct {
+    uint64_t to = 0, start = 0;
+    bool valid = false;
+  } last_jump_;
 };
 
 }  // namespace ptscope::decode
