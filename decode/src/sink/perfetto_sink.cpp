@@ -48,7 +48,7 @@ uint64_t ThreadIndexKey(const ThreadKey& t) { return (uint64_t{t.pid} << 32) | t
 
 }  // namespace
 
-// The per-record members (StateFor, Begin/EndLocked, WriteFastBegin/End, WriteTail) are marked
+// The per-record members (StateFor, Begin/EndLocked, WriteFastEnd, WriteTail) are marked
 // inline: in this -fPIC library an ordinary member function may be interposed, so the compiler
 // would call it from WriteRecords instead of inlining it.
 
@@ -178,21 +178,21 @@ void PerfettoSink::WriteClockSnapshot(ThreadState& state, uint64_t time_ns) {
   ProtoBuffer snapshot_packet;
   snapshot_packet.Append(state.sequence_field.view());
   snapshot_packet.Message(packet::kClockSnapshot, snapshot);
-  frame_bytes_.Clear();
-  frame_bytes_.PutVarint((1 << 3) | 2);
-  frame_bytes_.PutVarint(snapshot_packet.size());
-  out_->Write(frame_bytes_.view());
-  out_->Write(snapshot_packet.view());
+  WriteFramed(snapshot_packet.view());
 }
 
 void PerfettoSink::WritePacket() {
   if (!interned_.empty()) packet_.Message(packet::kInternedData, interned_);
   interned_.Clear();
+  WriteFramed(packet_.view());
+}
+
+void PerfettoSink::WriteFramed(std::string_view packet) {
   frame_bytes_.Clear();
   frame_bytes_.PutVarint((1 << 3) | 2);  // Trace.packet = 1, length-delimited
-  frame_bytes_.PutVarint(packet_.view().size());
+  frame_bytes_.PutVarint(packet.size());
   out_->Write(frame_bytes_.view());
-  out_->Write(packet_.view());
+  out_->Write(packet);
 }
 
 uint64_t PerfettoSink::StringIid(ThreadState& state, const std::string& s) {
@@ -273,8 +273,8 @@ inline void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns,
 
 void PerfettoSink::BeginRare(ThreadState& state, uint64_t time_ns, const FrameId& frame,
                              bool inferred, const FieldSpan* fields) {
-  if (fields != nullptr) {
-    WriteFastBegin(state, time_ns, *fields, inferred);
+  if (fields != nullptr) {  // an inferred begin of a frame already encoded on the sequence
+    WriteInferredBegin(state, time_ns, *fields);
     return;
   }
   StartPacket(state, true, time_ns, true);  // interned_ is fresh (or holds annotation names)
@@ -292,7 +292,7 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
                                                uint64_t time_ns) {
   if (const FieldSpan* known = state.frame_fields.Find(frame)) return *known;
   std::string encoded = EncodeFrameFields(state, names_.Resolve(state.key.pid, frame, time_ns));
-  // What WriteFastSlice writes after the timestamp of a non-inferred begin packet.
+  // What WriteTail writes after the timestamp of a non-inferred begin packet.
   ProtoBuffer tail;
   tail.Append(state.sequence_field.view());
   tail.Varint(packet::kSequenceFlags, packet::kSeqNeeds);
@@ -307,18 +307,6 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
   state.field_bytes.append(kTailPadding, '\0');
   *state.frame_fields.TryEmplace(frame).first = fields;
   return fields;
-}
-
-inline void PerfettoSink::WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields,
-                                         bool inferred) {
-  if (!inferred) {
-    WriteTail(ClockDelta(state, time_ns), state.field_bytes.data() + fields.offset, fields.size);
-    return;
-  }
-  std::string_view frame = std::string_view(state.field_bytes)
-                               .substr(fields.offset + fields.size - fields.fields_size,
-                                       fields.fields_size);
-  WriteFastSlice(state, time_ns, true, frame, inferred_field_.view());
 }
 
 inline void PerfettoSink::WriteTail(uint64_t delta_ns, const char* tail, size_t tail_size) {
@@ -337,13 +325,16 @@ inline void PerfettoSink::WriteTail(uint64_t delta_ns, const char* tail, size_t 
   out_->Commit(p + tail_size);
 }
 
-void PerfettoSink::WriteFastSlice(ThreadState& state, uint64_t time_ns, bool begin,
-                                  std::string_view frame, std::string_view inferred_bytes) {
-  // The bytes StartPacket + Begin/EndLocked + WritePacket produce for a started sequence (and,
-  // for a begin, a frame already interned): written straight into the output buffer.
+void PerfettoSink::WriteInferredBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields) {
+  // The bytes StartPacket + BeginRare + WritePacket produce for a started sequence and a frame
+  // already interned, plus the "inferred" annotation: written straight into the output buffer.
   const uint64_t delta_ns = ClockDelta(state, time_ns);
   std::string_view sequence = state.sequence_field.view();
-  const size_t event_size = 2 + frame.size() + inferred_bytes.size();
+  std::string_view frame = std::string_view(state.field_bytes)
+                               .substr(fields.offset + fields.size - fields.fields_size,
+                                       fields.fields_size);
+  std::string_view inferred = inferred_field_.view();
+  const size_t event_size = 2 + frame.size() + inferred.size();
   const size_t packet_size = 1 + ProtoBuffer::VarintSize(delta_ns) + sequence.size() + 2 + 1 +
                              ProtoBuffer::VarintSize(event_size) + event_size;
   char* p = out_->Extend(packet_size + 11);
@@ -357,9 +348,9 @@ void PerfettoSink::WriteFastSlice(ThreadState& state, uint64_t time_ns, bool beg
   *p++ = (packet::kTrackEvent << 3) | 2;
   p = ProtoBuffer::PutVarintTo(p, event_size);
   *p++ = event::kType << 3;
-  *p++ = begin ? event::kSliceBegin : event::kSliceEnd;
+  *p++ = event::kSliceBegin;
   p = ProtoBuffer::AppendTo(p, frame);
-  p = ProtoBuffer::AppendTo(p, inferred_bytes);
+  p = ProtoBuffer::AppendTo(p, inferred);
   out_->Commit(p);
 }
 

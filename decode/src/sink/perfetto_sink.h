@@ -94,15 +94,16 @@ class PerfettoSink : public SliceSink {
   void InstantLocked(ThreadState& state, uint64_t time_ns, const std::string& text);
   // The common packets (a slice begin of a known frame, a slice end), encoded straight into
   // one buffer with their lengths computed up front: no nested-message copies.
-  void WriteFastBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields, bool inferred);
   // A packet whose bytes after the timestamp (`tail`, followed by kTailPadding readable bytes)
-  // were encoded once: what WriteFastSlice writes, in one block copy.
+  // were encoded once, in one block copy.
   void WriteTail(uint64_t delta_ns, const char* tail, size_t tail_size);
+  // Writes `packet` framed as one Trace.packet.
+  void WriteFramed(std::string_view packet);
   // The frame's fields, encoded (and interned) on first use, with its begin-packet tail.
   FieldSpan FieldsOf(ThreadState& state, const FrameId& frame, uint64_t time_ns);
   void WriteFastEnd(ThreadState& state, uint64_t time_ns);
-  void WriteFastSlice(ThreadState& state, uint64_t time_ns, bool begin, std::string_view frame,
-                      std::string_view inferred_bytes);
+  // The begin of an inferred slice whose frame is already encoded on the sequence.
+  void WriteInferredBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields);
 
   std::mutex mutex_;
   std::unique_ptr<OutputFile> out_;
