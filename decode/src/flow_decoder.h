@@ -102,8 +102,12 @@ struct UnitEvents {
 // Whether a block starting at inlined depth `first_depth` restates it (a kInlineChange), after
 // code at `current` depth: a change always does, and so does any non-zero depth after a transfer
 // (the tracker closes the caller's inlined slices at calls and returns).
+// (Bitwise, without a branch: whether an event came since the last block is unpredictable, and
+// this runs for every block.)
 inline bool RestatesDepth(bool after_transfer, uint32_t current, uint32_t first_depth) {
-  return after_transfer ? first_depth != 0 || current != 0 : first_depth != current;
+  const bool either_nonzero = (first_depth | current) != 0;
+  const bool changes = first_depth != current;
+  return (after_transfer & either_nonzero) | (!after_transfer & changes);
 }
 
 // Whether a sequential decode would have emitted `next`'s restated inlined depth, given the end
