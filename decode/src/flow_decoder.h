@@ -182,6 +182,7 @@ class FlowDecoder {
   void SetContinuation() {
     inline_depth_ = kUnknownDepth;
     restate_at_unit_start_ = true;
+    RefreshFastStretch();
   }
   // The PSB that follows this unit (same piece), whose header the unit's bytes include (see
   // DecodeUnitSpan::decode_end): a branch left without target at the end goes to its FUP, and
@@ -196,7 +197,10 @@ class FlowDecoder {
   // Added to libipt's offsets in messages (the unit's offset within its piece).
   void SetOffsetBase(uint64_t base) { offset_base_ = base; }
   // Share a worker's cache of blocks' inlined depths (default: the decoder's own).
-  void SetBlockInlineCache(BlockInlineCache* cache) { block_inline_ = cache; }
+  void SetBlockInlineCache(BlockInlineCache* cache) {
+    block_inline_ = cache;
+    RefreshFastStretch();
+  }
   // Data was lost before the next segment.
   void LostData(const std::string& detail);
   // Ends the thread: flushes waiting events and emits kEnd.
@@ -221,12 +225,17 @@ class FlowDecoder {
   void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip = 0);
   void QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
                uint64_t return_ip, uint32_t inline_depth);
+  void AppendEvent(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
+                   uint64_t return_ip, uint32_t inline_depth);  // QueueAt's body (flow_decoder.cpp)
   const BlockInline& InlineOf(const pt_block& block);
   // Unit mode: see SetNextUnit.
   void JoinNextUnit();
   void UpdateThread(uint64_t time_ns);
   static constexpr uint32_t kUnknownDepth = UINT32_MAX;
   void QueueInlineChanges(const pt_block& block, uint64_t block_position);
+  // Sets fast_begin_/fast_end_/fast_depth_ from the shared stretch, the pid and the unit-start
+  // flag; called wherever one of them changes.
+  void RefreshFastStretch();
   void QueueGap(GapCause cause, uint64_t resume_ip, std::string detail);
   void Anchor(uint64_t tsc);
   void FlushExtrapolated();
@@ -266,6 +275,11 @@ class FlowDecoder {
   std::vector<TriggerMark> triggers_;
   FrameNamer* inline_namer_ = nullptr;
   uint32_t inline_depth_ = 0;  // inlined depth at the last instruction
+  // HandleBlock's common case in a few instructions: code in [fast_begin_, fast_end_) is all at
+  // inlined depth fast_depth_ (block_inline_->stretch when it is uniform, for this pid, and no
+  // unit-start restatement is due; else empty).
+  uint64_t fast_begin_ = 0, fast_end_ = 0;
+  uint32_t fast_depth_ = 0;
   // An event other than kInlineChange came since the last block: the stack tracker's top frame
   // may have changed, so the next block re-states any non-zero depth on either side.
   bool inline_after_transfer_ = false;

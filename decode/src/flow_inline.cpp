@@ -96,6 +96,18 @@ const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
   return info;
 }
 
+void FlowDecoder::RefreshFastStretch() {
+  const InlineDepthStretch& stretch = block_inline_->stretch;
+  if (!restate_at_unit_start_ && stretch.uniform && block_inline_->stretch_pid == image_.pid() &&
+      stretch.begin < stretch.end) {
+    fast_begin_ = stretch.begin;
+    fast_end_ = stretch.end;
+    fast_depth_ = std::min(stretch.uniform_depth, kMaxInlineDepth);
+  } else {
+    fast_begin_ = fast_end_ = 0;
+  }
+}
+
 void FlowDecoder::QueueInlineChanges(const pt_block& block, uint64_t block_position) {
   const BlockInline& info = InlineOf(block);
   bool restate = RestatesDepth(inline_after_transfer_, inline_depth_, info.first_depth);
@@ -115,6 +127,7 @@ void FlowDecoder::QueueInlineChanges(const pt_block& block, uint64_t block_posit
     QueueAt(block_position + step.index, FlowEvent::Kind::kInlineChange, step.ip, step.ip, 0,
             inline_depth_);
   }
+  RefreshFastStretch();  // InlineOf may have moved the stretch; the unit-start flag is cleared
 }
 
 }  // namespace ptscope::decode
