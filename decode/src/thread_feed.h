@@ -105,7 +105,7 @@ class ThreadFeed {
     uint64_t range_start = 0, range_size = 0, symbolized_mask = 0;
     uint64_t symbolized = 0;  // instructions counted in modules with symbols
   };
-  void Step(Counting& c, FlowEvent& event) {
+  [[gnu::always_inline]] void Step(Counting& c, FlowEvent& event) {
     if (event.time_ns < c.last_ns) event.time_ns = c.last_ns;  // non-decreasing per thread
     // Tested here: GCC leaves the template's call out of line, and most threads have no trigger.
     if (next_trigger_ns_ <= event.time_ns) [[unlikely]] {
