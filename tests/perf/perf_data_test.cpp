@@ -436,6 +436,40 @@ TEST_CASE("a perf.data read in place: the archive as read whole, with the trace 
   CHECK(lazy->modules[0].build_id == kBuildId);
 }
 
+TEST_CASE("an imported perf.data is written piece by piece; one that shrank since is an error") {
+  // What pt-archive import-perf does: import with the trace left in the file, then write the
+  // .ptar, reading each piece just before it is written.
+  const auto bytes = Exported(ThreadArchive());
+  TempFile file(bytes);
+  const std::string out = file.path + ".ptar";
+  auto whole = fmt::ImportPerfDataFromBytes(bytes, file.path);
+  auto lazy = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole.has_value());
+  REQUIRE(lazy.has_value());
+  REQUIRE(lazy->pt_refs.size() == 3);
+  REQUIRE(fmt::WriteImportedArchive(*lazy, out, {}));
+  auto back = fmt::ReadArchive(out);
+  REQUIRE(back.has_value());
+  CHECK(back->complete);
+  REQUIRE(back->pt_data.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(back->pt_data[i].data == whole->pt_data[i].data);
+    CHECK(back->pt_data[i].stream_offset == whole->pt_data[i].stream_offset);
+  }
+  CHECK(back->sideband.at(0).records == whole->sideband.at(0).records);
+  // The perf.data shrinks after the import, 5 bytes into the second piece: the first piece is
+  // read whole, the second is an error naming the file and the offset where it now ends.
+  const uint64_t cut = lazy->pt_refs[1].chunk_offset + 5;
+  REQUIRE(::truncate(file.path.c_str(), static_cast<off_t>(cut)) == 0);
+  auto changed = fmt::WriteImportedArchive(*lazy, out, {});
+  REQUIRE_FALSE(changed.has_value());
+  CHECK(changed.error().code == ptscope::Errc::kIo);
+  CHECK(changed.error().message == file.path + ": offset " + std::to_string(cut) +
+                                       ": the file ends there (it changed while it was read?)");
+  std::remove(out.c_str());
+}
+
 TEST_CASE("a perf.data on disk gives the errors its bytes give, naming the file") {
   const auto good = Exported(ThreadArchive());
   // Truncated (inside the header, the attrs, the data section), foreign, wrong version, pipe

@@ -1,23 +1,19 @@
 // pt-archive import-perf / export-perf (issue #6): convert between Linux perf's perf.data and
-// .ptar. The conversion itself lives in the format library (ptscope/perf_data.h); this file does
-// the command line, the optional embedding of binaries, and the archive writing.
+// .ptar. The conversion itself, and the writing of the imported archive, live in the format
+// library (ptscope/perf_data.h); this file does the command line and the optional embedding of
+// binaries.
 //
 //   pt-archive import-perf perf.data -o OUT.ptar [--embed-binaries]
 //   pt-archive export-perf IN.ptar -o perf.data          (perf.data is created with mode 0600)
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
 
 #include "commands.h"
-#include "ptscope/file_read.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_data.h"
 
@@ -92,43 +88,6 @@ void EmbedBinaries(fmt::Archive& archive) {
   }
 }
 
-// `archive` was imported with its trace bytes left in `input` (Archive::pt_refs, raw): each
-// piece is read just before it is written, so that one piece at a time is in memory.
-Status WriteArchive(fmt::Archive& archive, const std::string& input, const std::string& path,
-                    uint64_t features) {
-  fmt::WriterOptions options;
-  options.features = features;
-  PTSCOPE_ASSIGN_OR_RETURN(auto writer, fmt::ArchiveWriter::Create(path, options));
-  PTSCOPE_TRY(writer->Write(fmt::MetadataChunk{archive.metadata}));
-  for (const auto& c : archive.sideband_attrs) PTSCOPE_TRY(writer->Write(c));
-  for (const auto& c : archive.sideband) PTSCOPE_TRY(writer->Write(c));
-  for (const auto& c : archive.modules) PTSCOPE_TRY(writer->Write(c));
-  for (const auto& c : archive.blobs) PTSCOPE_TRY(writer->Write(c));
-  const int fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;  // before the message's allocations
-    return MakeError(ErrcFromErrno(err), input + ": cannot open: " + std::strerror(err));
-  }
-  Status status = Ok();
-  for (size_t i = 0; i < archive.pt_data.size() && status; ++i) {
-    fmt::PtDataChunk& piece = archive.pt_data[i];
-    const fmt::Archive::PtDataRef& ref = archive.pt_refs.at(i);
-    piece.data.resize(static_cast<size_t>(ref.size));
-    const fmt::FileRead read = fmt::ReadFileAt(fd, ref.chunk_offset, piece.data.size(), piece.data.data());
-    if (read.bytes < piece.data.size()) {
-      status = MakeError(Errc::kIo, input + ": offset " + std::to_string(ref.chunk_offset + read.bytes) +
-                                              ": " + (read.error != 0 ? std::strerror(read.error)
-                                                                      : "the file ends there (it changed while it was read?)"));
-      break;
-    }
-    status = writer->Write(piece);
-    piece.data = {};
-  }
-  ::close(fd);
-  PTSCOPE_TRY(status);
-  return writer->Close();
-}
-
 }  // namespace
 
 int RunImportPerf(const std::vector<std::string>& args) {
@@ -150,7 +109,11 @@ int RunImportPerf(const std::vector<std::string>& args) {
     EmbedBinaries(*archive);
     features |= fmt::kFeatureEmbeddedBinaries;
   }
-  if (auto st = WriteArchive(*archive, input, output, features); !st) return ReportError(st.error());
+  // The trace bytes, left in the perf.data, are read one piece at a time as they are written.
+  const fmt::WriterOptions writer_options{.features = features};
+  if (auto st = fmt::WriteImportedArchive(*archive, output, writer_options); !st) {
+    return ReportError(st.error());
+  }
   std::fprintf(stderr, "pt-archive: %s: %zu PT pieces, %zu sideband chunks, %zu modules -> %s\n",
                input.c_str(), archive->pt_data.size(), archive->sideband.size(),
                archive->modules.size(), output.c_str());

@@ -24,6 +24,14 @@ namespace ptscope::format {
 Result<Archive> ImportPerfData(const std::string& path, const ReadOptions& options = {});
 Result<Archive> ImportPerfDataFromBytes(std::vector<uint8_t> bytes, const std::string& name);
 
+// Writes an archive from ImportPerfData as a .ptar at `out_path` (ArchiveWriter, `options`):
+// metadata, sideband attrs, sideband, modules, blobs, then the PT pieces. A piece left in the
+// perf.data (keep_pt_bytes = false) is read from archive.path just before it is written, so that
+// one piece at a time is in memory; a perf.data that changed since it was imported is an error
+// naming it and the offset where its bytes end.
+Status WriteImportedArchive(const Archive& archive, const std::string& out_path,
+                            const WriterOptions& options);
+
 // Writes `archive` as a perf.data (mode 0600, replacing `out_path`). Fails, naming the chunk or
 // key, when the archive cannot be expressed (no PT data, mixed per-CPU and per-thread streams).
 Status ExportPerfData(const Archive& archive, const std::string& out_path);

@@ -1,13 +1,18 @@
 // perf.data -> Archive (format/PERF_DATA.md, "Import"). The parser has validated the file; here
 // we map perf's view (AUXTRACE_INFO priv, AUXTRACE pieces, kernel sideband) onto archive chunks.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <map>
 #include <set>
 
 #include "../byte_io.h"
 #include "perf_data_parse.h"
+#include "ptscope/file_read.h"
 #include "ptscope/perf_data.h"
 
 namespace ptscope::format {
@@ -287,6 +292,47 @@ Result<Archive> ImportPerfData(const std::string& path, const ReadOptions& optio
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(path));
   PTSCOPE_ASSIGN_OR_RETURN(ParsedPerfData parsed, ParsePerfData(*source, path));
   return Importer(parsed, path, *source, options).Run();
+}
+
+Status WriteImportedArchive(const Archive& archive, const std::string& out_path,
+                            const WriterOptions& options) {
+  PTSCOPE_ASSIGN_OR_RETURN(auto writer, ArchiveWriter::Create(out_path, options));
+  PTSCOPE_TRY(writer->Write(MetadataChunk{archive.metadata}));
+  for (const auto& c : archive.sideband_attrs) PTSCOPE_TRY(writer->Write(c));
+  for (const auto& c : archive.sideband) PTSCOPE_TRY(writer->Write(c));
+  for (const auto& c : archive.modules) PTSCOPE_TRY(writer->Write(c));
+  for (const auto& c : archive.blobs) PTSCOPE_TRY(writer->Write(c));
+  const std::string& input = archive.path;
+  int fd = -1;
+  Status status = Ok();
+  for (size_t i = 0; i < archive.pt_data.size() && status; ++i) {
+    if (i >= archive.pt_refs.size()) {  // read with keep_pt_bytes: the bytes are in the chunk
+      status = writer->Write(archive.pt_data[i]);
+      continue;
+    }
+    const Archive::PtDataRef& ref = archive.pt_refs[i];
+    PTSCOPE_CHECK(ref.raw);  // an archive from ImportPerfData, not ReadArchive
+    if (fd < 0) fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      const int err = errno;  // before the message's allocations
+      return MakeError(ErrcFromErrno(err), input + ": cannot open: " + std::strerror(err));
+    }
+    PtDataChunk piece = archive.pt_data[i];
+    piece.data.resize(static_cast<size_t>(ref.size));
+    const FileRead read = ReadFileAt(fd, ref.chunk_offset, piece.data.size(), piece.data.data());
+    if (read.bytes < piece.data.size()) {
+      status = MakeError(Errc::kIo, input + ": offset " +
+                                        std::to_string(ref.chunk_offset + read.bytes) + ": " +
+                                        (read.error != 0 ? std::strerror(read.error)
+                                                         : "the file ends there (it changed while "
+                                                           "it was read?)"));
+      break;
+    }
+    status = writer->Write(piece);
+  }
+  if (fd >= 0) ::close(fd);
+  PTSCOPE_TRY(status);
+  return writer->Close();
 }
 
 }  // namespace ptscope::format
