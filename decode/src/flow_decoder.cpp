@@ -156,10 +156,14 @@ void FlowDecoder::FinishSegment() {
     }
     buffer_->end_inline_depth = inline_depth_ == kUnknownDepth ? 0 : inline_depth_;
     buffer_->end_after_transfer = inline_after_transfer_;
+    buffer_->end_stretch = {thread_, thread_since_ns_};
   }
 }
 
 bool KeepRestatement(const UnitEvents* previous, const UnitEvents& next) {
+  // Another thread's stretch than the one the previous unit ended in: a sequential decoder saw
+  // a switch-in there, and states the depth afresh.
+  if (previous != nullptr && !(previous->end_stretch == next.restate_stretch)) return true;
   uint32_t depth = previous != nullptr ? previous->end_inline_depth : 0;
   bool after_transfer = previous != nullptr && previous->end_after_transfer;
   // The rule for a block, with the previous unit's end state.
@@ -181,17 +185,12 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
   // A new stretch also when the same thread was switched in again (it may have run on another
   // CPU in between, and the pipeline orders each thread's stretches by time).
   if (have_thread_ && thread == thread_ && since_ns == thread_since_ns_) return;
-  if (have_thread_ && !(thread == thread_)) {
-    // The inlined-depth state is the thread's, not the CPU's: keep it for when the thread runs
-    // here again; a thread new to this unit states its depth at its first block.
-    inline_by_tid_[thread_.tid] = InlineState{inline_depth_, inline_after_transfer_};
-    auto saved = inline_by_tid_.find(thread.tid);
-    if (saved != inline_by_tid_.end()) {
-      inline_depth_ = saved->second.depth;
-      inline_after_transfer_ = saved->second.after_transfer;
-    } else {
-      inline_depth_ = kUnknownDepth;
-    }
+  if (have_thread_) {
+    // A thread switched in (another one, or this one again): it may have run on another CPU
+    // since it last ran here, whose stream this decoder does not see, so the inlined depth it
+    // last had here is not its state now. It states its depth afresh at its first block, as a
+    // decoder of any unit size does (see KeepRestatement for a unit that starts mid-stretch).
+    inline_depth_ = kUnknownDepth;
   }
   have_thread_ = true;
   thread_ = thread;

@@ -15,7 +15,6 @@
 #include <functional>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "code_images.h"
@@ -88,6 +87,7 @@ struct UnitEvents {
     restate_index = SIZE_MAX;
     restate_depth = end_inline_depth = 0;
     end_after_transfer = false;
+    restate_stretch = end_stretch = ThreadStretch{};
   }
   // Inlined-depth bookkeeping across a join (SetContinuation): the unit states the depth of its
   // first instruction at once (event `restate_index`, SIZE_MAX when none); whether a sequential
@@ -97,6 +97,16 @@ struct UnitEvents {
   uint32_t restate_depth = 0;
   uint32_t end_inline_depth = 0;
   bool end_after_transfer = false;
+  // Per-CPU streams: which thread's stretch on the CPU (its switch-in time) the restated event
+  // and the unit's end belong to. A restatement continues the previous unit's end state only in
+  // the same stretch; a thread switched in states its depth afresh (FlowDecoder::UpdateThread).
+  // Per-thread streams leave both empty.
+  struct ThreadStretch {
+    ThreadKey thread;
+    uint64_t since_ns = 0;
+    bool operator==(const ThreadStretch&) const = default;
+  };
+  ThreadStretch restate_stretch, end_stretch;
 };
 
 // Whether a block starting at inlined depth `first_depth` restates it (a kInlineChange), after
@@ -295,12 +305,6 @@ class FlowDecoder {
   bool have_thread_ = false;
   ThreadKey thread_;
   bool restate_at_unit_start_ = false;  // the next restatement is the unit-start one
-  // Per-CPU streams: each thread's inlined-depth state while another thread runs on the CPU.
-  struct InlineState {
-    uint32_t depth;
-    bool after_transfer;
-  };
-  std::unordered_map<uint32_t, InlineState> inline_by_tid_;
   uint64_t thread_since_ns_ = 0;  // when thread_'s stretch on this CPU began (its switch-in)
   uint64_t offset_base_ = 0;
 };

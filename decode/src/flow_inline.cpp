@@ -118,6 +118,7 @@ void FlowDecoder::QueueInlineChanges(const pt_block& block, uint64_t block_posit
     if (unit_start && inline_depth_ == kUnknownDepth && buffer_ != nullptr) {
       buffer_->restate_index = buffer_->events.size() + waiting_.size();
       buffer_->restate_depth = info.first_depth;
+      buffer_->restate_stretch = {thread_, thread_since_ns_};
     }
     inline_depth_ = info.first_depth;
     QueueAt(block_position, FlowEvent::Kind::kInlineChange, block.ip, block.ip, 0, inline_depth_);

@@ -185,5 +185,46 @@ TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
   CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");
 }
 
+// Whether a unit's restated inlined depth at its start is kept: what a sequential decoder would
+// have emitted at that block. Per-CPU units tell which thread stretch (switch-in) it belongs to.
+TEST_CASE("a unit-start restatement is kept exactly when a sequential decoder would emit it") {
+  UnitEvents next;
+  next.restate_index = 0;
+  UnitEvents previous;
+  SUBCASE("first unit of a stream: depth 0 before it") {
+    next.restate_depth = 0;
+    CHECK_FALSE(KeepRestatement(nullptr, next));
+    next.restate_depth = 2;
+    CHECK(KeepRestatement(nullptr, next));
+  }
+  SUBCASE("the same stretch continues: only a change, or a non-zero depth after a transfer") {
+    previous.end_inline_depth = 1;
+    next.restate_depth = 1;
+    previous.end_after_transfer = false;
+    CHECK_FALSE(KeepRestatement(&previous, next));
+    previous.end_after_transfer = true;
+    CHECK(KeepRestatement(&previous, next));
+    previous.end_inline_depth = 0;
+    next.restate_depth = 0;
+    CHECK_FALSE(KeepRestatement(&previous, next));
+  }
+  SUBCASE("per-CPU: another thread, or the same thread switched in again, states its depth") {
+    // The previous unit ended in thread 7's stretch from t=100 at depth 0, with no transfer
+    // since: the same depth in the same stretch is not restated...
+    previous.end_stretch = {ThreadKey{1, 7}, 100};
+    previous.end_inline_depth = 0;
+    previous.end_after_transfer = false;
+    next.restate_depth = 0;
+    next.restate_stretch = {ThreadKey{1, 7}, 100};
+    CHECK_FALSE(KeepRestatement(&previous, next));
+    // ...but the thread may have run elsewhere between two stretches here (it migrated during a
+    // syscall, say), and another thread has its own state: a sequential decoder restates both.
+    next.restate_stretch = {ThreadKey{1, 7}, 250};
+    CHECK(KeepRestatement(&previous, next));
+    next.restate_stretch = {ThreadKey{1, 8}, 100};
+    CHECK(KeepRestatement(&previous, next));
+  }
+}
+
 }  // namespace
 }  // namespace ptscope::decode
