@@ -157,13 +157,18 @@ void FlowDecoder::FinishSegment() {
     buffer_->end_inline_depth = inline_depth_ == kUnknownDepth ? 0 : inline_depth_;
     buffer_->end_after_transfer = inline_after_transfer_;
     buffer_->end_stretch = {thread_, thread_since_ns_};
+    buffer_->end_depth_unknown = switched_in_ && inline_depth_ == kUnknownDepth;
   }
 }
 
 bool KeepRestatement(const UnitEvents* previous, const UnitEvents& next) {
   // Another thread's stretch than the one the previous unit ended in: a sequential decoder saw
   // a switch-in there, and states the depth afresh.
-  if (previous != nullptr && !(previous->end_stretch == next.restate_stretch)) return true;
+  // So does one whose depth the previous unit never learnt after a switch-in.
+  if (previous != nullptr &&
+      (previous->end_depth_unknown || !(previous->end_stretch == next.restate_stretch))) {
+    return true;
+  }
   uint32_t depth = previous != nullptr ? previous->end_inline_depth : 0;
   bool after_transfer = previous != nullptr && previous->end_after_transfer;
   // The rule for a block, with the previous unit's end state.
@@ -191,6 +196,7 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
     // last had here is not its state now. It states its depth afresh at its first block, as a
     // decoder of any unit size does (see KeepRestatement for a unit that starts mid-stretch).
     inline_depth_ = kUnknownDepth;
+    switched_in_ = true;
   }
   have_thread_ = true;
   thread_ = thread;

@@ -86,7 +86,7 @@ struct UnitEvents {
     last_end_ip = trailing_insns = end_ns = 0;
     restate_index = SIZE_MAX;
     restate_depth = end_inline_depth = 0;
-    end_after_transfer = false;
+    end_after_transfer = end_depth_unknown = false;
     restate_stretch = end_stretch = ThreadStretch{};
   }
   // Inlined-depth bookkeeping across a join (SetContinuation): the unit states the depth of its
@@ -97,6 +97,9 @@ struct UnitEvents {
   uint32_t restate_depth = 0;
   uint32_t end_inline_depth = 0;
   bool end_after_transfer = false;
+  // A thread switched in after the unit's last block: its depth is not known at the end (a
+  // sequential decoder states it afresh at the thread's next block, whatever end_inline_depth says).
+  bool end_depth_unknown = false;
   // Per-CPU streams: which thread's stretch on the CPU (its switch-in time) the restated event
   // and the unit's end belong to. A restatement continues the previous unit's end state only in
   // the same stretch; a thread switched in states its depth afresh (FlowDecoder::UpdateThread).
@@ -306,6 +309,7 @@ class FlowDecoder {
   ThreadKey thread_;
   bool restate_at_unit_start_ = false;  // the next restatement is the unit-start one
   uint64_t thread_since_ns_ = 0;  // when thread_'s stretch on this CPU began (its switch-in)
+  bool switched_in_ = false;      // a switch-in made inline_depth_ unknown (see UnitEvents)
   uint64_t offset_base_ = 0;
 };
 

@@ -285,6 +285,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     previous.end.end_inline_depth = events.end_inline_depth;
     previous.end.end_after_transfer = events.end_after_transfer;
     previous.end.end_stretch = events.end_stretch;
+    previous.end.end_depth_unknown = events.end_depth_unknown;
     if (options.progress) options.progress(index + 1, plan.size());
     if (stream.cpu >= 0) {
       finish_feed();  // the per-thread streams all came first

@@ -223,6 +223,11 @@ TEST_CASE("a unit-start restatement is kept exactly when a sequential decoder wo
     CHECK(KeepRestatement(&previous, next));
     next.restate_stretch = {ThreadKey{1, 8}, 100};
     CHECK(KeepRestatement(&previous, next));
+    // The previous unit ended just after thread 7 switched in, before its first block: the
+    // sequential decoder does not know its depth yet either, and states it.
+    next.restate_stretch = previous.end_stretch;
+    previous.end_depth_unknown = true;
+    CHECK(KeepRestatement(&previous, next));
   }
 }
 
