@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <string>
 
@@ -467,6 +468,12 @@ TEST_CASE("an imported perf.data is written piece by piece; one that shrank sinc
   CHECK(changed.error().code == ptscope::Errc::kIo);
   CHECK(changed.error().message == file.path + ": offset " + std::to_string(cut) +
                                        ": the file ends there (it changed while it was read?)");
+  // Gone altogether: an error naming it.
+  REQUIRE(std::remove(file.path.c_str()) == 0);
+  auto gone = fmt::WriteImportedArchive(*lazy, out, {});
+  REQUIRE_FALSE(gone.has_value());
+  CHECK(gone.error().message ==
+        file.path + ": cannot open: " + std::string(std::strerror(ENOENT)));
   std::remove(out.c_str());
 }
 
