@@ -1,5 +1,6 @@
-// Code bytes for libipt: every mapped module resolved once into a shared image-section cache,
-// and per-thread images that follow the process's address space over time (one image per epoch;
+// Code bytes for libipt: every mapped module resolved once into an image-section cache that all
+// the decoders of one worker share (the pipeline keeps one per worker: see pipeline.cpp), and
+// per-thread images that follow the process's address space over time (one image per epoch;
 // a new epoch starts whenever a mapping of the process begins or ends).
 #pragma once
 
