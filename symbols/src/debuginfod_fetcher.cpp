@@ -1,6 +1,7 @@
 // libdebuginfod client (see debuginfod_fetcher.h).
 #include "debuginfod_fetcher.h"
 
+#include <dlfcn.h>
 #include <elfutils/debuginfod.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <optional>
 #include <shared_mutex>
+#include <type_traits>
 
 #include "ptscope/format.h"
 
@@ -34,6 +36,51 @@ std::string JoinUrls(const std::vector<std::string>& urls) {
   return joined;
 }
 
+// libdebuginfod, loaded on the first download (as elfutils' own libdw does): linked in, it
+// brought libcurl, GnuTLS, Kerberos, LDAP and ICU into every pt-decode run, whose symbol
+// relocations cost ~15 ms before main() even when no URL is configured (the common case).
+// The header's prototypes type the pointers, so a changed signature fails the build.
+struct DebuginfodLibrary {
+  decltype(&debuginfod_begin) begin = nullptr;
+  decltype(&debuginfod_end) end = nullptr;
+  decltype(&debuginfod_set_user_data) set_user_data = nullptr;
+  decltype(&debuginfod_get_user_data) get_user_data = nullptr;
+  decltype(&debuginfod_set_progressfn) set_progressfn = nullptr;
+  decltype(&debuginfod_find_debuginfo) find_debuginfo = nullptr;
+  decltype(&debuginfod_find_executable) find_executable = nullptr;
+  std::string error;  // why it could not be loaded; empty when it was
+};
+
+const DebuginfodLibrary& Library() {
+  static const DebuginfodLibrary library = [] {
+    DebuginfodLibrary loaded;
+    constexpr const char* kSoname = "libdebuginfod.so.1";
+    void* handle = ::dlopen(kSoname, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* reason = ::dlerror();
+      loaded.error = std::string("cannot load ") + kSoname + " (" +
+                     (reason != nullptr ? reason : "unknown reason") +
+                     "): install Debian's libdebuginfod1 package to fetch files by build id";
+      return loaded;
+    }
+    auto bind = [&](auto& function, const char* name) {
+      function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(handle, name));
+      if (function == nullptr && loaded.error.empty()) {
+        loaded.error = std::string(kSoname) + " lacks " + name + ": it is older than elfutils 0.179";
+      }
+    };
+    bind(loaded.begin, "debuginfod_begin");
+    bind(loaded.end, "debuginfod_end");
+    bind(loaded.set_user_data, "debuginfod_set_user_data");
+    bind(loaded.get_user_data, "debuginfod_get_user_data");
+    bind(loaded.set_progressfn, "debuginfod_set_progressfn");
+    bind(loaded.find_debuginfo, "debuginfod_find_debuginfo");
+    bind(loaded.find_executable, "debuginfod_find_executable");
+    return loaded;  // the handle stays open for the process's life
+  }();
+  return library;
+}
+
 // What one library call needs inside its progress callback.
 struct Request {
   std::chrono::steady_clock::time_point deadline;
@@ -44,7 +91,7 @@ struct Request {
 
 // Called by the library during transfers: a non-zero return cancels the request.
 int OnProgress(debuginfod_client* client, long bytes, long total) {
-  auto* request = static_cast<Request*>(debuginfod_get_user_data(client));
+  auto* request = static_cast<Request*>(Library().get_user_data(client));
   if (request == nullptr) return 0;
   auto now = std::chrono::steady_clock::now();
   if (g_progress && (!request->reported || bytes != request->progress.bytes) &&
@@ -169,21 +216,23 @@ Result<std::string> DebuginfodFetcher::CallLibrary(const std::vector<uint8_t>& b
     exclusive.lock();
     urls.emplace(DEBUGINFOD_URLS_ENV_VAR, urls_);
   }
-  debuginfod_client* client = debuginfod_begin();
+  const DebuginfodLibrary& library = Library();
+  if (!library.error.empty()) return Unexpected(Errc::kUnsupported, "debuginfod: " + library.error);
+  debuginfod_client* client = library.begin();
   if (client == nullptr) return Unexpected(Errc::kInternal, "debuginfod: cannot start a client");
   Request request;
   request.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_seconds_);
   request.progress.module = module.empty() ? hex : std::filesystem::path(module).filename().string();
   request.progress.artifact = what;
-  debuginfod_set_user_data(client, &request);
-  debuginfod_set_progressfn(client, OnProgress);
+  library.set_user_data(client, &request);
+  library.set_progressfn(client, OnProgress);
   char* path = nullptr;
   ++library_calls_;
-  int fd = debuginfo ? debuginfod_find_debuginfo(client, build_id.data(),
-                                                 static_cast<int>(build_id.size()), &path)
-                     : debuginfod_find_executable(client, build_id.data(),
-                                                  static_cast<int>(build_id.size()), &path);
-  debuginfod_end(client);
+  int fd = debuginfo ? library.find_debuginfo(client, build_id.data(),
+                                              static_cast<int>(build_id.size()), &path)
+                     : library.find_executable(client, build_id.data(),
+                                               static_cast<int>(build_id.size()), &path);
+  library.end(client);
   urls.reset();
   if (request.reported && g_progress) {  // close the download's line
     request.progress.finished = true;
