@@ -64,9 +64,11 @@ const DebuginfodLibrary& Library() {
       return loaded;
     }
     auto bind = [&](auto& function, const char* name) {
-      function = reinterpret_cast<std::remove_reference_t<decltype(function)>>(::dlsym(handle, name));
+      using Pointer = std::remove_reference_t<decltype(function)>;
+      function = reinterpret_cast<Pointer>(::dlsym(handle, name));
       if (function == nullptr && loaded.error.empty()) {
-        loaded.error = std::string(kSoname) + " lacks " + name + ": it is older than elfutils 0.179";
+        loaded.error = std::string(kSoname) + " lacks " + name +
+                       ": it is not elfutils' libdebuginfod, or too old a one";
       }
     };
     bind(loaded.begin, "debuginfod_begin");
@@ -217,7 +219,9 @@ Result<std::string> DebuginfodFetcher::CallLibrary(const std::vector<uint8_t>& b
     urls.emplace(DEBUGINFOD_URLS_ENV_VAR, urls_);
   }
   const DebuginfodLibrary& library = Library();
-  if (!library.error.empty()) return Unexpected(Errc::kUnsupported, "debuginfod: " + library.error);
+  if (!library.error.empty()) {
+    return Unexpected(Errc::kUnsupported, "debuginfod: " + library.error);
+  }
   debuginfod_client* client = library.begin();
   if (client == nullptr) return Unexpected(Errc::kInternal, "debuginfod: cannot start a client");
   Request request;

@@ -17,7 +17,8 @@ for lib in $needed; do
   esac
 done
 # And at run time: the loader maps no such library for a plain --help.
-loaded=$(LD_DEBUG=files "$binary" --help 2>&1 >/dev/null | sed -n 's/.*file=\([^ ]*\).*/\1/p' | sort -u)
+loaded=$(LD_DEBUG=files "$binary" --help 2>&1 >/dev/null |
+  sed -n 's/.*file=\([^ ]*\).*/\1/p' | sort -u)
 for lib in $loaded; do
   case "$lib" in
     *libLLVM*|*libdebuginfod*|*libcurl*) echo "FAIL: $binary loads $lib at start-up"; status=1 ;;
