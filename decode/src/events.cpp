@@ -1,7 +1,7 @@
 #include "events.h"
 
-#include <deque>
 #include <mutex>
+#include <unordered_set>
 
 namespace ptscope::decode {
 
@@ -10,11 +10,12 @@ EventText& EventText::operator=(std::string text) {
     text_ = nullptr;
     return *this;
   }
-  // A deque keeps its elements in place as it grows: the pointers stay valid.
+  // Interned: a capture with a million overflows stores their one sentence once. The set's
+  // nodes stay in place as it grows, so the pointers stay valid.
   static std::mutex mutex;
-  static std::deque<std::string> store;
+  static std::unordered_set<std::string> store;
   std::lock_guard lock(mutex);
-  text_ = &store.emplace_back(std::move(text));
+  text_ = &*store.insert(std::move(text)).first;
   return *this;
 }
 

@@ -40,7 +40,9 @@ const char* GapCauseName(GapCause cause);
 // traffic). The text itself lives in a process-wide store, never freed before exit, so that a
 // FlowEvent is trivially copyable and destructible: a unit's buffer of events (about 1 MB) is
 // reused without a destructor pass over it, which cost a full extra read of the buffer per unit.
-// Only gaps and triggers have text, so the store stays small.
+// Only gaps and triggers have text, and equal texts are stored once (an overflow's sentence, a
+// trigger's), so the store stays small; distinct texts (a decode error names its offset) add one
+// entry each.
 class EventText {
  public:
   EventText() = default;

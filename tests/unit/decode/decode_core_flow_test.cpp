@@ -233,3 +233,17 @@ TEST_CASE("a unit-start restatement is kept exactly when a sequential decoder wo
 
 }  // namespace
 }  // namespace ptscope::decode
+
+TEST_CASE("gap and trigger texts are interned: equal texts share one stored string") {
+  ptscope::decode::EventText first, second, other, none;
+  first = std::string("trace overflow: the CPU dropped trace data");
+  second = std::string("trace overflow: the CPU dropped trace data");
+  other = std::string("decode error at offset 0x10");
+  none = std::string();
+  CHECK(first.str() == "trace overflow: the CPU dropped trace data");
+  CHECK(&first.str() == &second.str());  // one copy, however many overflows
+  CHECK(other.str() == "decode error at offset 0x10");
+  CHECK(&other.str() != &first.str());
+  CHECK(none.empty());
+  CHECK(none.str().empty());
+}
