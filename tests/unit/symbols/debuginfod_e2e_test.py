@@ -3,7 +3,9 @@
 executable and debug info are served (1) from a file:// debuginfod tree and (2) by a real
 `debuginfod` server on loopback. pt-decode --debuginfod URL must then name PlainC and
 mini::Twice(int) with source lines; without a URL it must not (and never touches the network).
-Also: the Fedora-style copy (stripped + .gnu_debugdata MiniDebugInfo) is named without any URL.
+Also: the Fedora-style copy (stripped + .gnu_debugdata MiniDebugInfo) is named without any URL,
+and with libdebuginfod.so.1 unloadable (hidden in a mount namespace; needs root) pt-decode still
+decodes and names the missing library and its package.
 
   debuginfod_e2e_test.py PT_EMULATE PT_DECODE PROGRAM MINIDEBUGINFO_PROGRAM
 """
@@ -39,6 +41,27 @@ def decode(pt_decode, archive, out, urls, cache):
     if result.returncode != 0:
         raise RuntimeError(f"pt-decode exited {result.returncode}: {result.stderr.strip()}")
     return open(out, encoding="utf-8").read()
+
+
+def decode_without_library(pt_decode, archive, out, url, cache):
+    """pt-decode with libdebuginfod.so.1 unloadable (a mount namespace binds /dev/null over it):
+    returns (exit code, stderr, output text), or None when this host cannot hide the library."""
+    lines = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout.splitlines()
+    library = next((line.split(" => ")[1].strip() for line in lines
+                    if line.strip().startswith("libdebuginfod.so.1 ") and " => " in line), None)
+    if library is None or os.geteuid() != 0 or shutil.which("unshare") is None:
+        return None
+    env = dict(os.environ)
+    env.pop("DEBUGINFOD_URLS", None)
+    env["DEBUGINFOD_CACHE_PATH"] = cache
+    script = 'lib=$1; shift; mount --bind /dev/null "$lib" || exit 125; exec "$@"'
+    result = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", library, pt_decode,
+                             "--format", "text", "-o", out, "--debuginfod", url, archive],
+                            capture_output=True, text=True, env=env)
+    if result.returncode == 125:
+        return None
+    text = open(out, encoding="utf-8").read() if os.path.exists(out) else ""
+    return result.returncode, result.stderr, text
 
 
 def missing_names(text):
@@ -98,6 +121,23 @@ def main():
                       ["file://" + os.path.join(work, "tree")], os.path.join(work, "cache1"))
         for miss in missing_names(text):
             problems.append(f"file:// tree: no match for {miss}")
+
+        # libdebuginfod is loaded only when a URL asks for it (dlopen): without it, the decode
+        # still succeeds, unnamed, and says which package to install.
+        without = decode_without_library(pt_decode, archive, os.path.join(work, "nolib.txt"),
+                                         "file://" + os.path.join(work, "tree"),
+                                         os.path.join(work, "cache4"))
+        if without is None:
+            problems.append("cannot hide libdebuginfod.so.1 here (needs root, unshare, ldconfig)")
+        else:
+            code, stderr, text = without
+            if code != 0:
+                problems.append(f"without libdebuginfod: pt-decode exited {code}: {stderr.strip()}")
+            if "cannot load libdebuginfod.so.1" not in stderr or "libdebuginfod1" not in stderr:
+                problems.append("without libdebuginfod: no note naming the library and its "
+                                f"package: {stderr.strip()[:300]}")
+            if not missing_names(text):
+                problems.append("without libdebuginfod: names came out anyway")
 
         mini = os.path.join(work, "mini")
         shutil.copy(mini_program, mini)
