@@ -103,10 +103,7 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
       pt_block block;  // pt_blk_next zeroes it first, also when it fails
       status = pt_blk_next(decoder_, &block, sizeof block);
       if (block.ninsn > 0) HandleBlock(block);
-      if (status >= 0) {
-        stuck_insns_ += block.ninsn;
-        if (++stuck_blocks_ >= 64 && StuckCheck()) status = -pte_internal;
-      }
+      if (status >= 0 && position_ >= next_stuck_check_ && StuckCheck()) status = -pte_internal;
       if (status < 0) {
         uint64_t offset = 0;
         pt_blk_get_offset(decoder_, &offset);
@@ -219,19 +216,21 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
 bool FlowDecoder::StuckCheck() {
   // Damaged trace can leave libipt walking a loop of direct jumps that needs no packets: without
   // this bound pt_blk_next would return blocks forever. Real code cannot retire this many
-  // instructions without producing a single packet. (Checked every 64 blocks: asking libipt for
-  // its offset after every block costs a few percent of a decode.)
+  // instructions without producing a single packet. (Checked every few thousand instructions, by
+  // position_, which the block loop keeps anyway: asking libipt for its offset after every block
+  // cost a few percent of a decode, and even a per-block counter cost 1%.)
   constexpr uint64_t kMaxInsnsWithoutTrace = uint64_t{1} << 20;
-  stuck_blocks_ = 0;
+  constexpr uint64_t kCheckInterval = uint64_t{1} << 12;
+  next_stuck_check_ = position_ + kCheckInterval;
   uint64_t offset = 0;
   pt_blk_get_offset(decoder_, &offset);
   if (offset != stuck_offset_) {
     stuck_offset_ = offset;
-    stuck_insns_ = 0;
+    stuck_position_ = position_;
     return false;
   }
-  if (stuck_insns_ < kMaxInsnsWithoutTrace) return false;
-  stuck_insns_ = 0;
+  if (position_ - stuck_position_ < kMaxInsnsWithoutTrace) return false;
+  stuck_position_ = position_;
   if (stats_.first_error.empty()) {
     stats_.first_error = "decoding looped without consuming trace at offset " +
                          std::to_string(offset + offset_base_) + " (damaged trace?)";
@@ -329,7 +328,11 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
 // Inlined into DecodeSegment's loop, its only caller: the call, with its register saves, was
 // about a fifth of the per-block work outside libipt.
 [[gnu::always_inline]] inline void FlowDecoder::HandleBlock(const pt_block& block) {
-  ResolvePending(block.ip);
+  // ResolvePending's work in place: out of line (GCC splits it) it cost a call per block.
+  if (pending_.active) {
+    pending_.active = false;
+    AppendEvent(position_, pending_.kind, pending_.from, block.ip, pending_.return_ip, 0);
+  }
   if (inline_namer_ != nullptr) {
     // The common case inline: the block lies in the stretch of the block before, at one depth,
     // and that depth needs no restating (QueueInlineChanges would queue nothing). (Unsigned

@@ -283,8 +283,9 @@ class FlowDecoder {
   uint64_t anchor_ns_ = 0, anchor_position_ = 0;
   uint64_t rate_ns_ = 0, rate_insns_ = 0;  // ns per instruction of the last anchored interval
   uint64_t last_emitted_ns_ = 0;
-  uint64_t stuck_offset_ = UINT64_MAX, stuck_insns_ = 0;
-  uint32_t stuck_blocks_ = 0;
+  // Stuck-decoder check (StuckCheck): the trace offset at the last check, the position when it
+  // last changed, and the position of the next check.
+  uint64_t stuck_offset_ = UINT64_MAX, stuck_position_ = 0, next_stuck_check_ = 0;
   std::vector<TriggerMark> triggers_;
   FrameNamer* inline_namer_ = nullptr;
   uint32_t inline_depth_ = 0;  // inlined depth at the last instruction

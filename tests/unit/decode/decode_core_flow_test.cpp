@@ -3,6 +3,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "code_images.h"
@@ -178,6 +179,14 @@ TEST_CASE("a trace that ends inside a packet-free loop (jmp .) ends with a gap, 
   std::string events = Decode(pt.bytes(), code);
   CHECK(events.find("gap 0x0->0x0 cause=decode error") != std::string::npos);
   CHECK(events.substr(events.size() - 4) == "n=0\n");
+  // The loop is given up after 2^20 instructions without trace, checked every 2^12: the events
+  // (one jump per turn of the loop) count its instructions, no fewer and not many more.
+  uint64_t looped = 0;
+  for (size_t n_at = events.find(" n="); n_at != std::string::npos; n_at = events.find(" n=", n_at + 1)) {
+    looped += std::strtoull(events.c_str() + n_at + 3, nullptr, 10);
+  }
+  CHECK(looped >= (uint64_t{1} << 20));
+  CHECK(looped <= (uint64_t{1} << 20) + 2 * (uint64_t{1} << 12));
 }
 
 TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
