@@ -182,8 +182,8 @@ TEST_CASE("a trace that ends inside a packet-free loop (jmp .) ends with a gap, 
   // The loop is given up after 2^20 instructions without trace, checked every 2^12: the events
   // (one jump per turn of the loop) count its instructions, no fewer and not many more.
   uint64_t looped = 0;
-  for (size_t n_at = events.find(" n="); n_at != std::string::npos; n_at = events.find(" n=", n_at + 1)) {
-    looped += std::strtoull(events.c_str() + n_at + 3, nullptr, 10);
+  for (size_t at = events.find(" n="); at != std::string::npos; at = events.find(" n=", at + 1)) {
+    looped += std::strtoull(events.c_str() + at + 3, nullptr, 10);
   }
   CHECK(looped >= (uint64_t{1} << 20));
   CHECK(looped <= (uint64_t{1} << 20) + 2 * (uint64_t{1} << 12));
