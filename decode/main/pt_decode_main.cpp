@@ -201,8 +201,10 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
     if (!tty) return;
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (seconds < 1.0) return;
-    std::fprintf(stderr, "\rpt-decode: %s: %" PRIu64 "/%" PRIu64 " decode units (%.1f s)",
-                 input.c_str(), done, total, seconds);
+    const double percent =
+        total == 0 ? 100.0 : 100.0 * static_cast<double>(done) / static_cast<double>(total);
+    std::fprintf(stderr, "\rpt-decode: %s: %3.0f%% of the trace (%.1f s)", input.c_str(), percent,
+                 seconds);
     printed = true;
   };
   auto summary = ptscope::decode::RunPipeline(*archive, pipeline);

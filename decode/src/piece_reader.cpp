@@ -60,6 +60,12 @@ Result<const std::vector<uint8_t>*> PieceReader::ChunkBytes(const Piece::ChunkRe
   return &cached_.bytes;
 }
 
+void PieceReader::Forget() {
+  cached_.chunk_offset = UINT64_MAX;
+  std::vector<uint8_t>().swap(cached_.bytes);
+  std::vector<uint8_t>().swap(scratch_);
+}
+
 Result<std::span<const uint8_t>> PieceReader::Bytes(const Piece& piece, size_t begin, size_t end) {
   end = std::min(end, piece.size);
   begin = std::min(begin, end);
@@ -87,33 +93,95 @@ Result<std::span<const uint8_t>> PieceReader::Bytes(const Piece& piece, size_t b
   return std::span<const uint8_t>(scratch_.data(), scratch_.size());
 }
 
+Status PieceUnitCursor::ScanMore() {
+  if (piece_.in_memory()) {
+    // The whole piece is at hand: scan it a window's worth at a time.
+    const size_t owned_end = std::min(piece_.size, scanned_to_ + 4 * kPsbWindowReach);
+    ScanPsbs(piece_.bytes.data(), piece_.size, 0, owned_end, config_, &from_, &found_);
+    marks_.insert(marks_.end(), found_.begin(), found_.end());
+    found_.clear();
+    scanned_to_ = owned_end;
+    scanned_all_ = owned_end == piece_.size;
+    return Ok();
+  }
+  // Chunk by chunk, each read once: the window owns all but its last kPsbWindowReach bytes (all
+  // of them once the last chunk is in), which the next window starts with.
+  while (next_chunk_ < piece_.chunks.size() && window_.size() < 2 * kPsbWindowReach) {
+    const Piece::ChunkRef& chunk = piece_.chunks[next_chunk_];
+    PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes,
+                             reader_.Bytes(piece_, chunk.piece_offset,
+                                           chunk.piece_offset + chunk.size));
+    ++next_chunk_;
+    window_.insert(window_.end(), bytes.begin(), bytes.end());
+    // The window holds the bytes now; the reader would keep a second copy of the chunk.
+    reader_.Forget();
+  }
+  const bool last = next_chunk_ == piece_.chunks.size();
+  const size_t owned = last ? window_.size() : window_.size() - kPsbWindowReach;
+  ScanPsbs(window_.data(), window_.size(), base_, base_ + owned, config_, &from_, &found_);
+  marks_.insert(marks_.end(), found_.begin(), found_.end());
+  found_.clear();
+  scanned_to_ = base_ + owned;
+  if (last) {
+    scanned_all_ = true;
+    std::vector<uint8_t>().swap(window_);
+    return Ok();
+  }
+  window_.erase(window_.begin(), window_.begin() + static_cast<ptrdiff_t>(owned));
+  // A chunk's worth of capacity would stay with every cursor (one per CPU stream) otherwise.
+  if (window_.capacity() > 8 * kPsbWindowReach) window_.shrink_to_fit();
+  base_ += owned;
+  return Ok();
+}
+
+Result<std::optional<DecodeUnitSpan>> PieceUnitCursor::Next() {
+  // Only PSBs libipt accepts start or end units: the pattern can, rarely, occur in a payload.
+  for (;;) {
+    while (!marks_.empty() && !marks_.front().state.valid) marks_.pop_front();
+    if (!marks_.empty()) break;
+    if (scanned_all_) return std::optional<DecodeUnitSpan>();
+    Status scanned = ScanMore();
+    if (!scanned) {
+      scanned_all_ = true;
+      marks_.clear();
+      return Unexpected(scanned.error());
+    }
+  }
+  DecodeUnitSpan unit;
+  unit.begin = marks_.front().offset;
+  unit.start = marks_.front().state;
+  size_t next = 1;
+  for (;;) {
+    while (next < marks_.size() &&
+           (marks_[next].offset - unit.begin < target_bytes_ || !marks_[next].state.valid)) {
+      ++next;
+    }
+    if (next < marks_.size() || scanned_all_) break;
+    Status scanned = ScanMore();
+    if (!scanned) {
+      scanned_all_ = true;
+      marks_.clear();
+      return Unexpected(scanned.error());
+    }
+  }
+  unit.end = next < marks_.size() ? marks_[next].offset : piece_.size;
+  unit.decode_end = unit.end;
+  if (next < marks_.size() && marks_[next].state.header_end > unit.end) {
+    unit.decode_end = marks_[next].state.header_end;
+  }
+  marks_.erase(marks_.begin(), marks_.begin() + static_cast<ptrdiff_t>(next));
+  return std::optional<DecodeUnitSpan>(unit);
+}
+
 Result<std::vector<DecodeUnitSpan>> SplitPieceAtPsb(PieceReader& reader, const Piece& piece,
                                                     const pt_config& config, size_t target_bytes) {
-  if (piece.in_memory()) return SplitAtPsb(piece.bytes.data(), piece.size, config, target_bytes);
-  // A sliding window over the piece, each chunk read once: the window owns all but its last
-  // kPsbWindowReach bytes (all of them once the last chunk is in), which the next window starts
-  // with.
-  std::vector<PsbMark> marks;
-  std::vector<uint8_t> window;
-  size_t base = 0;  // piece offset of window[0]
-  size_t from = 0;  // where the PSB chain goes on
-  size_t next_chunk = 0;
+  std::vector<DecodeUnitSpan> units;
+  PieceUnitCursor cursor(reader, piece, config, target_bytes);
   for (;;) {
-    while (next_chunk < piece.chunks.size() && window.size() < 2 * kPsbWindowReach) {
-      const Piece::ChunkRef& chunk = piece.chunks[next_chunk++];
-      PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes,
-                               reader.Bytes(piece, chunk.piece_offset,
-                                            chunk.piece_offset + chunk.size));
-      window.insert(window.end(), bytes.begin(), bytes.end());
-    }
-    const bool last = next_chunk == piece.chunks.size();
-    const size_t owned = last ? window.size() : window.size() - kPsbWindowReach;
-    ScanPsbs(window.data(), window.size(), base, base + owned, config, &from, &marks);
-    if (last) break;
-    window.erase(window.begin(), window.begin() + static_cast<ptrdiff_t>(owned));
-    base += owned;
+    PTSCOPE_ASSIGN_OR_RETURN(std::optional<DecodeUnitSpan> unit, cursor.Next());
+    if (!unit) return units;
+    units.push_back(*unit);
   }
-  return GroupPsbs(marks, piece.size, target_bytes);
 }
 
 }  // namespace ptscope::decode

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -39,6 +41,8 @@ class PieceReader {
   // Bytes [begin, end) of `piece` (end <= piece.size), valid until the next call. An error names
   // the archive and the chunk (e.g. the file changed since it was first read).
   Result<std::span<const uint8_t>> Bytes(const Piece& piece, size_t begin, size_t end);
+  // Frees the chunk kept for the next read (for a caller that copied what it needed).
+  void Forget();
 
  private:
   // The PT bytes of `ref` (an archive chunk, which should hold ref.size of them, or raw bytes).
@@ -56,9 +60,44 @@ class PieceReader {
   std::vector<uint8_t> scratch_;  // a range that spans chunks
 };
 
-// SplitAtPsb for a piece, read through a sliding window (each chunk read once, at most a chunk
-// plus 2 * kPsbWindowReach held) when it is not in memory: the same units as SplitAtPsb over the
-// whole piece (see ScanPsbs).
+// A piece's decode units one at a time: a unit starts at a PSB libipt accepts and runs to the
+// first accepted one at least target_bytes after it (or to the piece's end). The piece is read
+// through a sliding window (ScanPsbs): each chunk is read once, and at most a chunk plus
+// 2 * kPsbWindowReach bytes and the PSB marks of one window are held, whatever the length of
+// the piece. The pipeline plans units with it while earlier ones are decoded, so nothing grows
+// with the capture.
+class PieceUnitCursor {
+ public:
+  // `reader` and `piece` must outlive the cursor.
+  PieceUnitCursor(PieceReader& reader, const Piece& piece, const pt_config& config,
+                  size_t target_bytes)
+      : reader_(reader), piece_(piece), config_(config), target_bytes_(target_bytes) {}
+
+  // The next unit; nullopt after the last. An error names the archive and the chunk that could
+  // not be read; the cursor then has no more units.
+  Result<std::optional<DecodeUnitSpan>> Next();
+  // Piece bytes scanned so far (for progress).
+  size_t scanned() const { return scanned_to_; }
+
+ private:
+  // Scans the next window of the piece, appending its PSB marks; sets scanned_all_ at the end.
+  Status ScanMore();
+
+  PieceReader& reader_;
+  const Piece& piece_;
+  const pt_config& config_;
+  const size_t target_bytes_;
+  std::deque<PsbMark> marks_;   // scanned, not yet grouped into a unit
+  std::vector<PsbMark> found_;  // ScanPsbs' output, moved to marks_
+  std::vector<uint8_t> window_; // chunked pieces: bytes [base_, base_ + window_.size())
+  size_t base_ = 0;
+  size_t from_ = 0;             // where the PSB chain goes on (ScanPsbs)
+  size_t scanned_to_ = 0;       // marks before this offset are known
+  size_t next_chunk_ = 0;
+  bool scanned_all_ = false;
+};
+
+// All units of a piece (PieceUnitCursor to the end).
 Result<std::vector<DecodeUnitSpan>> SplitPieceAtPsb(PieceReader& reader, const Piece& piece,
                                                     const pt_config& config, size_t target_bytes);
 

@@ -1,9 +1,10 @@
 // Stage wiring (see pipeline.h).
 //
-// Every contiguous piece of a PT stream is cut into decode units at PSBs (psb_units.h). Units are
-// decoded on a worker pool, each by its own FlowDecoder over its worker's image-section cache, into
-// event buffers; the calling thread stitches them back in order (unit_pool.h) and feeds each
-// thread's StackTracker, so the call stacks are exactly those of one sequential pass and the output
+// Every contiguous piece of a PT stream is cut into decode units at PSBs (psb_units.h), as the
+// workers ask for them (unit_planner.h), so that planning overlaps decoding. Units are decoded on
+// a worker pool, each by its own FlowDecoder over its worker's image-section cache, into event
+// buffers; the calling thread stitches them back in order (unit_pool.h) and feeds each thread's
+// StackTracker, so the call stacks are exactly those of one sequential pass and the output
 // is the same for every --jobs value. Per-thread streams are consumed as they complete (memory
 // bounded by the window of units in flight); per-CPU streams are split into the runs of each thread
 // by the context-switch sideband, their units consumed in start-time order across CPUs, and each
@@ -32,6 +33,7 @@
 #include "stack/stack_tracker.h"
 #include "streams.h"
 #include "thread_feed.h"
+#include "unit_planner.h"
 #include "unit_pool.h"
 #include "window_sink.h"
 
@@ -51,13 +53,6 @@ void CarryInstructions(UnitEvents& events, uint64_t carried) {
   }
 }
 
-// One unit of work: a span of one piece of one stream.
-struct WorkUnit {
-  size_t stream = 0, piece = 0, unit = 0;
-  uint64_t start_ns = 0;  // per-CPU units: its PSB's time, never below an earlier unit's
-  bool per_cpu = false;
-};
-
 // Everything the decode stage shares (read-only while workers run, apart from the thread-safe
 // namer and each worker's own cache).
 struct DecodeContext {
@@ -73,7 +68,7 @@ struct DecodeContext {
 void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, UnitEvents& out) {
   const Stream& stream = context.streams[work.stream];
   const Piece& piece = stream.pieces[work.piece];
-  const DecodeUnitSpan& span = piece.units[work.unit];
+  const DecodeUnitSpan& span = work.span;
   struct NoOutput : FlowOutput {
     void OnFlowEvent(const FlowEvent&) override {}
   } unused;
@@ -83,7 +78,7 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   decoder.SetBlockInlineCache(&context.worker_caches[worker]);
   decoder.SetOffsetBase(span.begin);
   if (work.unit > 0) decoder.SetContinuation();
-  if (work.unit + 1 < piece.units.size()) decoder.SetNextUnit(piece.units[work.unit + 1].start);
+  if (work.has_next) decoder.SetNextUnit(work.next_start);
   if (stream.cpu >= 0) {
     decoder.FollowCpu(&context.timeline, static_cast<uint32_t>(stream.cpu));
   } else {
@@ -97,42 +92,6 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   }
   decoder.DecodeSegment(bytes->data(), bytes->size());
 }
-
-// Units to decode, in consumption order, after --threads and --time-range.
-std::vector<WorkUnit> PlanUnits(std::vector<Stream>& streams, const DecoderSetup& setup,
-                                const PipelineOptions& options, uint64_t window_from_ns,
-                                uint64_t window_to_ns) {
-  std::vector<WorkUnit> plan;
-  for (size_t s = 0; s < streams.size(); ++s) {
-    for (size_t p = 0; p < streams[s].pieces.size(); ++p) {
-      const std::vector<DecodeUnitSpan>& units = streams[s].pieces[p].units;
-      uint64_t start_ns = 0;
-      for (size_t u = 0; u < units.size(); ++u) {
-        if (units[u].start.tsc != 0) start_ns = std::max(start_ns, setup.time.ToNs(units[u].start.tsc));
-        // A unit lies outside the window when it starts after its end, or when the next unit
-        // (of the same piece) starts before its beginning. Without time, keep everything.
-        uint64_t start_tsc = units[u].start.tsc;
-        if (start_tsc != 0 && setup.time.ToNs(start_tsc) > window_to_ns) continue;
-        if (u + 1 < units.size() && units[u + 1].start.tsc != 0 &&
-            setup.time.ToNs(units[u + 1].start.tsc) < window_from_ns) {
-          continue;
-        }
-        plan.push_back(WorkUnit{s, p, u, start_ns, streams[s].cpu >= 0});
-      }
-    }
-  }
-  // Per-CPU units (after every per-thread one) in start-time order across CPUs, so that each
-  // thread's runs can be delivered as the units are consumed (see cpu_threads.h); a piece's own
-  // units keep their order (start_ns never decreases within a piece, and the sort is stable).
-  auto per_cpu = std::stable_partition(plan.begin(), plan.end(),
-                                       [](const WorkUnit& work) { return !work.per_cpu; });
-  std::stable_sort(per_cpu, plan.end(), [](const WorkUnit& a, const WorkUnit& b) {
-    return a.start_ns < b.start_ns;
-  });
-  (void)options;
-  return plan;
-}
-
 
 Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
   SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
@@ -176,21 +135,14 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   pt_config_init(&config);
   setup.Apply(config);
   const size_t unit_bytes = options.unit_bytes != 0 ? options.unit_bytes : kDefaultUnitBytes;
-  uint64_t capture_start_ns = UINT64_MAX;
-  auto split_reader = std::make_unique<PieceReader>(archive.path);  // freed after the split
   for (Stream& stream : streams) {
-    for (Piece& piece : stream.pieces) {
-      PTSCOPE_ASSIGN_OR_RETURN(piece.units,
-                               SplitPieceAtPsb(*split_reader, piece, config, unit_bytes));
-      if (!piece.units.empty() && piece.units.front().start.tsc != 0) {
-        capture_start_ns = std::min(capture_start_ns, setup.time.ToNs(piece.units.front().start.tsc));
-      }
-    }
     if (stream.cpu < 0) stream.triggers = TriggersOf(archive, setup, stream.key.tid);
   }
-  split_reader.reset();
-  if (capture_start_ns == UINT64_MAX) capture_start_ns = 0;
   const bool windowed = options.time_from_ns != 0 || options.time_to_ns != UINT64_MAX;
+  // Only a window needs the capture's start before decoding (the units are found as they are
+  // decoded: see unit_planner.h).
+  const uint64_t capture_start_ns =
+      windowed ? CaptureStartNs(streams, setup, config, archive.path) : 0;
   const uint64_t window_from = capture_start_ns + options.time_from_ns;
   const uint64_t window_to = options.time_to_ns == UINT64_MAX || options.time_to_ns > UINT64_MAX - capture_start_ns
                                  ? UINT64_MAX
@@ -229,7 +181,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   if (windowed) window_sink = std::make_unique<WindowSink>(*output_sink, window_from, window_to);
   SliceSink& sink = windowed ? static_cast<SliceSink&>(*window_sink) : *output_sink;
 
-  std::vector<WorkUnit> plan = PlanUnits(streams, setup, options, window_from, window_to);
+  UnitPlanner planner(streams, setup, config, unit_bytes, archive.path, window_from, window_to);
   const unsigned jobs = std::max(1u, options.jobs);
   DecodeContext context{setup, {&images}, timeline, namer, streams, {}, {}};
   // One section cache per worker. libipt maps and unmaps a section, under that section's mutex
@@ -247,6 +199,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   context.worker_caches.resize(jobs);
   for (unsigned worker = 0; worker < jobs; ++worker) context.worker_readers.emplace_back(archive.path);
   const size_t window = 2 * static_cast<size_t>(jobs) + 2;
+  std::vector<WorkUnit> plan(window);  // unit i in plan[i % window] (see RunOrdered)
 
   // Consumption state for per-thread streams (plan order: stream, piece, unit).
   std::unique_ptr<ThreadFeed> feed;
@@ -274,7 +227,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   };
   std::vector<JoinState> last_of_stream(streams.size());
   auto consume = [&](size_t index, UnitEvents& events) {
-    const WorkUnit& work = plan[index];
+    const WorkUnit& work = plan[index % window];
     Stream& stream = streams[work.stream];
     JoinState& previous = last_of_stream[work.stream];
     bool follows = previous.valid && previous.work.piece == work.piece &&
@@ -298,7 +251,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     previous.end.end_after_transfer = events.end_after_transfer;
     previous.end.end_stretch = events.end_stretch;
     previous.end.end_depth_unknown = events.end_depth_unknown;
-    if (options.progress) options.progress(index + 1, plan.size());
+    if (options.progress) options.progress(work.planned_bytes, planner.total_bytes());
     if (stream.cpu >= 0) {
       finish_feed();  // the per-thread streams all came first
       // As for a thread's stream: instructions retired before the join count in the first event
@@ -306,8 +259,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       if (follows) CarryInstructions(events, previous.trailing_insns);
       previous.trailing_insns = events.trailing_insns;
       cpu_threads.Consume(index, StreamName(stream), events);
-      const bool more = index + 1 < plan.size();
-      cpu_threads.Release(more ? plan[index + 1].start_ns : UINT64_MAX);
+      cpu_threads.Release(work.following_start_ns);
       return;
     }
     if (work.stream != feed_stream) {
@@ -338,9 +290,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     last_end_ip = events.last_end_ip;
     last_end_ns = events.end_ns;
   };
-  RunOrdered(plan.size(), jobs, window,
+  RunOrdered(jobs, window, [&](size_t index) { return planner.Next(&plan[index % window]); },
              [&](size_t index, unsigned worker, UnitEvents& out) {
-               DecodeUnit(context, plan[index], worker, out);
+               DecodeUnit(context, plan[index % window], worker, out);
              },
              consume);
   finish_feed();
@@ -348,8 +300,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   // whose trace was decodable, with its gaps.
   for (size_t s = 0; s < streams.size(); ++s) {
     const Stream& stream = streams[s];
-    bool decoded = false;
-    for (const WorkUnit& work : plan) decoded = decoded || work.stream == s;
+    const bool decoded = planner.planned(s);
     std::unique_ptr<ThreadFeed> empty;
     if (!decoded && stream.cpu < 0 && !windowed) {
       sink.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
@@ -362,7 +313,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
         empty->Gap(GapCause::kLostData, piece.loss_before, 0);
         summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
       }
-      if (!piece.units.empty() || piece.size == 0) continue;
+      if (piece.has_psb || piece.size == 0) continue;
       std::string detail = "no PSB in " + std::to_string(piece.size) +
                            " bytes of trace: nothing to decode";
       summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
@@ -373,6 +324,10 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   }
 
   cpu_threads.Finish(summary);
+  for (const std::string& error : planner.read_errors()) {
+    summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
+    summary.notes.push_back(error);
+  }
   if (windowed) {
     // The counts above are of the decoded units (those overlapping the window); say what the
     // output holds, and when the window misses the capture altogether.

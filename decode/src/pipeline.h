@@ -35,7 +35,8 @@ struct PipelineOptions {
   // Bytes of PT per decode unit (0: the default). Only tests change it: the output must not
   // depend on it.
   size_t unit_bytes = 0;
-  // Called now and then with (decode units done, units total); may be empty.
+  // Called after each decode unit with (PT bytes decoded or skipped so far, PT bytes in all);
+  // may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

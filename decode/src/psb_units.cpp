@@ -88,48 +88,12 @@ void ScanPsbs(const uint8_t* bytes, size_t size, size_t base, size_t owned_end,
     size_t psb = FindPsb(bytes, size, at);
     if (psb >= size || base + psb >= owned_end) return;  // the next window goes on from *from
     PsbMark mark{base + psb, ReadPsbState(bytes, size, config, psb)};
-    if (mark.state.valid) mark.state.header_end += base;
+    // 0 (no PSBEND read) stays 0: a piece offset would point before the PSB itself.
+    if (mark.state.header_end != 0) mark.state.header_end += base;
     marks->push_back(mark);
     at = psb + sizeof kPsb;
     *from = base + at;
   }
-}
-
-std::vector<DecodeUnitSpan> GroupPsbs(const std::vector<PsbMark>& marks, size_t piece_size,
-                                      size_t target_bytes) {
-  std::vector<DecodeUnitSpan> units;
-  size_t i = 0;
-  while (i < marks.size()) {
-    if (!marks[i].state.valid) {  // the pattern in a payload before the first real PSB
-      ++i;
-      continue;
-    }
-    DecodeUnitSpan unit;
-    unit.begin = marks[i].offset;
-    unit.start = marks[i].state;
-    // A unit may only end at a PSB libipt accepts (the pattern can, rarely, occur in a payload).
-    size_t next = i + 1;
-    while (next < marks.size() &&
-           (marks[next].offset - unit.begin < target_bytes || !marks[next].state.valid)) {
-      ++next;
-    }
-    unit.end = next < marks.size() ? marks[next].offset : piece_size;
-    unit.decode_end = unit.end;
-    if (next < marks.size() && marks[next].state.header_end > unit.end) {
-      unit.decode_end = marks[next].state.header_end;
-    }
-    units.push_back(unit);
-    i = next;
-  }
-  return units;
-}
-
-std::vector<DecodeUnitSpan> SplitAtPsb(const uint8_t* bytes, size_t size, const pt_config& config,
-                                       size_t target_bytes) {
-  std::vector<PsbMark> marks;
-  size_t from = 0;
-  ScanPsbs(bytes, size, 0, size, config, &from, &marks);
-  return GroupPsbs(marks, size, target_bytes);
 }
 
 }  // namespace ptscope::decode

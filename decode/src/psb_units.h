@@ -22,7 +22,7 @@ struct PsbState {
   uint64_t tsc = 0;        // 0: the PSB+ carries no TSC
   uint64_t ip = 0;         // FUP: the next instruction to execute
   bool has_ip = false;     // false: tracing was disabled (or the FUP suppressed) at this PSB
-  size_t header_end = 0;   // offset just after the PSB+ header (its PSBEND)
+  size_t header_end = 0;   // offset just after the PSB+ header (its PSBEND); 0: none read
 };
 
 struct DecodeUnitSpan {
@@ -35,12 +35,6 @@ struct DecodeUnitSpan {
   size_t decode_end = 0;
   PsbState start;          // the PSB+ at `begin`
 };
-
-// Units covering `bytes` from its first PSB on; none when there is no PSB. `config` supplies the
-// CPU/errata fields for libipt's packet decoder (its begin/end are ignored). Units hold at least
-// `target_bytes` except the last.
-std::vector<DecodeUnitSpan> SplitAtPsb(const uint8_t* bytes, size_t size, const pt_config& config,
-                                       size_t target_bytes);
 
 // A PSB pattern in a piece, and what libipt reads there (state.valid false: the pattern is part
 // of a payload). state.header_end is a piece offset too.
@@ -59,10 +53,6 @@ struct PsbMark {
 void ScanPsbs(const uint8_t* bytes, size_t size, size_t base, size_t owned_end,
               const pt_config& config, size_t* from, std::vector<PsbMark>* marks);
 constexpr size_t kPsbWindowReach = 64 * 1024;
-
-// Units of a piece of `piece_size` bytes from its marks (what SplitAtPsb does with them).
-std::vector<DecodeUnitSpan> GroupPsbs(const std::vector<PsbMark>& marks, size_t piece_size,
-                                      size_t target_bytes);
 
 // Offset of the first PSB at or after `from`, or `size` when there is none (memchr-speed scan).
 size_t FindPsb(const uint8_t* bytes, size_t size, size_t from);

@@ -52,7 +52,7 @@ struct Piece {
   std::vector<ChunkRef> chunks;  // in piece order; empty when `bytes` holds the piece
   size_t size = 0;               // PT bytes in the piece
   std::string loss_before;       // non-empty: data was lost before this piece
-  std::vector<DecodeUnitSpan> units;
+  bool has_psb = false;          // set once decoding finds a PSB in it (UnitPlanner)
   bool in_memory() const { return chunks.empty(); }
 };
 

@@ -2,6 +2,7 @@
 #include "unit_pool.h"
 
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -9,31 +10,39 @@
 
 namespace ptscope::decode {
 
-void RunOrdered(size_t units, unsigned jobs, size_t window,
+void RunOrdered(unsigned jobs, size_t window, const std::function<bool(size_t)>& plan,
                 const std::function<void(size_t, unsigned, UnitEvents&)>& decode,
                 const std::function<void(size_t, UnitEvents&)>& consume) {
-  if (jobs <= 1 || units <= 1) {
+  if (window == 0) window = 1;
+  if (jobs <= 1) {
     UnitEvents events;  // reused: its vectors keep their capacity from unit to unit
-    for (size_t i = 0; i < units; ++i) {
+    for (size_t i = 0; plan(i); ++i) {
       events.Reset();
       decode(i, 0, events);
       consume(i, events);
     }
     return;
   }
-  if (window < jobs) window = jobs;
   std::mutex mutex;
   std::condition_variable changed;
-  std::vector<std::unique_ptr<UnitEvents>> results(units);
-  std::vector<bool> done(units, false);
-  size_t next = 0;      // next unit to hand to a worker
-  size_t consumed = 0;  // units the consumer has finished
+  // Slot i % window holds unit i from its claim to its consumption.
+  std::vector<std::unique_ptr<UnitEvents>> results(window);
+  std::vector<bool> done(window, false);
+  size_t units = SIZE_MAX;  // known once plan() has said there are no more
+  size_t next = 0;          // next unit to hand to a worker
+  size_t consumed = 0;      // units the consumer has finished
   // Consumed buffers go back to the workers: allocating fresh ones for every unit made the
   // kernel clear new pages for each (a fifth of a decode's time).
   std::vector<std::unique_ptr<UnitEvents>> spare;
-  // Claims the next unit inside the window (with the lock held); false when there is none.
+  // Claims the next unit inside the window (with the lock held), planning it; false when there is
+  // none for now (window full) or at all (units known).
   auto claim = [&](size_t* unit, std::unique_ptr<UnitEvents>* events) {
     if (next >= units || next >= consumed + window) return false;
+    if (!plan(next)) {
+      units = next;
+      changed.notify_all();  // the consumer and idle workers may be waiting for a unit
+      return false;
+    }
     *unit = next++;
     if (!spare.empty()) {
       *events = std::move(spare.back());
@@ -47,8 +56,8 @@ void RunOrdered(size_t units, unsigned jobs, size_t window,
     decode(unit, worker, *events);
     {
       std::lock_guard<std::mutex> lock(mutex);
-      results[unit] = std::move(events);
-      done[unit] = true;
+      results[unit % window] = std::move(events);
+      done[unit % window] = true;
     }
     changed.notify_all();
   };
@@ -64,18 +73,23 @@ void RunOrdered(size_t units, unsigned jobs, size_t window,
         {
           std::unique_lock<std::mutex> lock(mutex);
           changed.wait(lock, [&] { return next >= units || next < consumed + window; });
-          if (!claim(&unit, &events)) return;
+          if (!claim(&unit, &events)) {
+            if (next >= units) return;
+            continue;
+          }
         }
         run(unit, std::move(events), worker);
       }
     });
   }
-  for (size_t i = 0; i < units; ++i) {
+  for (size_t i = 0;; ++i) {
     std::unique_ptr<UnitEvents> events;
     for (;;) {
       std::unique_lock<std::mutex> lock(mutex);
-      if (done[i]) {
-        events = std::move(results[i]);
+      if (i >= units) break;
+      if (i < next && done[i % window]) {
+        events = std::move(results[i % window]);
+        done[i % window] = false;
         break;
       }
       size_t unit;
@@ -85,8 +99,12 @@ void RunOrdered(size_t units, unsigned jobs, size_t window,
         run(unit, std::move(claimed), 0);
         continue;
       }
-      changed.wait(lock, [&] { return done[i] || (next < units && next < consumed + window); });
+      changed.wait(lock, [&] {
+        return i >= units || (i < next && done[i % window]) ||
+               (next < units && next < consumed + window);
+      });
     }
+    if (events == nullptr) break;  // i == units: all consumed
     consume(i, *events);
     events->Reset();
     {

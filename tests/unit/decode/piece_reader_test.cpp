@@ -2,6 +2,7 @@
 // window are those of the original whole-piece split, every byte range reads back as written,
 // and a file that changed under the decoder is an error naming it, never wrong bytes.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -154,12 +155,91 @@ TEST_CASE("a piece split window by window has the units of the whole-piece split
         CAPTURE(max_chunk);
         CAPTURE(target);
         CHECK(SameUnits(*units, reference));
-        CHECK(SameUnits(SplitAtPsb(bytes.data(), bytes.size(), config, target), reference));
         checked_units += reference.size();
       }
     }
   }
   CHECK(checked_units > 1000);
+}
+
+TEST_CASE("a piece in memory cut unit by unit has the units of the whole-piece split") {
+  // Larger than the cursor's step through a piece in memory, so that units straddle its steps.
+  std::vector<uint8_t> bytes;
+  for (uint32_t seed = 100; bytes.size() < 1500000; ++seed) {
+    std::vector<uint8_t> more = MixedPt(seed);
+    bytes.insert(bytes.end(), more.begin(), more.end());
+  }
+  std::vector<uint8_t> held = bytes;
+  Piece piece;
+  piece.bytes = PieceBytes::Join({&held});
+  piece.size = bytes.size();
+  REQUIRE(piece.in_memory());
+  pt_config config;
+  pt_config_init(&config);
+  PieceReader reader("/nonexistent/never-read.ptar");
+  for (size_t target : {1, 4096, 200000}) {
+    CAPTURE(target);
+    std::vector<DecodeUnitSpan> reference = ReferenceSplit(bytes, config, target);
+    REQUIRE(reference.size() > (target == 200000 ? 5u : 300u));
+    PieceUnitCursor cursor(reader, piece, config, target);
+    std::vector<DecodeUnitSpan> units;
+    for (;;) {
+      auto unit = cursor.Next();
+      REQUIRE(unit);
+      if (!*unit) break;
+      units.push_back(**unit);
+      CHECK(cursor.scanned() >= units.back().end);  // the unit's end was found, not guessed
+    }
+    CHECK(SameUnits(units, reference));
+    auto after = cursor.Next();  // the end stays the end
+    REQUIRE(after);
+    CHECK(!*after);
+  }
+}
+
+TEST_CASE("a cursor over a damaged file yields the units before the damage, then an error") {
+  TempArchive file;
+  std::vector<uint8_t> bytes;
+  for (uint32_t seed = 40; bytes.size() < 800000; ++seed) {
+    std::vector<uint8_t> more = MixedPt(seed);
+    bytes.insert(bytes.end(), more.begin(), more.end());
+  }
+  Piece piece = WriteChunked(file.path, bytes, 2000, 9);
+  pt_config config;
+  pt_config_init(&config);
+  std::vector<DecodeUnitSpan> reference = ReferenceSplit(bytes, config, 300);
+  // Zeros over the last quarter of the file: the chunks there no longer read (checksums). The
+  // cursor reads 128 KiB ahead of the units it hands out, so the first ones come through.
+  struct stat st;
+  REQUIRE(stat(file.path.c_str(), &st) == 0);
+  {
+    std::FILE* f = std::fopen(file.path.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fseek(f, st.st_size / 4 * 3, SEEK_SET) == 0);
+    std::vector<char> zeros(static_cast<size_t>(st.st_size - st.st_size / 4 * 3), 0);
+    REQUIRE(std::fwrite(zeros.data(), 1, zeros.size(), f) == zeros.size());
+    std::fclose(f);
+  }
+  PieceReader reader(file.path);
+  PieceUnitCursor cursor(reader, piece, config, 300);
+  size_t good = 0;
+  for (;;) {
+    auto unit = cursor.Next();
+    if (!unit) {
+      CHECK(unit.error().message.find(file.path) == 0);
+      CHECK(unit.error().message.find("checksum") != std::string::npos);
+      break;
+    }
+    REQUIRE(*unit);  // the piece cannot end normally: half of its chunks are gone
+    REQUIRE(good < reference.size());
+    CHECK(SameUnits({**unit}, {reference[good]}));
+    ++good;
+  }
+  CHECK(good > reference.size() / 2);
+  CHECK(good < reference.size());
+  auto after = cursor.Next();  // no more units, and no second error
+  REQUIRE(after);
+  CHECK(!*after);
 }
 
 TEST_CASE("PieceReader hands out every byte range as written, across chunks") {
