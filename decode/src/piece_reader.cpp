@@ -104,9 +104,11 @@ Status PieceUnitCursor::ScanMore() {
     scanned_all_ = owned_end == piece_.size;
     return Ok();
   }
-  // Chunk by chunk, each read once: the window owns all but its last kPsbWindowReach bytes (all
-  // of them once the last chunk is in), which the next window starts with.
-  while (next_chunk_ < piece_.chunks.size() && window_.size() < 2 * kPsbWindowReach) {
+  // Chunk by chunk, each read once: a window scans all but its last kPsbWindowReach bytes (all
+  // of them once the last chunk is in), which the next window starts with. It also keeps the
+  // bytes from the first PSB not yet cut into a unit on, for Bytes().
+  while (next_chunk_ < piece_.chunks.size() &&
+         base_ + window_.size() - scanned_to_ < 2 * kPsbWindowReach) {
     const Piece::ChunkRef& chunk = piece_.chunks[next_chunk_];
     PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes,
                              reader_.Bytes(piece_, chunk.piece_offset,
@@ -117,21 +119,26 @@ Status PieceUnitCursor::ScanMore() {
     reader_.Forget();
   }
   const bool last = next_chunk_ == piece_.chunks.size();
-  const size_t owned = last ? window_.size() : window_.size() - kPsbWindowReach;
-  ScanPsbs(window_.data(), window_.size(), base_, base_ + owned, config_, &from_, &found_);
+  const size_t owned_end = last ? base_ + window_.size() : base_ + window_.size() - kPsbWindowReach;
+  ScanPsbs(window_.data(), window_.size(), base_, owned_end, config_, &from_, &found_);
   marks_.insert(marks_.end(), found_.begin(), found_.end());
   found_.clear();
-  scanned_to_ = base_ + owned;
-  if (last) {
-    scanned_all_ = true;
-    std::vector<uint8_t>().swap(window_);
-    return Ok();
-  }
-  window_.erase(window_.begin(), window_.begin() + static_cast<ptrdiff_t>(owned));
+  scanned_to_ = owned_end;
+  scanned_all_ = last;
+  size_t keep_from = owned_end;
+  if (!marks_.empty()) keep_from = std::min(keep_from, marks_.front().offset);
+  window_.erase(window_.begin(), window_.begin() + static_cast<ptrdiff_t>(keep_from - base_));
+  base_ = keep_from;
   // A chunk's worth of capacity would stay with every cursor (one per CPU stream) otherwise.
-  if (window_.capacity() > 8 * kPsbWindowReach) window_.shrink_to_fit();
-  base_ += owned;
+  if (window_.capacity() > 8 * kPsbWindowReach && window_.size() < window_.capacity() / 4) {
+    window_.shrink_to_fit();
+  }
   return Ok();
+}
+
+std::span<const uint8_t> PieceUnitCursor::Bytes(const DecodeUnitSpan& unit) const {
+  if (piece_.in_memory()) return {piece_.bytes.data() + unit.begin, unit.decode_end - unit.begin};
+  return {window_.data() + (unit.begin - base_), unit.decode_end - unit.begin};
 }
 
 Result<std::optional<DecodeUnitSpan>> PieceUnitCursor::Next() {

@@ -3,10 +3,10 @@
 // A piece held in memory is handed out in place. A piece that refers to archive chunks
 // (Piece::chunks) is read chunk by chunk through an ArchiveReader of its own (every read checked
 // and decompressed as the first pass did), or, for raw chunks (a perf.data's trace bytes), with
-// pread; it keeps the last chunk: decode units are much smaller
-// than chunks and come in order, so most units are one look-up, and a unit that spans a chunk
-// boundary is copied into a scratch buffer. One reader per thread; memory is a few chunks,
-// whatever the length of the capture.
+// pread; it keeps the last chunk, so reads in order are one look-up per chunk, and a range that
+// spans a chunk boundary is copied into a scratch buffer. One reader per thread; memory is a few
+// chunks, whatever the length of the capture. PieceUnitCursor (below) cuts a piece into decode
+// units as it reads it.
 #pragma once
 
 #include <cstdint>
@@ -62,8 +62,8 @@ class PieceReader {
 
 // A piece's decode units one at a time: a unit starts at a PSB libipt accepts and runs to the
 // first accepted one at least target_bytes after it (or to the piece's end). The piece is read
-// through a sliding window (ScanPsbs): each chunk is read once, and at most a chunk plus
-// 2 * kPsbWindowReach bytes and the PSB marks of one window are held, whatever the length of
+// through a sliding window (ScanPsbs): each chunk is read once, and what is held is the last unit
+// cut, a chunk and 2 * kPsbWindowReach bytes past it, and their PSB marks, whatever the length of
 // the piece. The pipeline plans units with it while earlier ones are decoded, so nothing grows
 // with the capture.
 class PieceUnitCursor {
@@ -76,7 +76,10 @@ class PieceUnitCursor {
   // The next unit; nullopt after the last. An error names the archive and the chunk that could
   // not be read; the cursor then has no more units.
   Result<std::optional<DecodeUnitSpan>> Next();
-  // Piece bytes scanned so far (for progress).
+  // The bytes [unit.begin, unit.decode_end) of the unit Next() returned last, valid until the
+  // next call of Next().
+  std::span<const uint8_t> Bytes(const DecodeUnitSpan& unit) const;
+  // Piece bytes scanned so far.
   size_t scanned() const { return scanned_to_; }
 
  private:
@@ -89,7 +92,9 @@ class PieceUnitCursor {
   const size_t target_bytes_;
   std::deque<PsbMark> marks_;   // scanned, not yet grouped into a unit
   std::vector<PsbMark> found_;  // ScanPsbs' output, moved to marks_
-  std::vector<uint8_t> window_; // chunked pieces: bytes [base_, base_ + window_.size())
+  // Chunked pieces: bytes [base_, base_ + window_.size()), from the first mark in marks_ (or
+  // where the scan goes on) to the end of what was read.
+  std::vector<uint8_t> window_;
   size_t base_ = 0;
   size_t from_ = 0;             // where the PSB chain goes on (ScanPsbs)
   size_t scanned_to_ = 0;       // marks before this offset are known

@@ -26,7 +26,6 @@
 #include "flow_decoder.h"
 #include "frame_namer.h"
 #include "insn_listing.h"
-#include "piece_reader.h"
 #include "psb_units.h"
 #include "sideband_timeline.h"
 #include "sink/sink_factory.h"
@@ -62,12 +61,10 @@ struct DecodeContext {
   SymbolsFrameNamer& namer;
   std::vector<Stream>& streams;
   std::vector<BlockInlineCache> worker_caches;
-  std::vector<PieceReader> worker_readers;
 };
 
 void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, UnitEvents& out) {
   const Stream& stream = context.streams[work.stream];
-  const Piece& piece = stream.pieces[work.piece];
   const DecodeUnitSpan& span = work.span;
   struct NoOutput : FlowOutput {
     void OnFlowEvent(const FlowEvent&) override {}
@@ -84,13 +81,7 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   } else {
     out.runs.push_back(UnitEvents::Run{stream.key, 0});
   }
-  Result<std::span<const uint8_t>> bytes =
-      context.worker_readers[worker].Bytes(piece, span.begin, span.decode_end);
-  if (!bytes) {
-    decoder.FailSegment("cannot read the trace: " + bytes.error().message);
-    return;
-  }
-  decoder.DecodeSegment(bytes->data(), bytes->size());
+  decoder.DecodeSegment(work.bytes.data(), work.bytes.size());
 }
 
 Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
@@ -183,7 +174,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
 
   UnitPlanner planner(streams, setup, config, unit_bytes, archive.path, window_from, window_to);
   const unsigned jobs = std::max(1u, options.jobs);
-  DecodeContext context{setup, {&images}, timeline, namer, streams, {}, {}};
+  DecodeContext context{setup, {&images}, timeline, namer, streams, {}};
   // One section cache per worker. libipt maps and unmaps a section, under that section's mutex
   // and its cache's, for every instruction it decodes outside its block cache (on the way to
   // each syscall and event); with one cache shared by all workers those locks and the block
@@ -197,7 +188,6 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     context.worker_images.push_back(more_images.back().get());
   }
   context.worker_caches.resize(jobs);
-  for (unsigned worker = 0; worker < jobs; ++worker) context.worker_readers.emplace_back(archive.path);
   const size_t window = 2 * static_cast<size_t>(jobs) + 2;
   std::vector<WorkUnit> plan(window);  // unit i in plan[i % window] (see RunOrdered)
 
@@ -221,7 +211,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   // carried instructions at a join (per-CPU units of several streams interleave).
   struct JoinState {
     bool valid = false;
-    WorkUnit work;
+    size_t piece = 0, unit = 0;  // of the unit
     UnitEvents end;              // only the end_* fields are used
     uint64_t trailing_insns = 0;  // per-CPU units: for the next unit of the piece
   };
@@ -230,8 +220,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     const WorkUnit& work = plan[index % window];
     Stream& stream = streams[work.stream];
     JoinState& previous = last_of_stream[work.stream];
-    bool follows = previous.valid && previous.work.piece == work.piece &&
-                   previous.work.unit + 1 == work.unit;
+    bool follows = previous.valid && previous.piece == work.piece && previous.unit + 1 == work.unit;
     if (events.restate_index != SIZE_MAX &&
         KeepRestatement(follows ? &previous.end : nullptr, events)) {
       events.restate_index = SIZE_MAX;  // a sequential decoder states it too: keep it
@@ -246,7 +235,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       }
     }
     previous.valid = true;
-    previous.work = work;
+    previous.piece = work.piece;
+    previous.unit = work.unit;
     previous.end.end_inline_depth = events.end_inline_depth;
     previous.end.end_after_transfer = events.end_after_transfer;
     previous.end.end_stretch = events.end_stretch;

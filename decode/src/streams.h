@@ -38,7 +38,7 @@ class PieceBytes {
 
 // A contiguous stretch of one stream's PT bytes. They are either held in memory (`bytes`: archives
 // read whole) or, for an archive or perf.data on disk read with keep_pt_bytes = false, read again
-// chunk by chunk where they are decoded (`chunks`; see PieceReader), so that memory does not grow
+// chunk by chunk as they are decoded (`chunks`; see PieceReader), so that memory does not grow
 // with the capture.
 struct Piece {
   static constexpr uint64_t kRawChunkBytes = 1u << 20;

@@ -2,6 +2,7 @@
 #include "unit_planner.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace ptscope::decode {
 
@@ -67,15 +68,24 @@ bool UnitPlanner::Advance(StreamState& state) {
       }
       piece.has_psb = true;
     }
-    WorkUnit work;
+    const Piece& piece = stream.pieces[state.piece];
+    WorkUnit& work = state.head;  // filled in place: its storage keeps its capacity
     work.stream = state.stream;
     work.piece = state.piece;
     work.unit = state.unit++;
     work.span = *state.ahead;
     work.per_cpu = stream.cpu >= 0;
+    // The bytes now: the cursor keeps them only until its next unit is cut.
+    std::span<const uint8_t> bytes = state.cursor->Bytes(work.span);
+    if (piece.in_memory()) {
+      work.bytes = bytes;
+    } else {
+      work.storage.assign(bytes.begin(), bytes.end());
+      work.bytes = work.storage;
+    }
     state.ahead = Pull(state);
     work.has_next = state.ahead.has_value();
-    if (work.has_next) work.next_start = state.ahead->start;
+    work.next_start = work.has_next ? state.ahead->start : PsbState{};
     const uint64_t unit_bytes = work.span.end - work.span.begin;
     planned_bytes_ += unit_bytes;
     state.piece_covered += unit_bytes;
@@ -91,7 +101,6 @@ bool UnitPlanner::Advance(StreamState& state) {
         setup_.time.ToNs(work.next_start.tsc) < window_from_ns_) {
       continue;
     }
-    state.head = work;
     return true;
   }
 }
@@ -104,7 +113,7 @@ bool UnitPlanner::Produce(WorkUnit* out) {
       thread_state_->stream = thread_stream_;
     }
     if (Advance(*thread_state_)) {
-      *out = thread_state_->head;
+      std::swap(*out, thread_state_->head);
       planned_[out->stream] = true;
       return true;
     }
@@ -129,7 +138,7 @@ bool UnitPlanner::Produce(WorkUnit* out) {
   }
   if (best == cpu_states_.size()) return false;
   StreamState& state = *cpu_states_[best];
-  *out = state.head;
+  std::swap(*out, state.head);
   planned_[out->stream] = true;
   if (!Advance(state)) cpu_states_.erase(cpu_states_.begin() + static_cast<ptrdiff_t>(best));
   return true;
@@ -140,7 +149,7 @@ bool UnitPlanner::Next(WorkUnit* out) {
     have_pending_ = Produce(&pending_);
     if (!have_pending_) return false;
   }
-  *out = pending_;
+  std::swap(*out, pending_);  // storage goes round: no allocation per unit
   have_pending_ = Produce(&pending_);
   out->following_start_ns = have_pending_ ? pending_.start_ns : UINT64_MAX;
   return true;

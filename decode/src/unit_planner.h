@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,11 @@ struct WorkUnit {
   // before it can be delivered once this unit is consumed.
   uint64_t following_start_ns = UINT64_MAX;
   uint64_t planned_bytes = 0;   // PT bytes of the capture planned up to this unit (progress)
+  // The unit's PT: span's [begin, decode_end) of the piece, in place for a piece in memory, else
+  // in `storage`, copied as the planner read the piece (so that a worker reads nothing itself:
+  // per-CPU units interleave streams, and one chunk per unit would be read again and again).
+  std::span<const uint8_t> bytes;
+  std::vector<uint8_t> storage;
 };
 
 class UnitPlanner {
@@ -52,7 +58,7 @@ class UnitPlanner {
   UnitPlanner(const UnitPlanner&) = delete;
   UnitPlanner& operator=(const UnitPlanner&) = delete;
 
-  // The next unit in consumption order; false after the last.
+  // The next unit in consumption order into *out (whose storage it reuses); false after the last.
   bool Next(WorkUnit* out);
 
   uint64_t total_bytes() const { return total_bytes_; }

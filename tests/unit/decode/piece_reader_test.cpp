@@ -135,7 +135,30 @@ bool SameUnits(const std::vector<DecodeUnitSpan>& a, const std::vector<DecodeUni
   return true;
 }
 
-TEST_CASE("a piece split window by window has the units of the whole-piece split") {
+// The units of `piece` (whose bytes are `bytes`) cut by a PieceUnitCursor, each unit's bytes
+// checked against the piece's.
+std::vector<DecodeUnitSpan> CutAll(PieceReader& reader, const Piece& piece,
+                                   const std::vector<uint8_t>& bytes, const pt_config& config,
+                                   size_t target) {
+  PieceUnitCursor cursor(reader, piece, config, target);
+  std::vector<DecodeUnitSpan> units;
+  for (;;) {
+    auto unit = cursor.Next();
+    REQUIRE(unit);
+    if (!*unit) break;
+    units.push_back(**unit);
+    CHECK(cursor.scanned() >= units.back().end);  // the unit's end was found, not guessed
+    std::span<const uint8_t> got = cursor.Bytes(**unit);
+    REQUIRE(got.size() == (*unit)->decode_end - (*unit)->begin);
+    CHECK(std::equal(got.begin(), got.end(), bytes.begin() + (*unit)->begin));
+  }
+  auto after = cursor.Next();  // the end stays the end
+  REQUIRE(after);
+  CHECK(!*after);
+  return units;
+}
+
+TEST_CASE("a piece split window by window has the units and bytes of the whole-piece split") {
   pt_config config;
   pt_config_init(&config);
   TempArchive file;
@@ -149,12 +172,10 @@ TEST_CASE("a piece split window by window has the units of the whole-piece split
       for (size_t target : {1, 300, 4096}) {
         std::vector<DecodeUnitSpan> reference = ReferenceSplit(bytes, config, target);
         PieceReader reader(file.path);
-        auto units = SplitPieceAtPsb(reader, piece, config, target);
-        REQUIRE(units);
         CAPTURE(seed);
         CAPTURE(max_chunk);
         CAPTURE(target);
-        CHECK(SameUnits(*units, reference));
+        CHECK(SameUnits(CutAll(reader, piece, bytes, config, target), reference));
         checked_units += reference.size();
       }
     }
@@ -162,7 +183,7 @@ TEST_CASE("a piece split window by window has the units of the whole-piece split
   CHECK(checked_units > 1000);
 }
 
-TEST_CASE("a piece in memory cut unit by unit has the units of the whole-piece split") {
+TEST_CASE("a piece in memory cut unit by unit has the units and bytes of the whole-piece split") {
   // Larger than the cursor's step through a piece in memory, so that units straddle its steps.
   std::vector<uint8_t> bytes;
   for (uint32_t seed = 100; bytes.size() < 1500000; ++seed) {
@@ -181,19 +202,7 @@ TEST_CASE("a piece in memory cut unit by unit has the units of the whole-piece s
     CAPTURE(target);
     std::vector<DecodeUnitSpan> reference = ReferenceSplit(bytes, config, target);
     REQUIRE(reference.size() > (target == 200000 ? 5u : 300u));
-    PieceUnitCursor cursor(reader, piece, config, target);
-    std::vector<DecodeUnitSpan> units;
-    for (;;) {
-      auto unit = cursor.Next();
-      REQUIRE(unit);
-      if (!*unit) break;
-      units.push_back(**unit);
-      CHECK(cursor.scanned() >= units.back().end);  // the unit's end was found, not guessed
-    }
-    CHECK(SameUnits(units, reference));
-    auto after = cursor.Next();  // the end stays the end
-    REQUIRE(after);
-    CHECK(!*after);
+    CHECK(SameUnits(CutAll(reader, piece, bytes, config, target), reference));
   }
 }
 
@@ -233,6 +242,9 @@ TEST_CASE("a cursor over a damaged file yields the units before the damage, then
     REQUIRE(*unit);  // the piece cannot end normally: half of its chunks are gone
     REQUIRE(good < reference.size());
     CHECK(SameUnits({**unit}, {reference[good]}));
+    std::span<const uint8_t> got = cursor.Bytes(**unit);
+    CHECK(std::equal(got.begin(), got.end(), bytes.begin() + (*unit)->begin,
+                     bytes.begin() + (*unit)->decode_end));
     ++good;
   }
   CHECK(good > reference.size() / 2);
