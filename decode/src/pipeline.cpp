@@ -81,6 +81,10 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   } else {
     out.runs.push_back(UnitEvents::Run{stream.key, 0});
   }
+  if (!work.unreadable.empty()) {
+    decoder.FailSegment(work.unreadable);
+    return;
+  }
   decoder.DecodeSegment(work.bytes.data(), work.bytes.size());
 }
 
@@ -314,10 +318,6 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   }
 
   cpu_threads.Finish(summary);
-  for (const std::string& error : planner.read_errors()) {
-    summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
-    summary.notes.push_back(error);
-  }
   if (windowed) {
     // The counts above are of the decoded units (those overlapping the window); say what the
     // output holds, and when the window misses the capture altogether.

@@ -15,6 +15,10 @@ struct UnitPlanner::StreamState {
   uint64_t piece_covered = 0;                // bytes of the piece counted in planned_bytes_
   uint64_t start_ns = 0;
   WorkUnit head;                             // valid after Advance returned true
+  // A piece that could not be read to its end: the failure, its piece and unit index, handed
+  // out as a unit of its own after the units before it.
+  std::string unreadable;
+  size_t unreadable_piece = 0, unreadable_unit = 0;
 };
 
 UnitPlanner::UnitPlanner(std::vector<Stream>& streams, const DecoderSetup& setup,
@@ -39,8 +43,11 @@ UnitPlanner::~UnitPlanner() = default;
 std::optional<DecodeUnitSpan> UnitPlanner::Pull(StreamState& state) {
   Result<std::optional<DecodeUnitSpan>> unit = state.cursor->Next();
   if (unit) return *unit;
-  read_errors_.push_back(StreamName(streams_[state.stream]) + ": " + unit.error().message +
-                         "; the rest of that piece of trace is not decoded");
+  state.unreadable = "cannot read the trace: " + unit.error().message +
+                     "; the rest of this piece of trace is not decoded";
+  state.unreadable_piece = state.piece;
+  state.unreadable_unit = state.unit;
+  streams_[state.stream].pieces[state.piece].has_psb = true;  // the failure says what happened
   return std::nullopt;
 }
 
@@ -56,6 +63,22 @@ void UnitPlanner::EndPiece(StreamState& state) {
 bool UnitPlanner::Advance(StreamState& state) {
   Stream& stream = streams_[state.stream];
   for (;;) {
+    if (!state.unreadable.empty()) {
+      WorkUnit& work = state.head;
+      work.stream = state.stream;
+      work.piece = state.unreadable_piece;
+      work.unit = state.unreadable_unit;
+      work.span = DecodeUnitSpan{};
+      work.has_next = false;
+      work.next_start = PsbState{};
+      work.per_cpu = stream.cpu >= 0;
+      work.start_ns = state.start_ns;
+      work.planned_bytes = planned_bytes_;
+      work.bytes = {};
+      work.unreadable = std::move(state.unreadable);
+      state.unreadable.clear();
+      return true;
+    }
     if (state.cursor == nullptr) {
       if (state.piece >= stream.pieces.size()) return false;
       Piece& piece = stream.pieces[state.piece];
@@ -75,6 +98,7 @@ bool UnitPlanner::Advance(StreamState& state) {
     work.unit = state.unit++;
     work.span = *state.ahead;
     work.per_cpu = stream.cpu >= 0;
+    work.unreadable.clear();
     // The bytes now: the cursor keeps them only until its next unit is cut.
     std::span<const uint8_t> bytes = state.cursor->Bytes(work.span);
     if (piece.in_memory()) {

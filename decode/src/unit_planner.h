@@ -41,6 +41,9 @@ struct WorkUnit {
   // before it can be delivered once this unit is consumed.
   uint64_t following_start_ns = UINT64_MAX;
   uint64_t planned_bytes = 0;   // PT bytes of the capture planned up to this unit (progress)
+  // Non-empty: the rest of the piece could not be read again (the file changed since it was
+  // opened?); the unit is that failure, an in-band decode-error gap, with no bytes.
+  std::string unreadable;
   // The unit's PT: span's [begin, decode_end) of the piece, in place for a piece in memory, else
   // in `storage`, copied as the planner read the piece (so that a worker reads nothing itself:
   // per-CPU units interleave streams, and one chunk per unit would be read again and again).
@@ -64,8 +67,6 @@ class UnitPlanner {
   uint64_t total_bytes() const { return total_bytes_; }
   // Whether any unit of stream `s` was planned (after --time-range).
   bool planned(size_t s) const { return planned_[s]; }
-  // Pieces cut short because their bytes could not be read again (the file changed?).
-  const std::vector<std::string>& read_errors() const { return read_errors_; }
 
  private:
   struct StreamState;
@@ -85,7 +86,6 @@ class UnitPlanner {
   uint64_t total_bytes_ = 0;
   uint64_t planned_bytes_ = 0;
   std::vector<bool> planned_;
-  std::vector<std::string> read_errors_;
   size_t thread_stream_ = 0;                        // per-thread streams go first, in order
   std::unique_ptr<StreamState> thread_state_;
   bool merging_ = false;                            // per-CPU streams, once those are done

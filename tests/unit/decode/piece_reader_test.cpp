@@ -1,6 +1,7 @@
-// PT read again chunk by chunk (decode/src/piece_reader.h): the units of a piece split window by
-// window are those of the original whole-piece split, every byte range reads back as written,
-// and a file that changed under the decoder is an error naming it, never wrong bytes.
+// PT read again chunk by chunk (decode/src/piece_reader.h): the units of a piece cut window by
+// window are those of the original whole-piece split, with their bytes; every byte range reads
+// back as written; and a file that changed under the decoder is an error naming it (or, for the
+// unit planner, a unit that says so after the units before the damage), never wrong bytes.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "ptscope/format.h"
 #include "sideband_timeline.h"
 #include "streams.h"
+#include "unit_planner.h"
 
 namespace ptscope::decode {
 namespace {
@@ -122,6 +124,18 @@ Piece WriteChunked(const std::string& path, const std::vector<uint8_t>& bytes, s
   return piece;
 }
 
+// Zeros over the last quarter of the file: the chunks there no longer read (checksums).
+void DamageLastQuarter(const std::string& path) {
+  struct stat st;
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  REQUIRE(f != nullptr);
+  REQUIRE(std::fseek(f, st.st_size / 4 * 3, SEEK_SET) == 0);
+  std::vector<char> zeros(static_cast<size_t>(st.st_size - st.st_size / 4 * 3), 0);
+  REQUIRE(std::fwrite(zeros.data(), 1, zeros.size(), f) == zeros.size());
+  std::fclose(f);
+}
+
 bool SameUnits(const std::vector<DecodeUnitSpan>& a, const std::vector<DecodeUnitSpan>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -217,18 +231,8 @@ TEST_CASE("a cursor over a damaged file yields the units before the damage, then
   pt_config config;
   pt_config_init(&config);
   std::vector<DecodeUnitSpan> reference = ReferenceSplit(bytes, config, 300);
-  // Zeros over the last quarter of the file: the chunks there no longer read (checksums). The
-  // cursor reads 128 KiB ahead of the units it hands out, so the first ones come through.
-  struct stat st;
-  REQUIRE(stat(file.path.c_str(), &st) == 0);
-  {
-    std::FILE* f = std::fopen(file.path.c_str(), "r+b");
-    REQUIRE(f != nullptr);
-    REQUIRE(std::fseek(f, st.st_size / 4 * 3, SEEK_SET) == 0);
-    std::vector<char> zeros(static_cast<size_t>(st.st_size - st.st_size / 4 * 3), 0);
-    REQUIRE(std::fwrite(zeros.data(), 1, zeros.size(), f) == zeros.size());
-    std::fclose(f);
-  }
+  // The cursor reads 128 KiB ahead of the units it hands out, so the first ones come through.
+  DamageLastQuarter(file.path);
   PieceReader reader(file.path);
   PieceUnitCursor cursor(reader, piece, config, 300);
   size_t good = 0;
@@ -252,6 +256,44 @@ TEST_CASE("a cursor over a damaged file yields the units before the damage, then
   auto after = cursor.Next();  // no more units, and no second error
   REQUIRE(after);
   CHECK(!*after);
+}
+
+TEST_CASE("the planner hands out a piece it cannot read to the end as its units, then the failure") {
+  TempArchive file;
+  std::vector<uint8_t> bytes;
+  for (uint32_t seed = 60; bytes.size() < 800000; ++seed) {
+    std::vector<uint8_t> more = MixedPt(seed);
+    bytes.insert(bytes.end(), more.begin(), more.end());
+  }
+  std::vector<Stream> streams(1);
+  streams[0].key = ThreadKey{5, 5};
+  streams[0].pieces.push_back(WriteChunked(file.path, bytes, 3000, 4));
+  DamageLastQuarter(file.path);
+  DecoderSetup setup;
+  pt_config config;
+  pt_config_init(&config);
+  UnitPlanner planner(streams, setup, config, 300, file.path, 0, UINT64_MAX);
+  std::vector<WorkUnit> units(1);
+  while (planner.Next(&units.back())) units.emplace_back();
+  units.pop_back();
+  REQUIRE(units.size() > 2);
+  const WorkUnit& failure = units.back();
+  CHECK(failure.unreadable.find("cannot read the trace: " + file.path) == 0);
+  CHECK(failure.unreadable.find("checksum") != std::string::npos);
+  CHECK(failure.bytes.empty());
+  CHECK(failure.piece == 0);
+  CHECK(failure.unit == units.size() - 1);  // it follows the last unit read
+  for (size_t i = 0; i + 1 < units.size(); ++i) {
+    CAPTURE(i);
+    CHECK(units[i].unreadable.empty());
+    CHECK(units[i].unit == i);
+    CHECK(units[i].bytes.size() == units[i].span.decode_end - units[i].span.begin);
+    CHECK(std::equal(units[i].bytes.begin(), units[i].bytes.end(),
+                     bytes.begin() + units[i].span.begin));
+  }
+  CHECK(!units[units.size() - 2].has_next);  // the piece ends where it could not be read
+  CHECK(planner.planned(0));
+  CHECK(streams[0].pieces[0].has_psb);
 }
 
 TEST_CASE("PieceReader hands out every byte range as written, across chunks") {

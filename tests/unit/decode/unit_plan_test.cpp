@@ -56,6 +56,7 @@ std::vector<Planned> Plan(std::vector<Stream>& streams, uint64_t from_ns, uint64
   std::vector<Planned> planned;
   WorkUnit work;
   while (planner.Next(&work)) {
+    CHECK(work.unreadable.empty());
     planned.emplace_back(work.stream, work.piece, work.unit, work.start_ns,
                          work.following_start_ns);
     // What the unit's decoder is told about the next unit of its piece.
@@ -71,7 +72,6 @@ std::vector<Planned> Plan(std::vector<Stream>& streams, uint64_t from_ns, uint64
     CHECK(work.planned_bytes <= planner.total_bytes());
   }
   CHECK(!planner.Next(&work));  // the end stays the end
-  CHECK(planner.read_errors().empty());
   return planned;
 }
 
