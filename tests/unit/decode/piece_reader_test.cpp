@@ -83,6 +83,17 @@ std::vector<uint8_t> MixedPt(uint32_t seed) {
   return out;
 }
 
+// MixedPt of consecutive seeds from `first_seed`, joined, until they hold `min_size` bytes (each
+// ends in a truncated PSB+ header, so the joins are damage too).
+std::vector<uint8_t> ManyMixedPt(uint32_t first_seed, size_t min_size) {
+  std::vector<uint8_t> bytes;
+  for (uint32_t seed = first_seed; bytes.size() < min_size; ++seed) {
+    std::vector<uint8_t> more = MixedPt(seed);
+    bytes.insert(bytes.end(), more.begin(), more.end());
+  }
+  return bytes;
+}
+
 struct TempArchive {
   std::string dir, path;
   TempArchive() {
@@ -199,11 +210,7 @@ TEST_CASE("a piece split window by window has the units and bytes of the whole-p
 
 TEST_CASE("a piece in memory cut unit by unit has the units and bytes of the whole-piece split") {
   // Larger than the cursor's step through a piece in memory, so that units straddle its steps.
-  std::vector<uint8_t> bytes;
-  for (uint32_t seed = 100; bytes.size() < 1500000; ++seed) {
-    std::vector<uint8_t> more = MixedPt(seed);
-    bytes.insert(bytes.end(), more.begin(), more.end());
-  }
+  std::vector<uint8_t> bytes = ManyMixedPt(100, 1500000);
   std::vector<uint8_t> held = bytes;
   Piece piece;
   piece.bytes = PieceBytes::Join({&held});
@@ -222,11 +229,7 @@ TEST_CASE("a piece in memory cut unit by unit has the units and bytes of the who
 
 TEST_CASE("a cursor over a damaged file yields the units before the damage, then an error") {
   TempArchive file;
-  std::vector<uint8_t> bytes;
-  for (uint32_t seed = 40; bytes.size() < 800000; ++seed) {
-    std::vector<uint8_t> more = MixedPt(seed);
-    bytes.insert(bytes.end(), more.begin(), more.end());
-  }
+  std::vector<uint8_t> bytes = ManyMixedPt(40, 800000);
   Piece piece = WriteChunked(file.path, bytes, 2000, 9);
   pt_config config;
   pt_config_init(&config);
@@ -260,11 +263,7 @@ TEST_CASE("a cursor over a damaged file yields the units before the damage, then
 
 TEST_CASE("the planner hands out a piece it cannot read to the end as its units, then the failure") {
   TempArchive file;
-  std::vector<uint8_t> bytes;
-  for (uint32_t seed = 60; bytes.size() < 800000; ++seed) {
-    std::vector<uint8_t> more = MixedPt(seed);
-    bytes.insert(bytes.end(), more.begin(), more.end());
-  }
+  std::vector<uint8_t> bytes = ManyMixedPt(60, 800000);
   std::vector<Stream> streams(1);
   streams[0].key = ThreadKey{5, 5};
   streams[0].pieces.push_back(WriteChunked(file.path, bytes, 3000, 4));
@@ -394,11 +393,7 @@ TEST_CASE("raw trace bytes in a file (perf.data) are read in 1 MiB chunks, as wr
   // A perf.data-like file: 100 bytes of something else, 2.5 MiB of PT (one AUXTRACE payload),
   // 40 bytes, then 5000 more bytes of the stream after 64 lost ones (a second payload).
   TempArchive file;
-  std::vector<uint8_t> pt;
-  for (uint32_t seed = 0; pt.size() < (5u << 19); ++seed) {
-    std::vector<uint8_t> more = MixedPt(seed);
-    pt.insert(pt.end(), more.begin(), more.end());
-  }
+  std::vector<uint8_t> pt = ManyMixedPt(0, 5u << 19);
   pt.resize(5u << 19);
   const std::vector<uint8_t> tail(pt.begin() + 12345, pt.begin() + 17345);
   {
