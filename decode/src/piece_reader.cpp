@@ -93,7 +93,7 @@ Result<std::span<const uint8_t>> PieceReader::Bytes(const Piece& piece, size_t b
   return std::span<const uint8_t>(scratch_.data(), scratch_.size());
 }
 
-Status PieceUnitCursor::ScanMore() {
+void PieceUnitCursor::ScanMore() {
   if (piece_.in_memory()) {
     // The whole piece is at hand: scan it a window's worth at a time.
     const size_t owned_end = std::min(piece_.size, scanned_to_ + 4 * kPsbWindowReach);
@@ -102,7 +102,7 @@ Status PieceUnitCursor::ScanMore() {
     found_.clear();
     scanned_to_ = owned_end;
     scanned_all_ = owned_end == piece_.size;
-    return Ok();
+    return;
   }
   // Chunk by chunk, each read once: a window scans all but its last kPsbWindowReach bytes (all
   // of them once the last chunk is in), which the next window starts with. It also keeps the
@@ -110,9 +110,17 @@ Status PieceUnitCursor::ScanMore() {
   while (next_chunk_ < piece_.chunks.size() &&
          base_ + window_.size() - scanned_to_ < 2 * kPsbWindowReach) {
     const Piece::ChunkRef& chunk = piece_.chunks[next_chunk_];
-    PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes,
-                             reader_.Bytes(piece_, chunk.piece_offset,
-                                           chunk.piece_offset + chunk.size));
+    Result<std::span<const uint8_t>> read =
+        reader_.Bytes(piece_, chunk.piece_offset, chunk.piece_offset + chunk.size);
+    if (!read) {
+      // What was read before stays good: the piece ends there, and the error comes after its
+      // units.
+      read_error_ = std::move(read).error();
+      readable_end_ = base_ + window_.size();
+      next_chunk_ = piece_.chunks.size();
+      break;
+    }
+    std::span<const uint8_t> bytes = *read;
     ++next_chunk_;
     window_.insert(window_.end(), bytes.begin(), bytes.end());
     // The window holds the bytes now; the reader would keep a second copy of the chunk.
@@ -133,7 +141,6 @@ Status PieceUnitCursor::ScanMore() {
   if (window_.capacity() > 8 * kPsbWindowReach && window_.size() < window_.capacity() / 4) {
     window_.shrink_to_fit();
   }
-  return Ok();
 }
 
 std::span<const uint8_t> PieceUnitCursor::Bytes(const DecodeUnitSpan& unit) const {
@@ -146,13 +153,13 @@ Result<std::optional<DecodeUnitSpan>> PieceUnitCursor::Next() {
   for (;;) {
     while (!marks_.empty() && !marks_.front().state.valid) marks_.pop_front();
     if (!marks_.empty()) break;
-    if (scanned_all_) return std::optional<DecodeUnitSpan>();
-    Status scanned = ScanMore();
-    if (!scanned) {
-      scanned_all_ = true;
-      marks_.clear();
-      return Unexpected(scanned.error());
+    if (scanned_all_) {
+      if (!read_error_) return std::optional<DecodeUnitSpan>();
+      Error error = std::move(*read_error_);
+      read_error_.reset();
+      return Unexpected(std::move(error));
     }
+    ScanMore();
   }
   DecodeUnitSpan unit;
   unit.begin = marks_.front().offset;
@@ -164,14 +171,9 @@ Result<std::optional<DecodeUnitSpan>> PieceUnitCursor::Next() {
       ++next;
     }
     if (next < marks_.size() || scanned_all_) break;
-    Status scanned = ScanMore();
-    if (!scanned) {
-      scanned_all_ = true;
-      marks_.clear();
-      return Unexpected(scanned.error());
-    }
+    ScanMore();
   }
-  unit.end = next < marks_.size() ? marks_[next].offset : piece_.size;
+  unit.end = next < marks_.size() ? marks_[next].offset : readable_end_;
   unit.decode_end = unit.end;
   if (next < marks_.size() && marks_[next].state.header_end > unit.end) {
     unit.decode_end = marks_[next].state.header_end;

@@ -71,10 +71,15 @@ class PieceUnitCursor {
   // `reader` and `piece` must outlive the cursor.
   PieceUnitCursor(PieceReader& reader, const Piece& piece, const pt_config& config,
                   size_t target_bytes)
-      : reader_(reader), piece_(piece), config_(config), target_bytes_(target_bytes) {}
+      : reader_(reader),
+        piece_(piece),
+        config_(config),
+        target_bytes_(target_bytes),
+        readable_end_(piece.size) {}
 
-  // The next unit; nullopt after the last. An error names the archive and the chunk that could
-  // not be read; the cursor then has no more units.
+  // The next unit; nullopt after the last. When a chunk cannot be read, the units of what was
+  // read before it come first (the last one ends where the readable bytes end), then one error
+  // naming the archive and the chunk; then nullopt.
   Result<std::optional<DecodeUnitSpan>> Next();
   // The bytes [unit.begin, unit.decode_end) of the unit Next() returned last, valid until the
   // next call of Next().
@@ -83,8 +88,9 @@ class PieceUnitCursor {
   size_t scanned() const { return scanned_to_; }
 
  private:
-  // Scans the next window of the piece, appending its PSB marks; sets scanned_all_ at the end.
-  Status ScanMore();
+  // Scans the next window of the piece, appending its PSB marks; sets scanned_all_ at the end,
+  // or where a chunk could not be read (read_error_).
+  void ScanMore();
 
   PieceReader& reader_;
   const Piece& piece_;
@@ -100,6 +106,8 @@ class PieceUnitCursor {
   size_t scanned_to_ = 0;       // marks before this offset are known
   size_t next_chunk_ = 0;
   bool scanned_all_ = false;
+  size_t readable_end_;                 // the piece's size, or where a read failed
+  std::optional<Error> read_error_;     // to report after the units before it
 };
 
 // All units of a piece (PieceUnitCursor to the end).
