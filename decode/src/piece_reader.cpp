@@ -182,15 +182,4 @@ Result<std::optional<DecodeUnitSpan>> PieceUnitCursor::Next() {
   return std::optional<DecodeUnitSpan>(unit);
 }
 
-Result<std::vector<DecodeUnitSpan>> SplitPieceAtPsb(PieceReader& reader, const Piece& piece,
-                                                    const pt_config& config, size_t target_bytes) {
-  std::vector<DecodeUnitSpan> units;
-  PieceUnitCursor cursor(reader, piece, config, target_bytes);
-  for (;;) {
-    PTSCOPE_ASSIGN_OR_RETURN(std::optional<DecodeUnitSpan> unit, cursor.Next());
-    if (!unit) return units;
-    units.push_back(*unit);
-  }
-}
-
 }  // namespace ptscope::decode

@@ -110,8 +110,5 @@ class PieceUnitCursor {
   std::optional<Error> read_error_;     // to report after the units before it
 };
 
-// All units of a piece (PieceUnitCursor to the end).
-Result<std::vector<DecodeUnitSpan>> SplitPieceAtPsb(PieceReader& reader, const Piece& piece,
-                                                    const pt_config& config, size_t target_bytes);
 
 }  // namespace ptscope::decode

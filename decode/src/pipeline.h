@@ -54,8 +54,9 @@ struct DecodeSummary {
 // Decodes `archive` into options.output_path. Fails only when nothing usable can be produced
 // (no PT data, output not writable); trace damage is counted in the summary. PT bytes the archive
 // holds move out of archive.pt_data (so that they are held once); PT chunks it read without their
-// bytes (format::ReadOptions::keep_pt_bytes = false) are read again from archive.path where they
-// are decoded, a few chunks per thread at a time. The rest of the archive is left as it was.
+// bytes (format::ReadOptions::keep_pt_bytes = false) are read again from archive.path as the units
+// are cut (one chunk per stream being cut at a time: see unit_planner.h); a chunk that no longer
+// reads ends its piece with an in-band decode-error gap. The rest of the archive is left as it was.
 Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options);
 
 }  // namespace ptscope::decode
