@@ -13,12 +13,14 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "code_images.h"
 #include "decoder_setup.h"
+#include "event_buffer.h"
 #include "events.h"
 #include "psb_units.h"
 #include "sideband_timeline.h"
@@ -69,7 +71,7 @@ struct UnitEvents {
     ThreadKey thread;
     size_t first = 0;  // index of the run's first event
   };
-  std::vector<FlowEvent> events;
+  EventBuffer events;
   std::vector<Run> runs;  // which thread each stretch of events belongs to
   FlowStats stats;
   uint64_t last_end_ip = 0;
@@ -157,6 +159,17 @@ struct BlockInline {
 struct BlockInlineCache {
   FlatMap<BlockInlineKey, BlockInline, BlockInlineKeyHash> blocks;
   FlatMap<BlockInlineKey, BranchInsn, BlockInlineKeyHash> branches;
+  // The lengths of the call instructions that ended blocks, direct-mapped in front of `branches`:
+  // probed for every block (a block that is no call probes slot 0 and ignores it), so that only
+  // a miss takes a branch (see FlowDecoder::HandleBlock). Allocated at a decoder's first segment.
+  struct CallLength {
+    uint64_t end_ip = 0;  // 0: an empty slot (no call ends at address 0)
+    uint32_t pid = 0;
+    uint8_t size = 0;
+  };
+  static constexpr unsigned kCallLengthBits = 12;
+  static constexpr size_t kCallLengthSlots = size_t{1} << kCallLengthBits;
+  std::unique_ptr<CallLength[]> call_lengths;
   // The namer's last answer about a stretch of code: new blocks of the same function need no
   // question to the (locked) namer.
   InlineDepthStretch stretch;
@@ -188,6 +201,7 @@ class FlowDecoder {
   // stitches units and adds triggers, lost-data gaps and the end.
   void SetUnitBuffer(UnitEvents* buffer) {
     buffer_ = buffer;
+    queue_ = &buffer->events;
     first_waiting_ = buffer->events.size();
     waiting_base_ = last_event_position_;
   }
@@ -274,7 +288,7 @@ class FlowDecoder {
   uint64_t position_ = 0;            // instructions retired so far
   uint64_t last_event_position_ = 0;
   // Interpolation state.
-  std::vector<FlowEvent> waiting_;
+  EventBuffer waiting_;
   // The position of the last event before the waiting ones: a waiting event's position is this
   // plus the insn_count of the waiting events up to and including it (QueueAt sets insn_count
   // from positions), so no position needs storing per event.
@@ -302,6 +316,7 @@ class FlowDecoder {
   size_t next_trigger_ = 0;
   // Unit mode.
   UnitEvents* buffer_ = nullptr;
+  EventBuffer* queue_ = &waiting_;  // where events are queued: &buffer_->events, else &waiting_
   size_t first_waiting_ = 0;  // unit mode: events from here on have no time yet
   PsbState next_unit_;
   const SidebandTimeline* timeline_ = nullptr;
