@@ -8,7 +8,11 @@
 
 namespace ptscope::decode {
 namespace {
-constexpr size_t kBufferBytes = 1 << 20;
+// Small enough to stay in a core's L2 cache between fills (the kernel's copy at write() then reads
+// it from there) while the decoder's other buffers stream through: with 1 MiB, a pt-synth decode
+// had 3% more simulated L2 write misses (cachegrind, 512 KiB L2). A write per 128 KiB costs
+// nothing measurable.
+constexpr size_t kBufferBytes = 1 << 17;
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
