@@ -60,7 +60,7 @@ class EventText {
 // One control-flow fact that can change a call stack, in program order per thread.
 struct FlowEvent {
   enum class Kind : uint8_t {
-    kCall,         // from = call insn, to = target, return_ip = address after the call
+    kCall,         // from = call insn, to = target, from + call_size = address after the call
     kReturn,       // from = ret insn, to = where it returned
     kJump,         // unconditional/indirect jump (may be a tail call; the tracker decides)
     kSyscall,      // from = syscall insn; tracing leaves user space until the next kEnable
@@ -77,15 +77,20 @@ struct FlowEvent {
   };
   Kind kind = Kind::kCall;
   GapCause gap_cause = GapCause::kDecodeError;  // for kGap
-  uint32_t inline_depth = 0;  // for kInlineChange (next to the small fields: 56 bytes in all)
+  // For kCall: the call instruction's length (its return address is return_ip()). A length, not
+  // the address, so that it fits beside the small fields: 48 bytes in all, and every unit's
+  // events are written, timed and read again by the stack tracker.
+  uint8_t call_size = 0;
+  uint32_t inline_depth = 0;  // for kInlineChange
   uint64_t time_ns = 0;    // trace clock, nanoseconds
   uint64_t from = 0;
   uint64_t to = 0;
-  uint64_t return_ip = 0;  // for kCall
   uint64_t insn_count = 0; // instructions retired since the previous FlowEvent of this thread
   EventText detail;        // for kGap / kTrigger: human text (rare events only)
+
+  uint64_t return_ip() const { return from + call_size; }  // for kCall
 };
-static_assert(sizeof(FlowEvent) == 56, "FlowEvent is on the hot path: keep it small");
+static_assert(sizeof(FlowEvent) == 48, "FlowEvent is on the hot path: keep it small");
 static_assert(std::is_trivially_destructible_v<FlowEvent>, "a unit's events are dropped without a pass");
 
 // What a slice stands for. A sink turns it into a name once per distinct value.

@@ -351,7 +351,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
     slot->time_ns = 0;
     slot->from = pending_.from;
     slot->to = block.ip;
-    slot->return_ip = pending_.return_ip;
+    slot->call_size = pending_.call_size;
     slot->insn_count = position_ - last_event_position_;
     slot->detail = EventText{};
     queue_->Commit(active);
@@ -400,7 +400,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   pending_.active = end.pending;
   pending_.kind = end.kind;
   pending_.from = block.end_ip;
-  pending_.return_ip = call ? block.end_ip + size : 0;
+  pending_.call_size = call ? size : 0;
 }
 
 void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset) {
@@ -430,14 +430,14 @@ void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset)
 // QueueAt, with its six arguments, cost a fifth of the event's instructions).
 [[gnu::always_inline]] inline void FlowDecoder::AppendEvent(uint64_t position, FlowEvent::Kind kind,
                                                             uint64_t from, uint64_t to,
-                                                            uint64_t return_ip,
+                                                            uint8_t call_size,
                                                             uint32_t inline_depth) {
   // In unit mode events wait for their time in place, in the unit's buffer (no copy later).
   FlowEvent& event = queue_->emplace_back();
   event.kind = kind;
   event.from = from;
   event.to = to;
-  event.return_ip = return_ip;
+  event.call_size = call_size;
   event.inline_depth = inline_depth;
   if (kind != FlowEvent::Kind::kInlineChange) inline_after_transfer_ = true;
   event.insn_count = position - last_event_position_;
@@ -448,16 +448,16 @@ void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset)
 void FlowDecoder::ResolvePending(uint64_t target) {
   if (!pending_.active) return;
   pending_.active = false;
-  AppendEvent(position_, pending_.kind, pending_.from, target, pending_.return_ip, 0);
+  AppendEvent(position_, pending_.kind, pending_.from, target, pending_.call_size, 0);
 }
 
-void FlowDecoder::Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip) {
-  QueueAt(position_, kind, from, to, return_ip, 0);
+void FlowDecoder::Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint8_t call_size) {
+  QueueAt(position_, kind, from, to, call_size, 0);
 }
 
 void FlowDecoder::QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
-                          uint64_t return_ip, uint32_t inline_depth) {
-  AppendEvent(position, kind, from, to, return_ip, inline_depth);
+                          uint8_t call_size, uint32_t inline_depth) {
+  AppendEvent(position, kind, from, to, call_size, inline_depth);
 }
 
 size_t FlowDecoder::WaitingCount() const {

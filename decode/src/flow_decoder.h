@@ -238,7 +238,8 @@ class FlowDecoder {
   struct PendingBranch {
     bool active = false;
     FlowEvent::Kind kind = FlowEvent::Kind::kCall;
-    uint64_t from = 0, return_ip = 0;
+    uint64_t from = 0;
+    uint8_t call_size = 0;
   };
   // The end of DecodeSegment/FailSegment: pending branch, waiting events, unit-buffer fields.
   void FinishSegment();
@@ -249,11 +250,11 @@ class FlowDecoder {
   BranchInsn ClassifyLast(const pt_block& block);
   void HandleError(int error, const pt_block& block, uint64_t offset);
   void ResolvePending(uint64_t target);
-  void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint64_t return_ip = 0);
+  void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to, uint8_t call_size = 0);
   void QueueAt(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
-               uint64_t return_ip, uint32_t inline_depth);
+               uint8_t call_size, uint32_t inline_depth);
   void AppendEvent(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
-                   uint64_t return_ip, uint32_t inline_depth);  // QueueAt's body (flow_decoder.cpp)
+                   uint8_t call_size, uint32_t inline_depth);  // QueueAt's body (flow_decoder.cpp)
   const BlockInline& InlineOf(const pt_block& block);
   // Unit mode: see SetNextUnit.
   void JoinNextUnit();

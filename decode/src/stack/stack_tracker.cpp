@@ -235,7 +235,7 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   Frame& f = stack_.emplace_back();
   f.id = FunctionFrame(e.to, start);
   f.function_start = start;
-  f.return_ip = e.return_ip;
+  f.return_ip = e.return_ip();
   f.inlined_wrappers = static_cast<uint16_t>(wrappers);
   Emit(RecordType::kBegin, t, f.id, false);
 }

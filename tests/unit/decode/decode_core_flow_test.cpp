@@ -52,7 +52,7 @@ std::string Describe(const std::vector<FlowEvent>& events) {
   std::ostringstream out;
   for (const FlowEvent& e : events) {
     out << kNames[static_cast<int>(e.kind)] << std::hex << " 0x" << e.from << "->0x" << e.to;
-    if (e.kind == Kind::kCall) out << " ret=0x" << e.return_ip;
+    if (e.kind == Kind::kCall) out << " ret=0x" << e.return_ip();
     if (e.kind == Kind::kGap) out << " cause=" << GapCauseName(e.gap_cause);
     out << std::dec << " t=" << e.time_ns << " n=" << e.insn_count << "\n";
   }

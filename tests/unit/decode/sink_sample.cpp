@@ -56,7 +56,7 @@ FlowEvent Ev(FlowEvent::Kind kind, uint64_t t, uint64_t from, uint64_t to) {
   e.time_ns = t;
   e.from = from;
   e.to = to;
-  e.return_ip = kind == FlowEvent::Kind::kCall ? from + 5 : 0;
+  e.call_size = kind == FlowEvent::Kind::kCall ? 5 : 0;
   return e;
 }
 

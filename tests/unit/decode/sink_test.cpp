@@ -69,7 +69,7 @@ TEST_CASE("tracker into TextSink: threads in (pid, tid) order, flags and locatio
     e.time_ns = t;
     e.from = from;
     e.to = to;
-    e.return_ip = kind == K::kCall ? from + 5 : 0;
+    e.call_size = kind == K::kCall ? 5 : 0;
     return e;
   };
   // Thread 3/5 is fed first, but 3/4 is written first.

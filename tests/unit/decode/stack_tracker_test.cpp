@@ -33,7 +33,7 @@ FlowEvent Ev(K kind, uint64_t t, uint64_t from = 0, uint64_t to = 0) {
 // A 5-byte call: the return address is from + 5.
 FlowEvent Call(uint64_t t, uint64_t from, uint64_t to) {
   FlowEvent e = Ev(K::kCall, t, from, to);
-  e.return_ip = from + 5;
+  e.call_size = 5;
   return e;
 }
 FlowEvent Ret(uint64_t t, uint64_t from, uint64_t to) { return Ev(K::kReturn, t, from, to); }
@@ -484,7 +484,7 @@ TEST_CASE("random event sequences always give a well-formed slice stream") {
                                0x7000, 0x8000, 0xf000, 0};
     for (int i = 0; i < 20000; ++i) {
       FlowEvent e = Ev(static_cast<K>(next(10)), t += next(3), kAddrs[next(12)], kAddrs[next(12)]);
-      e.return_ip = e.from + 5;
+      e.call_size = 5;
       e.gap_cause = static_cast<GapCause>(next(4));
       h.tracker.OnEvent(e);
     }

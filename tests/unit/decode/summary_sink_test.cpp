@@ -176,7 +176,7 @@ FlowEvent Ev(K kind, uint64_t t, uint64_t from, uint64_t to, uint64_t insns) {
   e.from = from;
   e.to = to;
   e.insn_count = insns;
-  if (kind == K::kCall) e.return_ip = from + 5;
+  if (kind == K::kCall) e.call_size = 5;
   return e;
 }
 
