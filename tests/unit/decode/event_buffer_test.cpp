@@ -65,3 +65,31 @@ TEST_CASE("clear keeps the capacity; copies and moves keep the events") {
 
 }  // namespace
 }  // namespace ptscope::decode
+
+namespace ptscope::decode {
+namespace {
+
+// SliceRecord keeps type and inferred in FrameId's tail padding ([[no_unique_address]]): copying
+// a frame in, or a whole record, must leave them as they are.
+TEST_CASE("a SliceRecord's type and inferred survive assigning its frame") {
+  SliceRecord record;
+  record.type = SliceRecord::Type::kInstant;
+  record.inferred = true;
+  FrameId frame{.address = 0x401000, .inline_index = 7, .kind = FrameId::Kind::kInlined};
+  record.frame = frame;
+  CHECK(record.type == SliceRecord::Type::kInstant);
+  CHECK(record.inferred);
+  CHECK(record.frame == frame);
+  SliceRecord copy;
+  copy = record;
+  CHECK(copy.type == SliceRecord::Type::kInstant);
+  CHECK(copy.inferred);
+  CHECK(copy.frame == frame);
+  copy.frame = FrameId{};
+  CHECK(copy.type == SliceRecord::Type::kInstant);
+  CHECK(copy.inferred);
+  CHECK(copy.frame.address == 0);
+}
+
+}  // namespace
+}  // namespace ptscope::decode
