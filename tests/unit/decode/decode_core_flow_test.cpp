@@ -240,6 +240,60 @@ TEST_CASE("a unit-start restatement is kept exactly when a sequential decoder wo
   }
 }
 
+// A call's length comes from a table keyed by (pid, address) that the decoders of one worker
+// share: two processes with different calls at the same address must each get their own.
+// pid 1: TestCode(), a 5-byte `call 0x1010` at 0x1001. pid 2: a 2-byte `call *%rax` at 0x1001,
+// then nop; syscall; and a ret at 0x1010.
+TEST_CASE("calls at one address in two processes keep their own lengths (shared worker cache)") {
+  std::vector<uint8_t> other(0x40, 0x90);
+  other[0x01] = 0xff;  // call *%rax
+  other[0x02] = 0xd0;
+  other[0x04] = 0x0f;  // syscall
+  other[0x05] = 0x05;
+  other[0x10] = 0xc3;  // ret
+  CodeFile file1(TestCode());
+  CodeFile file2(other);
+  symbols::AddressSpace space;
+  space.Map(1, 0, kBase, 0x40, 0, space.InternModule(file1.path(), {}));
+  space.Map(2, 0, kBase, 0x40, 0, space.InternModule(file2.path(), {}));
+  symbols::ModuleResolver resolver({});
+  CodeImages images(space, resolver);
+  images.Prepare({1, 2});
+  DecoderSetup setup;
+  setup.nom_freq = 1;
+  BlockInlineCache shared;
+  auto decode = [&](uint32_t pid, const std::vector<uint8_t>& trace) {
+    Recorder recorder;
+    FlowDecoder decoder(setup, images, pid, recorder);
+    decoder.SetBlockInlineCache(&shared);
+    decoder.DecodeSegment(trace.data(), trace.size());
+    decoder.Finish();
+    return Describe(recorder.events);
+  };
+  PtBuilder direct;  // pid 1: call, compressed return, then tracing stops at the syscall
+  direct.Psb(1000, 0x1000);
+  direct.Cyc(4);
+  direct.Tnt({true, true});
+  direct.Cyc(4);
+  direct.Ip(ppt_tip_pgd, 0);
+  PtBuilder indirect;  // pid 2: call *%rax to 0x1010, compressed return, syscall
+  indirect.Psb(1000, 0x1000);
+  indirect.Cyc(2);
+  indirect.Ip(ppt_tip, 0x1010);
+  indirect.Cyc(2);
+  indirect.Tnt({true});
+  indirect.Cyc(2);
+  indirect.Ip(ppt_tip_pgd, 0);
+  const std::string first_direct = decode(1, direct.bytes());
+  CHECK(first_direct.starts_with("call 0x1001->0x1010 ret=0x1006 "));
+  const std::string first_indirect = decode(2, indirect.bytes());
+  CHECK(first_indirect.starts_with("call 0x1001->0x1010 ret=0x1003 "));
+  CHECK(first_indirect.find("return 0x1010->0x1003 ") != std::string::npos);
+  // Again, each after the other has taken the table's slot: the same events as the first time.
+  CHECK(decode(1, direct.bytes()) == first_direct);
+  CHECK(decode(2, indirect.bytes()) == first_indirect);
+}
+
 }  // namespace
 }  // namespace ptscope::decode
 
