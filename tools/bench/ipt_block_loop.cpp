@@ -4,6 +4,10 @@
 // would write it. Prints one machine-readable line:
 //   ipt-block-loop instructions=N seconds=S insns_per_s=R pt_bytes=B pt_mb_per_s=M streams=K errors=E
 // `seconds` covers decoding only (not reading the archive).
+//
+// --walker decodes with pt-decode's QueryWalker instead (libipt's query decoder with our own
+// instruction walk, in the decoder's configuration); --compare-walker runs libipt's block decoder
+// and the walker side by side and fails at the first block, event or status that differs.
 #include <intel-pt.h>
 #include <sys/mman.h>
 
@@ -12,6 +16,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <utility>
@@ -19,6 +24,7 @@
 
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
+#include "query_walker.h"
 
 namespace {
 
@@ -69,6 +75,36 @@ uint64_t MetadataNumber(const Archive& archive, const char* key) {
 
 struct Totals {
   uint64_t instructions = 0, errors = 0, bytes = 0, streams = 0;
+  uint64_t unsupported = 0;  // --walker: stretches the walker refused (decoded by nobody here)
+  uint64_t compared_blocks = 0, compared_events = 0;  // --compare-walker
+  uint64_t joined_blocks = 0;  // --compare-walker: libipt blocks joined to the one before
+};
+
+// One process's executable sections, as added to its image (later ones win where they overlap).
+struct Section {
+  int isid = 0;
+  uint64_t addr = 0, len = 0;
+};
+
+// Code for the walker: the same iscache sections as the process's pt_image.
+class SectionCode : public ptscope::decode::WalkerCode {
+ public:
+  SectionCode(pt_image_section_cache* iscache, const std::vector<Section>& sections)
+      : iscache_(iscache), sections_(sections) {}
+  int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) override {
+    for (auto it = sections_.rbegin(); it != sections_.rend(); ++it) {
+      if (ip - it->addr >= it->len) continue;
+      *isid = it->isid;
+      *section_end = it->addr + it->len;
+      const uint64_t room = it->addr + it->len - ip;
+      return pt_iscache_read(iscache_, buffer, std::min<uint64_t>(size, room), it->isid, ip);
+    }
+    return -pte_nomap;
+  }
+
+ private:
+  pt_image_section_cache* iscache_;
+  const std::vector<Section>& sections_;
 };
 
 // Decodes from one sync point until an error or the end of the stream.
@@ -90,8 +126,172 @@ int DecodeFromSync(pt_block_decoder* decoder, int status, Totals& totals) {
 // --flow-config: the block-ending options pt-decode's flow decoder needs (blocks end at calls and
 // jumps, tick events for time), to tell libipt's own cost in that configuration from ours.
 bool g_flow_config = false;
+enum class WalkerMode { kNone, kDecode, kCompare };
+WalkerMode g_walker = WalkerMode::kNone;
+// --damage SEED (with --compare-walker): one byte in 4 KiB of each stream overwritten at random,
+// so that both decoders meet errors and resynchronize alike.
+uint64_t g_damage_seed = 0;
 
-void DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image* image, Totals& totals) {
+using ptscope::decode::QueryWalker;
+
+void DecodeWithWalker(const pt_config& config, SectionCode& code, Totals& totals) {
+  QueryWalker walker(config, code);
+  if (!walker.ok()) {
+    ++totals.errors;
+    return;
+  }
+  int status = walker.SyncForward();
+  while (status != -pte_eos) {
+    if (status == QueryWalker::kUnsupported) {
+      ++totals.unsupported;
+    } else if (status >= 0) {
+      for (;;) {
+        while (status >= 0 && status != QueryWalker::kUnsupported && (status & pts_event_pending)) {
+          pt_event event;
+          status = walker.Event(&event);
+        }
+        if (status < 0 || status == QueryWalker::kUnsupported || (status & pts_eos)) break;
+        pt_block block;
+        status = walker.Next(&block);
+        totals.instructions += block.ninsn;
+        if (status < 0 || status == QueryWalker::kUnsupported) break;
+      }
+      if (status == QueryWalker::kUnsupported) ++totals.unsupported;
+      else if (status >= 0 || status == -pte_eos) break;
+      else ++totals.errors;
+    } else {
+      ++totals.errors;
+    }
+    status = walker.SyncForward();
+  }
+}
+
+bool SameBlock(const pt_block& a, const pt_block& b) {
+  // libipt reports ptic_error for blocks taken from its block cache (the walker always knows).
+  const bool iclass_ok = a.iclass == ptic_error || a.iclass == b.iclass;
+  return a.ip == b.ip && a.end_ip == b.end_ip && a.ninsn == b.ninsn && a.isid == b.isid &&
+         a.mode == b.mode && a.speculative == b.speculative && a.truncated == b.truncated &&
+         iclass_ok;
+}
+
+void PrintBlock(const char* who, int status, const pt_block& b) {
+  std::fprintf(stderr, "  %-6s status %d: block ip=0x%" PRIx64 " end_ip=0x%" PRIx64
+               " ninsn=%u iclass=%d isid=%d mode=%d\n", who, status, b.ip, b.end_ip,
+               static_cast<unsigned>(b.ninsn), static_cast<int>(b.iclass), b.isid,
+               static_cast<int>(b.mode));
+}
+
+void PrintEvent(const char* who, int status, const pt_event& e) {
+  std::fprintf(stderr, "  %-6s status %d: event type=%d ip_suppressed=%u status_update=%u "
+               "has_tsc=%u tsc=%" PRIu64 " words=0x%" PRIx64 ",0x%" PRIx64 "\n", who, status,
+               static_cast<int>(e.type), e.ip_suppressed, e.status_update, e.has_tsc, e.tsc,
+               e.variant.async_branch.from, e.variant.async_branch.to);
+}
+
+// Lockstep: libipt's block decoder and the walker from the same sync points. Returns false at
+// the first difference (printed with the trace offset).
+bool CompareWalker(const pt_config& config, pt_image* image, SectionCode& code, Totals& totals) {
+  pt_config blk_config = config;
+  blk_config.flags.variant.block.end_on_call = 1;
+  blk_config.flags.variant.block.end_on_jump = 1;
+  blk_config.flags.variant.block.enable_tick_events = 1;
+  pt_block_decoder* decoder = pt_blk_alloc_decoder(&blk_config);
+  QueryWalker walker(config, code);
+  if (decoder == nullptr || !walker.ok()) return false;
+  pt_blk_set_image(decoder, image);
+  auto differ = [&](const char* what) {
+    uint64_t offset = 0;
+    pt_blk_get_offset(decoder, &offset);
+    std::fprintf(stderr, "ipt-block-loop: walker differs from libipt (%s) at trace offset %" PRIu64
+                 ", after %" PRIu64 " equal blocks and %" PRIu64 " equal events\n", what, offset,
+                 totals.compared_blocks, totals.compared_events);
+    return false;
+  };
+  int expected = pt_blk_sync_forward(decoder);
+  int actual = walker.SyncForward();
+  bool ok = true;
+  uint64_t stuck_offset = UINT64_MAX, stuck_since = 0;
+  while (ok && expected != -pte_eos) {
+    if (actual == QueryWalker::kUnsupported) {
+      ++totals.unsupported;  // skip to the next sync point, both of them
+    } else if (expected != actual) {
+      ok = differ("status after sync");
+      break;
+    }
+    while (ok && expected >= 0 && actual != QueryWalker::kUnsupported) {
+      while (expected >= 0 && (expected & pts_event_pending)) {
+        pt_event a, b;
+        std::memset(&a, 0, sizeof a);
+        std::memset(&b, 0, sizeof b);
+        expected = pt_blk_event(decoder, &a, sizeof a);
+        actual = walker.Event(&b);
+        if (actual == QueryWalker::kUnsupported) break;
+        if (expected != actual || std::memcmp(&a, &b, sizeof a) != 0) {
+          PrintEvent("libipt", expected, a);
+          PrintEvent("walker", actual, b);
+          ok = differ("event");
+          break;
+        }
+        ++totals.compared_events;
+      }
+      if (!ok || actual == QueryWalker::kUnsupported || expected < 0 || (expected & pts_eos)) break;
+      pt_block a, b;
+      expected = pt_blk_next(decoder, &a, sizeof a);
+      actual = walker.Next(&b);
+      if (actual == QueryWalker::kUnsupported) break;
+      // libipt's block cache sometimes ends a block early, between two ordinary instructions
+      // (where it stopped filling the cache): the next block continues it with nothing between.
+      // The walker's blocks end only at branches, events and section ends: join libipt's.
+      while (expected >= 0 && (expected & (pts_event_pending | pts_eos)) == 0 &&
+             a.ninsn < b.ninsn && a.ninsn > 0 && a.ip == b.ip) {
+        pt_block more;
+        expected = pt_blk_next(decoder, &more, sizeof more);
+        if (more.ninsn == 0 || more.isid != a.isid) break;
+        a.ninsn = static_cast<uint16_t>(a.ninsn + more.ninsn);
+        a.end_ip = more.end_ip;
+        a.iclass = more.iclass;
+        a.truncated = more.truncated;
+        ++totals.joined_blocks;
+      }
+      if (expected != actual || !SameBlock(a, b)) {
+        PrintBlock("libipt", expected, a);
+        PrintBlock("walker", actual, b);
+        ok = differ("block");
+        break;
+      }
+      totals.instructions += a.ninsn;
+      ++totals.compared_blocks;
+      // Damaged trace can send both decoders round a loop of direct jumps that needs no trace;
+      // after 2^20 instructions without a byte of trace, resynchronize (as pt-decode does).
+      uint64_t offset = 0;
+      pt_blk_get_offset(decoder, &offset);
+      if (offset != stuck_offset) {
+        stuck_offset = offset;
+        stuck_since = totals.instructions;
+      } else if (totals.instructions - stuck_since > (uint64_t{1} << 20)) {
+        ++totals.errors;
+        stuck_since = totals.instructions;
+        expected = -pte_internal;
+        break;
+      }
+    }
+    if (!ok) break;
+    if (actual == QueryWalker::kUnsupported) ++totals.unsupported;
+    if (expected == -pte_eos || (expected >= 0 && (expected & pts_eos) &&
+                                 actual != QueryWalker::kUnsupported)) {
+      break;
+    }
+    if (expected < 0) ++totals.errors;  // both failed alike: resync
+    expected = pt_blk_sync_forward(decoder);
+    actual = walker.SyncForward();
+    if (actual == QueryWalker::kUnsupported) continue;
+  }
+  pt_blk_free_decoder(decoder);
+  return ok;
+}
+
+bool DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image* image,
+                  SectionCode& code, Totals& totals) {
   pt_config config;
   pt_config_init(&config);
   if (g_flow_config) {
@@ -105,10 +305,15 @@ void DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image*
   config.cpuid_0x15_ebx = static_cast<uint32_t>(MetadataNumber(archive, "pt.cpuid15_ebx"));
   config.mtc_freq = static_cast<uint8_t>(MetadataNumber(archive, "pt.mtc_period"));
   config.nom_freq = static_cast<uint8_t>(MetadataNumber(archive, "pt.max_nonturbo_ratio"));
+  if (g_walker == WalkerMode::kDecode) {
+    DecodeWithWalker(config, code, totals);
+    return true;
+  }
+  if (g_walker == WalkerMode::kCompare) return CompareWalker(config, image, code, totals);
   pt_block_decoder* decoder = pt_blk_alloc_decoder(&config);
   if (decoder == nullptr) {
     ++totals.errors;
-    return;
+    return true;
   }
   pt_blk_set_image(decoder, image);
   for (int status = pt_blk_sync_forward(decoder); status != -pte_eos; status = pt_blk_sync_forward(decoder)) {
@@ -117,18 +322,31 @@ void DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image*
     ++totals.errors;  // re-sync at the next PSB
   }
   pt_blk_free_decoder(decoder);
+  return true;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "--flow-config") {
-    g_flow_config = true;
-    argv[1] = argv[2];
-    argc = 2;
+  if (argc == 5 && std::string(argv[1]) == "--damage") {
+    g_damage_seed = std::strtoull(argv[2], nullptr, 0);
+    argv += 2;
+    argc -= 2;
+  }
+  if (argc == 3) {
+    const std::string option = argv[1];
+    if (option == "--flow-config") g_flow_config = true;
+    if (option == "--walker") g_walker = WalkerMode::kDecode;
+    if (option == "--compare-walker") g_walker = WalkerMode::kCompare;
+    if (g_flow_config || g_walker != WalkerMode::kNone) {
+      argv[1] = argv[2];
+      argc = 2;
+    }
   }
   if (argc != 2 || argv[1][0] == '-') {
-    std::fprintf(stderr, "usage: ipt-block-loop [--flow-config] ARCHIVE.ptar\n");
+    std::fprintf(stderr,
+                 "usage: ipt-block-loop [--damage SEED] [--flow-config | --walker | --compare-walker] "
+                 "ARCHIVE.ptar\n");
     return 2;
   }
   auto archive_or = ptscope::format::ReadArchive(argv[1]);
@@ -155,6 +373,7 @@ int main(int argc, char** argv) {
   }
   pt_image_section_cache* iscache = pt_iscache_alloc("ipt-block-loop");
   std::map<uint32_t, pt_image*> images;
+  std::map<uint32_t, std::vector<Section>> sections;
   for (const auto& [pid, maps] : mappings) {
     pt_image* image = pt_image_alloc(nullptr);
     for (const Mapping& m : maps) {
@@ -165,13 +384,26 @@ int main(int argc, char** argv) {
       }
     }
     images[pid] = image;
+    for (const Mapping& m : maps) {
+      // (the isid again, from the cache: adding a file a second time returns the same one)
+      const int isid = pt_iscache_add_file(iscache, m.path.c_str(), m.pgoff, m.len, m.addr);
+      if (isid >= 0) sections[pid].push_back({isid, m.addr, m.len});
+    }
   }
   Totals totals;
   const auto start = std::chrono::steady_clock::now();
   for (auto& [pid, bytes] : inputs) {
     auto image = images.find(pid);
     if (bytes.empty() || image == images.end()) continue;
-    DecodeStream(archive, bytes, image->second, totals);
+    SectionCode code(iscache, sections[pid]);
+    if (g_damage_seed != 0) {
+      uint64_t state = g_damage_seed;
+      for (size_t i = 0; i < bytes.size() / 4096 + 1; ++i) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        bytes[(state >> 17) % bytes.size()] = static_cast<uint8_t>(state >> 56);
+      }
+    }
+    if (!DecodeStream(archive, bytes, image->second, code, totals)) return 1;
     totals.bytes += bytes.size();
     ++totals.streams;
   }
@@ -183,5 +415,10 @@ int main(int argc, char** argv) {
   std::printf("ipt-block-loop instructions=%" PRIu64 " seconds=%.3f insns_per_s=%.0f pt_bytes=%" PRIu64
               " pt_mb_per_s=%.2f streams=%" PRIu64 " errors=%" PRIu64 "\n",
               totals.instructions, seconds, rate, totals.bytes, mbps, totals.streams, totals.errors);
+  if (g_walker != WalkerMode::kNone) {
+    std::printf("walker unsupported=%" PRIu64 " compared_blocks=%" PRIu64 " compared_events=%" PRIu64
+                " joined_blocks=%" PRIu64 "\n", totals.unsupported, totals.compared_blocks,
+                totals.compared_events, totals.joined_blocks);
+  }
   return totals.errors == 0 ? 0 : 1;
 }
