@@ -40,6 +40,7 @@ struct Options {
   unsigned jobs = 0;  // 0: every core
   size_t unit_bytes = 0;
   bool summary = false;
+  bool libipt_blocks = false;
   std::vector<std::string> threads;  // --threads values, each a comma-separated list
   std::string time_range;
   // Parsed from the above.
@@ -189,6 +190,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   pipeline.debuginfod_urls = options.debuginfod_urls;
   pipeline.jobs = options.jobs;
   pipeline.unit_bytes = options.unit_bytes;
+  pipeline.walker = !options.libipt_blocks;
   pipeline.format = format;
   pipeline.output_path = output;
   pipeline.threads = options.thread_ids;
@@ -241,7 +243,10 @@ int main(int argc, char** argv) {
        "file://) asked last for missing binaries/debug info by build id; repeatable; default "
        "$DEBUGINFOD_URLS; without either nothing is fetched")
       ("jobs,j", po::value(&options.jobs), "decoder threads (default: every core); the output "
-       "is the same for every value");
+       "is the same for every value")
+      ("libipt-blocks", po::bool_switch(&options.libipt_blocks), "walk the code with libipt's "
+       "block decoder instead of ptscope's own walker (about half as fast; the output is the "
+       "same)");
   po::options_description hidden;
   hidden.add_options()("input", po::value(&options.inputs))
       // Bytes of PT per decode unit: tests use tiny units to check that joins are exact.

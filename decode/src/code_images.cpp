@@ -44,6 +44,10 @@ void CodeImages::Prepare(const std::vector<uint32_t>& pids) {
                                            static_cast<uint64_t>(st.st_size) - mapping.pgoff);
         isid = pt_iscache_add_file(iscache_, code_path.c_str(), mapping.pgoff, size,
                                    mapping.start);
+        if (isid >= 0) {
+          if (section_ranges_.size() <= static_cast<size_t>(isid)) section_ranges_.resize(isid + 1);
+          section_ranges_[isid] = {mapping.start, mapping.start + size};
+        }
       }
       // Anonymous memory holding JIT code gets its bytes from the jitdump instead.
       bool jit_memory = jit_ != nullptr && jit_->HasCode(pid) &&
@@ -117,6 +121,25 @@ pt_image* ThreadImage::At(uint64_t time_ns, bool* changed) {
   }
   // Later mappings were added later: adding in order lets a newer section replace an older one.
   for (int isid : sections) pt_image_add_cached(image, images_.iscache(), isid, nullptr);
+  intervals_.clear();
+  for (int isid : sections) {
+    const auto [begin, end] = images_.SectionRange(isid);
+    if (begin >= end) continue;
+    // Paint [begin, end) over what is there: trim or drop the overlapped intervals.
+    std::vector<CodeInterval> kept;
+    for (const CodeInterval& old : intervals_) {
+      if (old.end <= begin || end <= old.begin) {
+        kept.push_back(old);
+        continue;
+      }
+      if (old.begin < begin) kept.push_back({old.begin, begin, old.isid});
+      if (end < old.end) kept.push_back({end, old.end, old.isid});
+    }
+    kept.push_back({begin, end, isid});
+    intervals_ = std::move(kept);
+  }
+  std::sort(intervals_.begin(), intervals_.end(),
+            [](const CodeInterval& a, const CodeInterval& b) { return a.begin < b.begin; });
   pt_image_free(previous_);
   previous_ = image_;
   image_ = image;
@@ -124,6 +147,32 @@ pt_image* ThreadImage::At(uint64_t time_ns, bool* changed) {
   next_change_ = next_change;
   *changed = true;
   return image_;
+}
+
+bool ThreadImageCode::Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) {
+  const std::vector<CodeInterval>& intervals = image_.intervals();
+  auto after = std::upper_bound(intervals.begin(), intervals.end(), ip,
+                                [](uint64_t a, const CodeInterval& b) { return a < b.begin; });
+  if (after == intervals.begin() || ip >= std::prev(after)->end) return false;
+  const CodeInterval& found = *std::prev(after);
+  *isid = found.isid;
+  *begin = found.begin;
+  *end = found.end;
+  return true;
+}
+
+int ThreadImageCode::Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid,
+                          uint64_t* section_end) {
+  uint64_t begin = 0, end = 0;
+  if (Locate(ip, isid, &begin, &end)) {
+    *section_end = end;
+    return pt_iscache_read(image_.iscache(), buffer, std::min<uint64_t>(size, end - ip), *isid, ip);
+  }
+  // As libipt's image: what no section holds comes from the read callback (JIT code).
+  *isid = 0;
+  *section_end = UINT64_MAX;
+  const size_t read = image_.ReadJit(buffer, size, ip);
+  return read == 0 ? -pte_nomap : static_cast<int>(read);
 }
 
 }  // namespace ptscope::decode

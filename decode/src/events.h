@@ -1,6 +1,6 @@
 // The structs passed between decode stages. Only decode/src/pipeline.cpp wires the stages:
 //
-//   ArchiveReader ─► SidebandTimeline ─► FlowDecoder (libipt block decoder) ─► FlowEvent stream
+//   ArchiveReader ─► SidebandTimeline ─► FlowDecoder (QueryWalker or libipt's block decoder) ─► FlowEvent stream
 //   (one per thread) ─► StackTracker ─► SliceEvent calls on a SliceSink (Perfetto | text | folded)
 //
 // FlowEvents carry addresses and trace-clock nanoseconds only: no names, no text. Names are

@@ -77,8 +77,13 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
   config.flags.variant.block.end_on_call = 1;
   config.flags.variant.block.end_on_jump = 1;
   config.flags.variant.block.enable_tick_events = 1;
-  decoder_ = pt_blk_alloc_decoder(&config);
-  if (decoder_ == nullptr) {
+  if (walker_cache_ != nullptr) {
+    walker_ = std::make_unique<QueryWalker>(config, walker_code_, walker_cache_);
+    if (!walker_->ok()) walker_.reset();
+  } else {
+    decoder_ = pt_blk_alloc_decoder(&config);
+  }
+  if (!Decoding()) {
     FailSegment("libipt refused the decoder configuration");
     return;
   }
@@ -87,7 +92,7 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     block_inline_->call_lengths =
         std::make_unique<BlockInlineCache::CallLength[]>(BlockInlineCache::kCallLengthSlots);
   }
-  int status = pt_blk_sync_forward(decoder_);
+  int status = SyncForward();
   if (status < 0) {
     QueueGap(GapCause::kDecodeError, 0,
              "no PSB in " + std::to_string(size) + " bytes of trace: nothing to decode");
@@ -96,21 +101,21 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
   while (synced) {
     uint64_t tsc = 0;
     uint32_t lost_mtc = 0, lost_cyc = 0;
-    if (pt_blk_time(decoder_, &tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0) Anchor(tsc);
+    if (Time(&tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0) Anchor(tsc);
     // Without any time yet, take the mappings in force at the end of the capture.
     uint64_t image_time = have_anchor_ ? anchor_ns_ : kNoTime;
     if (timeline_ != nullptr) UpdateThread(image_time);
     if (image_.NeedsSwitch(image_time)) SwitchImageIfNeeded(image_time);
     for (;;) {
-      if ((status & pts_event_pending) != 0) status = DrainEvents(decoder_, status);
+      if ((status & pts_event_pending) != 0) status = DrainEvents(status);
       if (status < 0 || (status & pts_eos) != 0) break;
       pt_block block;  // pt_blk_next zeroes it first, also when it fails
-      status = pt_blk_next(decoder_, &block, sizeof block);
+      status = NextBlock(&block);
       if (block.ninsn > 0) HandleBlock(block);
       if (status >= 0 && position_ >= next_stuck_check_ && StuckCheck()) status = -pte_internal;
       if (status < 0) {
         uint64_t offset = 0;
-        pt_blk_get_offset(decoder_, &offset);
+        Offset(&offset);
         HandleError(status, block, offset);
         break;
       }
@@ -120,10 +125,10 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     // Resync at the next PSB after the one we last synced at (libipt's own sync_forward would
     // start after its look-ahead and can skip a PSB).
     uint64_t last_sync = 0, current = 0;
-    if (pt_blk_get_sync_offset(decoder_, &last_sync) < 0) last_sync = UINT64_MAX;
-    if (pt_blk_get_offset(decoder_, &current) < 0) current = 0;
+    if (SyncOffset(&last_sync) < 0) last_sync = UINT64_MAX;
+    if (Offset(&current) < 0) current = 0;
     int64_t next = ResyncOffset(begin, size, current, last_sync);
-    status = next < 0 ? -pte_eos : pt_blk_sync_set(decoder_, static_cast<uint64_t>(next));
+    status = next < 0 ? -pte_eos : SyncSet(static_cast<uint64_t>(next));
     synced = status >= 0;
   }
   FinishSegment();
@@ -144,6 +149,7 @@ void FlowDecoder::FinishSegment() {
   FlushExtrapolated();
   if (decoder_ != nullptr) pt_blk_free_decoder(decoder_);
   decoder_ = nullptr;
+  walker_.reset();
   stats_.instructions = position_;  // every instruction retired is counted in position_
   if (buffer_ != nullptr) {
     buffer_->stats = stats_;
@@ -213,7 +219,7 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
   if (thread.pid != image_.pid()) {
     image_.SetPid(thread.pid);
     RefreshFastStretch();
-    if (decoder_ != nullptr) SwitchImageIfNeeded(time_ns);
+    if (Decoding()) SwitchImageIfNeeded(time_ns);
   }
 }
 
@@ -227,7 +233,7 @@ bool FlowDecoder::StuckCheck() {
   constexpr uint64_t kCheckInterval = uint64_t{1} << 12;
   next_stuck_check_ = position_ + kCheckInterval;
   uint64_t offset = 0;
-  pt_blk_get_offset(decoder_, &offset);
+  Offset(&offset);
   if (offset != stuck_offset_) {
     stuck_offset_ = offset;
     stuck_position_ = position_;
@@ -242,13 +248,13 @@ bool FlowDecoder::StuckCheck() {
   return true;
 }
 
-int FlowDecoder::DrainEvents(pt_block_decoder* decoder, int status) {
+int FlowDecoder::DrainEvents(int status) {
   while (status >= 0 && (status & pts_event_pending) != 0) {
     pt_event event;
-    status = pt_blk_event(decoder, &event, sizeof event);
+    status = NextEvent(&event);
     if (status < 0) {
       uint64_t offset = 0;
-      pt_blk_get_offset(decoder, &offset);
+      Offset(&offset);
       pt_block none;
       std::memset(&none, 0, sizeof none);
       HandleError(status, none, offset);
@@ -267,7 +273,7 @@ void FlowDecoder::HandleEvent(const pt_event& event) {
         // Tracing resumes after a context switch on this CPU: who runs now?
         uint64_t tsc = 0;
         uint32_t lost_mtc = 0, lost_cyc = 0;
-        if (!event.has_tsc && pt_blk_time(decoder_, &tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0) {
+        if (!event.has_tsc && Time(&tsc, &lost_mtc, &lost_cyc) >= 0 && tsc != 0) {
           Anchor(tsc);
         }
         UpdateThread(have_anchor_ ? anchor_ns_ : kNoTime);
@@ -534,7 +540,7 @@ void FlowDecoder::Anchor(uint64_t tsc) {
   anchor_ns_ = ns;
   anchor_position_ = position_;
   image_.SetTime(ns);
-  if (decoder_ != nullptr && image_.NeedsSwitch(ns)) SwitchImageIfNeeded(ns);
+  if (Decoding() && image_.NeedsSwitch(ns)) SwitchImageIfNeeded(ns);
 }
 
 void FlowDecoder::FlushExtrapolated() {
@@ -566,6 +572,7 @@ void FlowDecoder::SwitchImageIfNeeded(uint64_t time_ns) {
   bool changed = false;
   pt_image* image = image_.At(time_ns, &changed);
   if (changed && decoder_ != nullptr) pt_blk_set_image(decoder_, image);
+  if (changed && walker_ != nullptr) walker_->CodeChanged();
 }
 
 void FlowDecoder::LostData(const std::string& detail) {

@@ -13,6 +13,7 @@
 #include "pipeline.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -61,9 +62,14 @@ struct DecodeContext {
   SymbolsFrameNamer& namer;
   std::vector<Stream>& streams;
   std::vector<BlockInlineCache> worker_caches;
+  std::vector<WalkerCache> walker_caches;  // empty: libipt's block decoder walks the code
+  std::atomic<uint64_t> units{0}, libipt_units{0};  // units decoded; those the walker refused
 };
 
-void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, UnitEvents& out) {
+// One attempt at a unit: with the worker's QueryWalker when `walker` is set, else with libipt's
+// block decoder. Returns false when the walker refused the unit's trace.
+bool DecodeUnitWith(DecodeContext& context, const WorkUnit& work, unsigned worker, bool walker,
+                    UnitEvents& out) {
   const Stream& stream = context.streams[work.stream];
   const DecodeUnitSpan& span = work.span;
   struct NoOutput : FlowOutput {
@@ -73,6 +79,7 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   decoder.SetUnitBuffer(&out);
   decoder.SetInlineNamer(&context.namer);
   decoder.SetBlockInlineCache(&context.worker_caches[worker]);
+  if (walker) decoder.UseWalker(&context.walker_caches[worker]);
   decoder.SetOffsetBase(span.begin);
   if (work.unit > 0) decoder.SetContinuation();
   if (work.has_next) decoder.SetNextUnit(work.next_start);
@@ -83,9 +90,21 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   }
   if (!work.unreadable.empty()) {
     decoder.FailSegment(work.unreadable);
-    return;
+    return true;
   }
   decoder.DecodeSegment(work.bytes.data(), work.bytes.size());
+  return !decoder.walker_refused();
+}
+
+void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, UnitEvents& out) {
+  const bool walker = !context.walker_caches.empty();
+  context.units.fetch_add(1, std::memory_order_relaxed);
+  if (DecodeUnitWith(context, work, worker, walker, out) || !walker) return;
+  context.libipt_units.fetch_add(1, std::memory_order_relaxed);
+  // Trace the walker does not model (see query_walker.h): the whole unit again with libipt
+  // (units are independent, so nothing of the first attempt is kept).
+  out.Reset();
+  DecodeUnitWith(context, work, worker, false, out);
 }
 
 Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
@@ -178,7 +197,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
 
   UnitPlanner planner(streams, setup, config, unit_bytes, archive.path, window_from, window_to);
   const unsigned jobs = std::max(1u, options.jobs);
-  DecodeContext context{setup, {&images}, timeline, namer, streams, {}};
+  DecodeContext context{setup, {&images}, timeline, namer, streams, {}, {}};
   // One section cache per worker. libipt maps and unmaps a section, under that section's mutex
   // and its cache's, for every instruction it decodes outside its block cache (on the way to
   // each syscall and event); with one cache shared by all workers those locks and the block
@@ -192,6 +211,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     context.worker_images.push_back(more_images.back().get());
   }
   context.worker_caches.resize(jobs);
+  if (options.walker) context.walker_caches.resize(jobs);
   const size_t window = 2 * static_cast<size_t>(jobs) + 2;
   std::vector<WorkUnit> plan(window);  // unit i in plan[i % window] (see RunOrdered)
 
@@ -332,6 +352,13 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
     }
   }
+  if (context.libipt_units != 0) {
+    summary.notes.push_back(std::to_string(context.libipt_units) + " of " +
+                            std::to_string(context.units) + " decode units hold trace the "
+                            "walker does not model: libipt's block decoder walked them");
+  }
+  summary.walker_units = context.units - context.libipt_units;
+  summary.libipt_units = context.libipt_units;
   if (cpu_threads.idle_instructions() != 0) {
     summary.notes.push_back(std::to_string(cpu_threads.idle_instructions()) +
                             " instructions of per-CPU trace ran while the sideband names no "

@@ -35,6 +35,9 @@ struct PipelineOptions {
   // Bytes of PT per decode unit (0: the default). Only tests change it: the output must not
   // depend on it.
   size_t unit_bytes = 0;
+  // Walk code with QueryWalker (libipt's query decoder and our own instruction walk) instead of
+  // libipt's block decoder; the output is the same.
+  bool walker = true;
   // Called after each decode unit with (PT bytes decoded or skipped so far, PT bytes in all);
   // may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
@@ -48,6 +51,7 @@ struct DecodeSummary {
   std::array<uint64_t, 5> gaps{};         // by GapCause
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  uint64_t walker_units = 0, libipt_units = 0;  // decode units walked by QueryWalker / libipt
   std::string output_path;
 };
 

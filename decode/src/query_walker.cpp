@@ -57,7 +57,9 @@ int64_t Displacement(const ZydisDecodedInstruction& insn) {
 
 }  // namespace
 
-QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code) : code_(code) {
+QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache)
+    : code_(code) {
+  if (cache != nullptr) cache_ = cache;
   pt_config query_config = config;
   std::memset(&query_config.flags, 0, sizeof query_config.flags);  // as libipt's block decoder
   query_ = pt_qry_alloc_decoder(&query_config);
@@ -65,6 +67,7 @@ QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code) : code_(code
   ZydisDecoderInit(zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
   zydis_ = zydis;
   skd022_ = config.errata.skd022 != 0;
+  skl014_ = config.errata.skl014 != 0 && config.addr_filter.config.addr_cfg != 0;
   Reset();
 }
 
@@ -141,7 +144,21 @@ int QueryWalker::Proceed(pt_block* block) {
 }
 
 const QueryWalker::Run& QueryWalker::RunAt(uint64_t ip) {
-  auto [run, inserted] = runs_.TryEmplace(ip);
+  if (ip - last_section_begin_ >= last_section_end_ - last_section_begin_) {
+    int isid = 0;
+    uint64_t begin = 0, end = 0;
+    if (!code_.Locate(ip, &isid, &begin, &end) || isid <= 0) {
+      // Callback code (JIT) can change from one moment to the next: never cached.
+      static thread_local Run uncached;
+      uncached = DecodeRun(ip);
+      uncached.slow = true;
+      return uncached;
+    }
+    last_section_begin_ = begin;
+    last_section_end_ = end;
+    last_isid_ = isid;
+  }
+  auto [run, inserted] = cache_->runs.TryEmplace(WalkerCache::Key{ip, last_isid_});
   if (inserted) *run = DecodeRun(ip);
   return *run;
 }
@@ -200,12 +217,17 @@ int QueryWalker::DecodeInsn(uint64_t ip, Insn* insn) {
 }
 
 int QueryWalker::CachedInsn(uint64_t ip, Insn* insn) {
-  if (const Insn* known = insns_.Find(ip)) {
-    *insn = *known;
-    return 0;
+  int isid = 0;
+  uint64_t begin = 0, end = 0;
+  const bool cacheable = code_.Locate(ip, &isid, &begin, &end) && isid > 0;
+  if (cacheable) {
+    if (const Insn* known = cache_->insns.Find(WalkerCache::Key{ip, isid})) {
+      *insn = *known;
+      return 0;
+    }
   }
   const int status = DecodeInsn(ip, insn);
-  if (status == 0) *insns_.TryEmplace(ip).first = *insn;
+  if (status == 0 && cacheable) *cache_->insns.TryEmplace(WalkerCache::Key{ip, isid}).first = *insn;
   return status;
 }
 
@@ -396,6 +418,7 @@ int QueryWalker::ProceedEvent(pt_block* block) {
     case ptev_tick: case ptev_cbr: case ptev_mnt:
       break;
     case ptev_disabled:
+      if (event_.ip_suppressed && skl014_) return kUnsupported;
       status = event_.ip_suppressed ? ProceedToTraceBranch(block, &insn)
                                     : ProceedToIp(block, &insn, event_.variant.disabled.ip);
       if (status <= 0) {

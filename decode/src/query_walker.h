@@ -12,8 +12,10 @@
 // end_on_jump, enable_tick_events): the same blocks (ip, end_ip, ninsn, iclass, isid) and the same
 // events in the same order, with the same status flags. What it does not model, it refuses:
 // Next/Event return kUnsupported (a positive code outside libipt's) and the caller decodes that
-// stretch with libipt instead. Not modelled: errata workarounds, paging/VMCS/PTWRITE/TSX events,
-// execution modes other than 64-bit, and blocks that cross sections without a branch.
+// stretch with libipt instead. Not modelled: the block-level workarounds of errata SKD022 and
+// SKL014 (the latter with address filters only), TSX events, paging/VMCS/PTWRITE events while
+// tracing, execution modes other than 64-bit, instructions cut by a section's end, and encodings
+// Zydis rejects (libipt's length decoder is more lenient, which matters in damaged trace).
 #pragma once
 
 #include <intel-pt.h>
@@ -26,13 +28,59 @@
 
 namespace ptscope::decode {
 
-// Where the walker reads code. Read copies up to `size` bytes at `ip` into `buffer` and returns how
-// many it copied (<= 0: nothing mapped there) and the section id libipt's image would report
-// (pt_block::isid) and where that section ends (the first address after it).
+// Where the walker reads code. Locate names the section holding `ip` (libipt's isid, as in
+// pt_block::isid) and its addresses [begin, end), or returns false when no section does (code
+// served by an image's read callback, such as JIT code, or nothing). Read copies up to `size`
+// bytes at `ip` and returns how many (<= 0: nothing mapped there), with the same isid (0 for
+// callback code) and section end.
 class WalkerCode {
  public:
   virtual ~WalkerCode() = default;
+  virtual bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) = 0;
   virtual int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) = 0;
+};
+
+// An instruction as the walker needs it.
+struct WalkerInsn {
+  uint64_t ip = 0;
+  uint8_t size = 0;
+  pt_insn_class iclass = ptic_error;
+  bool direct = false;
+  uint64_t target = 0;
+  int isid = 0;
+  uint64_t section_end = 0;
+};
+// From an address: the instructions up to and including the next branch (or up to the end of
+// the section), decoded once.
+struct WalkerRun {
+  uint64_t end_ip = 0;  // the last instruction
+  uint64_t target = 0;  // direct branch: its target
+  uint64_t section_end = 0;
+  int isid = 0;
+  uint16_t ninsn = 0;
+  uint8_t size = 0;  // the last instruction's length
+  uint8_t iclass = ptic_error;
+  bool direct = false;  // the last instruction is a direct call or jump
+  // The run cannot be taken in one step: it ends at a section's end, or in code that cannot be
+  // read or decoded (`error`; 0 for a section end). Next steps through it instead, as libipt.
+  bool slow = false;
+  int error = 0;
+};
+// Decoded code by (section, address): code in a section never changes, so a worker's walkers
+// share one cache across decode units and image epochs. Callback code (isid 0) is never cached.
+struct WalkerCache {
+  struct Key {
+    uint64_t ip;
+    int isid;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    uint64_t operator()(const Key& key) const {
+      return (key.ip ^ (static_cast<uint64_t>(key.isid) << 48)) * 0x9E3779B97F4A7C15ull;
+    }
+  };
+  FlatMap<Key, WalkerRun, KeyHash> runs;
+  FlatMap<Key, WalkerInsn, KeyHash> insns;  // stepped one by one (to an event's ip)
 };
 
 class QueryWalker {
@@ -42,7 +90,7 @@ class QueryWalker {
 
   // `config` as for pt_blk_alloc_decoder; its block flags are ignored (the walker always behaves
   // as with end_on_call, end_on_jump and enable_tick_events).
-  QueryWalker(const pt_config& config, WalkerCode& code);
+  QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache = nullptr);
   ~QueryWalker();
   QueryWalker(const QueryWalker&) = delete;
   QueryWalker& operator=(const QueryWalker&) = delete;
@@ -57,38 +105,12 @@ class QueryWalker {
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
   int GetSyncOffset(uint64_t* offset) const;
-  // Drops the cached runs (the code they were decoded from changed).
-  void ForgetCode() {
-    runs_ = FlatMap<uint64_t, Run, AddressHash>();
-    insns_ = FlatMap<uint64_t, Insn, AddressHash>();
-  }
+  // The code changed its epoch (another image): forget which section was looked up last.
+  void CodeChanged() { last_section_end_ = 0; }
 
  private:
-  // From an address: the instructions up to and including the next branch (or up to the end of
-  // the section), decoded once.
-  struct Run {
-    uint64_t end_ip = 0;  // the last instruction
-    uint64_t target = 0;  // direct branch: its target
-    uint64_t section_end = 0;
-    int isid = 0;
-    uint16_t ninsn = 0;
-    uint8_t size = 0;        // the last instruction's length
-    uint8_t iclass = ptic_error;
-    bool direct = false;     // the last instruction is a direct call or jump
-    // The run cannot be taken in one step: it ends at a section's end, or in code that cannot be
-    // read or decoded (`error`; 0 for a section end). Next steps through it instead, as libipt.
-    bool slow = false;
-    int error = 0;
-  };
-  struct Insn {
-    uint64_t ip = 0;
-    uint8_t size = 0;
-    pt_insn_class iclass = ptic_error;
-    bool direct = false;
-    uint64_t target = 0;
-    int isid = 0;
-    uint64_t section_end = 0;
-  };
+  using Run = WalkerRun;
+  using Insn = WalkerInsn;
 
   const Run& RunAt(uint64_t ip);
   Run DecodeRun(uint64_t ip);
@@ -127,16 +149,20 @@ class QueryWalker {
   bool enabled_ = false;
   bool process_event_ = false;
   bool speculative_ = false;
-  bool skd022_ = false;  // the erratum's workaround is not modelled
+  // Errata whose workarounds libipt applies at block level (not modelled: refused when met).
+  bool skd022_ = false;
+  bool skl014_ = false;  // (with address filtering only)
   pt_exec_mode mode_ = ptem_unknown;
   pt_event event_{};
   // libipt's return stack: 64 entries in a ring of 65, the oldest overwritten.
   static constexpr unsigned kReturnSlots = 65;
   uint64_t returns_[kReturnSlots] = {};
   uint8_t return_top_ = 0, return_bottom_ = 0;
-  FlatMap<uint64_t, Run, AddressHash> runs_;  // by first address
-  // Instructions stepped one by one (to an event's ip, or where a run cannot be taken whole).
-  FlatMap<uint64_t, Insn, AddressHash> insns_;
+  WalkerCache own_cache_;
+  WalkerCache* cache_ = &own_cache_;
+  // The section of the last run looked up: [last_section_begin_, last_section_end_), isid.
+  uint64_t last_section_begin_ = 0, last_section_end_ = 0;
+  int last_isid_ = 0;
   void* zydis_ = nullptr;  // ZydisDecoder (kept out of this header)
 };
 

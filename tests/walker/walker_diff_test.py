@@ -6,6 +6,9 @@ return compression, with a small PSB period and two threads; pt-emulate recordin
 programs (signals, exceptions, threads, dlopen); and the synth walks again with damaged bytes,
 where both decoders must meet the same errors and resynchronize alike. Each comparison must cover
 real work (blocks and events compared) and, on undamaged captures, the walker must refuse nothing.
+Then pt-decode itself: its Perfetto output with the walker (the default) must equal, byte for byte,
+its output with --libipt-blocks, on every clean capture (with no unit handed back to libipt) and
+on copies with one PT byte inverted (where units may be handed back).
 """
 import argparse
 import os
@@ -13,6 +16,9 @@ import re
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "slices"))
+import ptar_edit  # noqa: E402  (damages PT bytes inside a .ptar, keeping it well-formed)
 
 SYNTH_VARIANTS = {
     "cyc": ["--psb-period", "512"],
@@ -49,11 +55,32 @@ def check(name, result, counts, damaged):
     return problems
 
 
+def compare_decoder(decoder, archive, work, damaged=False):
+    outputs = []
+    for extra in ([], ["--libipt-blocks"]):
+        output = os.path.join(work, "decoded-%d.pftrace" % len(outputs))
+        result = subprocess.run([decoder, "--jobs", "1", "-o", output] + extra + [archive],
+                                capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            return [f"pt-decode {' '.join(extra)} {archive}: exit {result.returncode}: "
+                    f"{result.stderr.strip()}"]
+        if not damaged and not extra and "walker does not model" in result.stderr:
+            return [f"pt-decode {archive}: units handed to libipt: {result.stderr.strip()}"]
+        with open(output, "rb") as f:
+            outputs.append(f.read())
+    if len(outputs[0]) < 1000:
+        return [f"pt-decode {archive}: only {len(outputs[0])} bytes of output"]
+    if outputs[0] != outputs[1]:
+        return [f"pt-decode {archive}: the walker's output differs from --libipt-blocks'"]
+    return []
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--loop", required=True)
     parser.add_argument("--synth", required=True)
     parser.add_argument("--emulate", required=True)
+    parser.add_argument("--decoder", required=True)
     parser.add_argument("--binary", action="append", required=True)
     parser.add_argument("--programs", required=True, help="directory of the corpus programs")
     args = parser.parse_args()
@@ -71,6 +98,7 @@ def main():
                     continue
                 synth_archives.append(archive)
                 problems += check(os.path.basename(archive), *compare(args.loop, archive), False)
+                problems += compare_decoder(args.decoder, archive, work)
         for name, (program, extra) in EMULATE_VARIANTS.items():
             archive = os.path.join(work, f"emulate-{name}.ptar")
             made = subprocess.run([args.emulate, "--full", "-o", archive] + extra +
@@ -80,6 +108,12 @@ def main():
                 problems.append(f"pt-emulate {name}: {made.stderr.strip()}")
                 continue
             problems += check(name, *compare(args.loop, archive), False)
+            problems += compare_decoder(args.decoder, archive, work)
+        for index, archive in enumerate(synth_archives[:2]):
+            for after_psb in (40, 700, 9000):
+                damaged = os.path.join(work, f"damaged-{index}-{after_psb}.ptar")
+                ptar_edit.flip_pt_byte(archive, damaged, after_psb)
+                problems += compare_decoder(args.decoder, damaged, work, damaged=True)
         for seed in DAMAGE_SEEDS:
             for archive in synth_archives[:2]:
                 name = f"{os.path.basename(archive)} damaged (seed {seed})"

@@ -91,6 +91,16 @@ class SectionCode : public ptscope::decode::WalkerCode {
  public:
   SectionCode(pt_image_section_cache* iscache, const std::vector<Section>& sections)
       : iscache_(iscache), sections_(sections) {}
+  bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) override {
+    for (auto it = sections_.rbegin(); it != sections_.rend(); ++it) {
+      if (ip - it->addr >= it->len) continue;
+      *isid = it->isid;
+      *begin = it->addr;
+      *end = it->addr + it->len;
+      return true;
+    }
+    return false;
+  }
   int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) override {
     for (auto it = sections_.rbegin(); it != sections_.rend(); ++it) {
       if (ip - it->addr >= it->len) continue;

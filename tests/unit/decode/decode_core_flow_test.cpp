@@ -59,8 +59,10 @@ std::string Describe(const std::vector<FlowEvent>& events) {
   return out.str();
 }
 
-// Decodes `trace` over TestCode() mapped at kBase for pid 1 and returns the events as text.
-std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode()) {
+// Decodes `trace` over `code` mapped at kBase for pid 1 with libipt's block decoder, or with
+// QueryWalker when `walker` is given; *refused says whether the walker refused the trace.
+std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint8_t>& code,
+                       WalkerCache* walker, bool* refused) {
   CodeFile file(code);
   symbols::AddressSpace space;
   uint32_t module = space.InternModule(file.path(), {});
@@ -72,9 +74,24 @@ std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code 
   setup.nom_freq = 1;  // with CBR 1: one CYC cycle = one TSC tick
   Recorder recorder;
   FlowDecoder decoder(setup, images, 1, recorder);
+  if (walker != nullptr) decoder.UseWalker(walker);
   decoder.DecodeSegment(trace.data(), trace.size());
   decoder.Finish();
+  *refused = decoder.walker_refused();
   return Describe(recorder.events);
+}
+
+// Decodes `trace` over TestCode() (or `code`) and returns the events as text. Every trace is also
+// decoded with QueryWalker, which must give exactly the same events (all of these traces are
+// 64-bit code and events it models: it must not refuse them).
+std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode()) {
+  bool refused = false;
+  const std::string libipt = DecodeWith(trace, code, nullptr, &refused);
+  WalkerCache cache;
+  const std::string walker = DecodeWith(trace, code, &cache, &refused);
+  CHECK_FALSE(refused);
+  CHECK(walker == libipt);
+  return libipt;
 }
 
 TEST_CASE("call, compressed return, jump, syscall, re-enable: exact events and CYC times") {
@@ -310,3 +327,30 @@ TEST_CASE("gap and trigger texts are interned: equal texts share one stored stri
   CHECK(none.empty());
   CHECK(none.str().empty());
 }
+
+namespace ptscope::decode {
+namespace {
+
+TEST_CASE("QueryWalker refuses 32-bit code, and libipt's block decoder decodes it") {
+  PtBuilder pt;
+  pt.Simple(ppt_psb);
+  pt.Tsc(1000);
+  pt_packet mode{};
+  mode.type = ppt_mode;
+  mode.payload.mode.leaf = pt_mol_exec;
+  mode.payload.mode.bits.exec = pt_set_exec_mode(ptem_32bit);
+  pt.Put(mode);
+  pt.Ip(ppt_fup, 0x1020);
+  pt.Simple(ppt_psbend);
+  pt.Ip(ppt_tip_pgd, 0);
+  bool refused = false;
+  WalkerCache cache;
+  DecodeWith(pt.bytes(), TestCode(), &cache, &refused);
+  CHECK(refused);
+  const std::string libipt = DecodeWith(pt.bytes(), TestCode(), nullptr, &refused);
+  CHECK_FALSE(refused);
+  CHECK(libipt.find("syscall 0x1021") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptscope::decode
