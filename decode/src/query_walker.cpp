@@ -250,7 +250,8 @@ int QueryWalker::PopReturn(uint64_t* ip) {
 int QueryWalker::ProceedNoEvent(pt_block* block) {
   const Run& run = RunAt(ip_);
   if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
-  if (run.slow) return ProceedNoEventSlow(block);
+  // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
+  if (run.slow || run.end_ip >= last_section_end_) return ProceedNoEventSlow(block);
   block->isid = run.isid;
   block->ninsn = run.ninsn;
   block->end_ip = run.end_ip;
