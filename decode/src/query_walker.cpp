@@ -11,7 +11,8 @@
 namespace ptscope::decode {
 namespace {
 
-constexpr uint16_t kMaxRunInsns = 0xff00;  // below pt_block::ninsn's limit (checked: unsupported)
+constexpr uint16_t kMaxRunInsns = 0xff00;
+constexpr uint64_t kNowhere = ~uint64_t{0};  // an ip no instruction has  // below pt_block::ninsn's limit (checked: unsupported)
 
 // libipt's instruction class of a decoded instruction, and its direct target when it has one.
 pt_insn_class ClassOf(const ZydisDecodedInstruction& insn, bool* direct) {
@@ -420,8 +421,10 @@ int QueryWalker::ProceedEvent(pt_block* block) {
       break;
     case ptev_disabled:
       if (event_.ip_suppressed && skl014_) return kUnsupported;
-      status = event_.ip_suppressed ? ProceedToTraceBranch(block, &insn)
-                                    : ProceedToIp(block, &insn, event_.variant.disabled.ip);
+      // Without an ip: up to the next instruction that needs trace (or that writes CR3, which
+      // user code cannot), as to an ip never reached.
+      status = ProceedToIp(block, &insn,
+                           event_.ip_suppressed ? kNowhere : event_.variant.disabled.ip);
       if (status <= 0) {
         if (status != -pte_bad_query) return status;
         // The disable binds to the branch that needed trace: tracing resumes after a call.
@@ -461,20 +464,6 @@ int QueryWalker::ProceedEvent(pt_block* block) {
       return kUnsupported;
   }
   return Status(pts_event_pending);
-}
-
-int QueryWalker::ProceedToTraceBranch(pt_block* block, Insn* insn) {
-  // Up to the next instruction that changes CR3 (none in user code: not modelled) or that needs
-  // trace (-pte_bad_query), or the end of the block (0).
-  for (;;) {
-    const int added = ProceedOneInsn(block, insn);
-    if (added <= 0) return added;
-    uint64_t next = 0;
-    const int status = NextIpWithoutTrace(*insn, &next);
-    if (status < 0) return status;
-    ip_ = next;
-    if (insn->iclass == ptic_call || insn->iclass == ptic_jump) return 0;
-  }
 }
 
 int QueryWalker::ProceedTrailingEvent() {

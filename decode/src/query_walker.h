@@ -130,8 +130,6 @@ class QueryWalker {
   // Proceeds without trace until ip_ == ip (1), a block end (0) or an instruction that needs
   // trace (-pte_bad_query).
   int ProceedToIp(pt_block* block, Insn* insn, uint64_t ip);
-  // Proceeds to the next instruction that needs trace (-pte_bad_query) or a block end (0).
-  int ProceedToTraceBranch(pt_block* block, Insn* insn);
   // The next ip after `insn` without trace, or -pte_bad_query when it needs trace.
   int NextIpWithoutTrace(const Insn& insn, uint64_t* ip);
   // The next ip after `insn` from trace (TNT or TIP), with a tick event when time moved.
