@@ -357,8 +357,6 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                             std::to_string(context.units) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
   }
-  summary.walker_units = context.units - context.libipt_units;
-  summary.libipt_units = context.libipt_units;
   if (cpu_threads.idle_instructions() != 0) {
     summary.notes.push_back(std::to_string(cpu_threads.idle_instructions()) +
                             " instructions of per-CPU trace ran while the sideband names no "

@@ -51,7 +51,6 @@ struct DecodeSummary {
   std::array<uint64_t, 5> gaps{};         // by GapCause
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
-  uint64_t walker_units = 0, libipt_units = 0;  // decode units walked by QueryWalker / libipt
   std::string output_path;
 };
 
