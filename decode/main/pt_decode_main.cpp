@@ -176,11 +176,10 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
     std::fprintf(stderr, "pt-decode: %s\n", archive.error().message.c_str());
     return 1;
   }
-  if (archive->damage) {
-    std::fprintf(stderr, "pt-decode: %s: damaged at file offset %" PRIu64 " (chunk %" PRIu64
-                 "): %s; decoding the %" PRIu64 " intact chunks before it\n",
-                 input.c_str(), archive->damage->offset, archive->damage->chunk_index,
-                 archive->damage->reason.c_str(), archive->damage->chunk_index);
+  if (!archive->damage.empty()) {
+    std::fprintf(stderr, "pt-decode: %s: %s; decoding the %" PRIu64 " intact chunks\n",
+                 input.c_str(), ptscope::format::DescribeDamage(archive->damage).c_str(),
+                 archive->chunks_read);
   } else if (!archive->complete) {
     std::fprintf(stderr, "pt-decode: %s: the capture has no end marker (the recorder was "
                  "stopped early?); decoding what is there\n", input.c_str());

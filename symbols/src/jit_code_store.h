@@ -50,7 +50,9 @@ struct JitRegion {
   std::string name;
   std::shared_ptr<const std::vector<uint8_t>> code;         // end - start bytes
   std::shared_ptr<const std::vector<JitLineEntry>> lines;   // addresses as loaded (see delta)
-  int64_t line_delta = 0;  // added to line-table addresses after a MOVE
+  // Added to line-table addresses after MOVEs, modulo 2^64 (a chain of moves may go up and down
+  // the address space; the sum of the steps, wrapped, is still where the code is now).
+  uint64_t line_delta = 0;
 };
 
 struct JitName {

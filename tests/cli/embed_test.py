@@ -236,11 +236,13 @@ def check_damaged(tools, work, archive):
     # Flip a payload byte of the second chunk.
     first_stored = struct.unpack_from('<Q', data, header_size + 8)[0]
     second = header_size + 32 + (first_stored + 7) // 8 * 8
+    stored = struct.unpack_from('<Q', data, second + 8)[0]
     data[second + 32] ^= 0xFF
     bad = os.path.join(work, 'bad.ptar')
     open(bad, 'wb').write(bytes(data))
     r = run([ptarchive, 'embed', bad, '--symbols', os.path.join(work, 'syms')], expect_rc=1)
-    want = (f'pt-archive: {bad}: chunk 1 at offset {second:#x}: payload checksum mismatch')
+    want = (f'pt-archive: {bad}: damaged [{second:#x}, {second + 32 + (stored + 7) // 8 * 8:#x}): '
+            f'chunk 1 at offset {second:#x}: payload checksum mismatch')
     if not r.stderr.startswith(want) or r.stderr.count('\n') != 1:
         raise Failure(f'damage message {r.stderr!r} does not start with {want!r}')
     if open(bad, 'rb').read() != bytes(data):

@@ -94,6 +94,7 @@ fmt::Archive ThreadArchive() {
                 {"time.mult", "1024"}, {"time.zero", "5"}, {"time.cap_user_time_zero", "1"},
                 {"cpu.vendor", "GenuineIntel"}, {"cpu.family", "6"}, {"cpu.model", "85"},
                 {"cpu.stepping", "4"}, {"host.name", "h1"}, {"kernel.release", "6.1.0-test"}};
+  a.time = fmt::ParseTimeConversion(a.metadata, a.path).value();
   fmt::SidebandAttrChunk attr;
   attr.attr_id = 3;
   attr.sample_type = kSidebandType;
@@ -392,6 +393,50 @@ TEST_CASE("TIME_CONV supplies the conversion when AUXTRACE_INFO has none") {
   CHECK(back->Get("time.cap_user_time_zero") == "1");
 }
 
+TEST_CASE("impossible time conversions are refused where they are read, naming the record") {
+  auto b = Exported(ThreadArchive());
+  const size_t info = Le(b, 40);
+  const std::string advice =
+      " (the capture's time conversion is damaged; pt-archive info lists the metadata)";
+  auto bad_info = b;
+  PutLe(bad_info, info + 16 + 8 * 1, 64, 8);  // priv[TIME_SHIFT] = 64: undefined behaviour
+  CHECK(ImportError(bad_info) == "t.data: offset " + std::to_string(info) +
+                                     " (AUXTRACE_INFO record): metadata time.shift=64 is out of "
+                                     "range (0..63)" + advice);
+  // A TIME_CONV whose 2^32 mult perf would truncate to 0 and divide by.
+  auto bad_tc = b;
+  PutLe(bad_tc, info + 16 + 8 * 2, 0, 8);  // priv[TIME_MULT] = 0: TIME_CONV is used
+  const size_t tc = info + 152;
+  REQUIRE(Le(bad_tc, tc, 4) == 79);
+  PutLe(bad_tc, tc + 16, uint64_t{1} << 32, 8);
+  CHECK(ImportError(bad_tc) == "t.data: offset " + std::to_string(tc) +
+                                   " (TIME_CONV record): metadata time.mult=4294967296 does not "
+                                   "fit perf's 32-bit time_mult (at most 4294967295)" + advice);
+  // The good file's conversion is what Archive::time holds.
+  auto good = fmt::ImportPerfDataFromBytes(b, "t.data");
+  REQUIRE(good.has_value());
+  REQUIRE(good->time);
+  CHECK(good->time->perf.shift == 10);
+  CHECK(good->time->perf.mult == 1024);
+  CHECK(good->time->perf.zero == 5);
+}
+
+TEST_CASE("export-perf without a recorded conversion keeps perf's mult within 1..2^32-1") {
+  for (const char* ghz : {"1e-300", "1e300", "nan", "-3"}) {
+    CAPTURE(ghz);
+    fmt::Archive a = ThreadArchive();
+    std::erase_if(a.metadata, [](const auto& kv) { return kv.first.rfind("time.", 0) == 0; });
+    a.metadata.emplace_back("emulate.virtual_ghz", ghz);
+    a.time.reset();
+    auto back = fmt::ImportPerfDataFromBytes(Exported(a), "t.data");
+    REQUIRE(back.has_value());
+    REQUIRE(back->time);
+    const double expected = std::string(ghz) == "1e-300" ? 4294967295.0
+                            : std::string(ghz) == "1e300" ? 1.0 : 1024.0;
+    CHECK(back->time->perf.mult == expected);
+  }
+}
+
 TEST_CASE("a perf.data read in place: the archive as read whole, with the trace left in the file") {
   const fmt::Archive in = ThreadArchive();
   const auto bytes = Exported(in);
@@ -529,6 +574,32 @@ TEST_CASE("an attr ids or feature section larger than any perf writes is refused
   CHECK(ImportError(std::move(big)) == "t.data: offset " + std::to_string(end) +
                                            ": feature 3 section of " + std::to_string(huge) +
                                            " bytes is larger than any perf writes");
+}
+
+TEST_CASE("attrs sharing one ids table are refused once their ids outgrow the file") {
+  // 400 attrs all naming one 64 KiB ids table: each would load it again (a 4 MB file of this
+  // shape took 3.3 GB). The table and the attrs are appended; the header points at them.
+  const std::vector<uint8_t> good = Exported(ThreadArchive());
+  const uint64_t attr_size = Le(good, 16), attrs_at = Le(good, 24), table_bytes = 65536;
+  REQUIRE(Le(good, 32) == attr_size);  // one attr
+  std::vector<uint8_t> shared = good;
+  const uint64_t table_at = shared.size();
+  shared.resize(table_at + table_bytes, 0);
+  const uint64_t new_attrs_at = shared.size();
+  for (int i = 0; i < 400; ++i) {
+    shared.insert(shared.end(), good.begin() + attrs_at, good.begin() + attrs_at + attr_size);
+    PutLe(shared, shared.size() - 16, table_at, 8);
+    PutLe(shared, shared.size() - 8, table_bytes, 8);
+  }
+  PutLe(shared, 24, new_attrs_at, 8);
+  PutLe(shared, 32, 400 * attr_size, 8);
+  const uint64_t file_size = shared.size();
+  const uint64_t first_over = file_size / table_bytes;  // 0-based: the attr that outgrows it
+  CHECK(ImportError(shared) ==
+        "t.data: offset " + std::to_string(new_attrs_at + first_over * attr_size + attr_size - 16) +
+            ": the attrs' ids sections add up to " + std::to_string((first_over + 1) * table_bytes) +
+            " bytes, more than the file's " + std::to_string(file_size) +
+            ": they overlap, which perf never writes (the file is damaged)");
 }
 
 TEST_CASE("a sideband larger than the parser's read window is kept whole and in order") {

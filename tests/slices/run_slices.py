@@ -204,8 +204,8 @@ def mode_damaged(args, work):
     # is left (the PT chunks of this small capture sit after the module chunks, past the
     # middle), 0 when the intact chunks before the damage hold the trace (the End chunk cut).
     cuts = {0: (1, 'empty file'), 10: (1, 'truncated file header'),
-            64: (1, 'damaged at file offset 40'), len(data) // 2: (1, 'damaged at file offset'),
-            len(data) - 3: (0, 'damaged at file offset')}
+            64: (1, 'damaged [0x28, 0x40)'), len(data) // 2: (1, 'damaged [0x'),
+            len(data) - 3: (0, 'damaged [0x')}
     for cut, (want_rc, want_text) in cuts.items():
         path = os.path.join(work, f'cut{cut}.ptar')
         with open(path, 'wb') as f:

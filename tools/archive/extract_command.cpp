@@ -106,11 +106,7 @@ int RunExtract(const std::vector<std::string>& args) {
   if (Status s = WriteNewFile(dir + "/manifest.tsv", bytes); !s) return ReportError(s.error());
   std::printf("%s: extracted %zu blobs to %s (manifest.tsv)\n", path.c_str(),
               archive->blobs.size(), dir.c_str());
-  if (archive->damage) {
-    std::fflush(stdout);
-    return ReportError(MakeError(archive->damage->code, path + ": " + archive->damage->reason));
-  }
-  return kExitOk;
+  return InputStatus(path, *archive, "extracted the blobs of the intact chunks");
 }
 
 }  // namespace ptscope::tools

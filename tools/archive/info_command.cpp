@@ -159,19 +159,15 @@ int RunInfo(const std::vector<std::string>& args) {
               Plural(a.chunks_read, "chunk").c_str());
   std::printf("created: %s\n", IsoTime(a.header.created_unix_ns).c_str());
   std::printf("features: %s\n", FeatureList(a.header.features).c_str());
-  std::printf("status: %s\n", a.damage     ? "damaged (see the error below)"
-                              : a.complete ? "complete"
-                                           : "incomplete (no End chunk: the capture was cut off)");
+  std::printf("status: %s\n", !a.damage.empty() ? "damaged (see the line below)"
+                              : a.complete       ? "complete"
+                                                 : "incomplete (no End chunk: the capture was cut off)");
   std::printf("metadata (%zu):\n", a.metadata.size());
   for (const auto& [key, value] : a.metadata) std::printf("  %s = %s\n", key.c_str(), value.c_str());
   PrintPtStreams(a, vm.count("pieces") > 0);
   PrintSideband(a);
   PrintRest(a);
-  if (a.damage) {
-    std::fflush(stdout);
-    return ReportError(MakeError(a.damage->code, path + ": " + a.damage->reason));
-  }
-  return kExitOk;
+  return InputStatus(path, a, "the information above is that of the intact chunks");
 }
 
 }  // namespace ptscope::tools

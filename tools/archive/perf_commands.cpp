@@ -134,15 +134,11 @@ int RunExportPerf(const std::vector<std::string>& args) {
   // The PT bytes stay in the archive until the export writes them, one piece at a time.
   auto archive = fmt::ReadArchive(input, fmt::ReadOptions{.keep_pt_bytes = false});
   if (!archive) return ReportError(archive.error());
-  if (archive->damage) {
-    std::fprintf(stderr, "pt-archive: warning: %s: %s; exporting the %llu intact chunks before it\n",
-                 input.c_str(), archive->damage->reason.c_str(),
-                 static_cast<unsigned long long>(archive->chunks_read));
-  }
   if (auto st = fmt::ExportPerfData(*archive, vm["output"].as<std::string>()); !st) {
     return ReportError(st.error());
   }
-  return kExitOk;
+  return InputStatus(input, *archive,
+                     "exported the " + std::to_string(archive->chunks_read) + " intact chunks");
 }
 
 }  // namespace ptscope::tools

@@ -54,6 +54,15 @@ class Importer {
     if (per_cpu_) archive_.header.features |= kFeaturePerCpu;
     ScanSideband();
     AddMetadata();
+    // The values perf's decoder would use, checked as an archive's are (perf itself divides by
+    // a truncated time_mult and shifts by any time_shift).
+    PTSCOPE_ASSIGN_OR_RETURN(
+        archive_.time,
+        ParseTimeConversion(archive_.metadata,
+                            name_ + ": offset " + std::to_string(time_from_info_ ? p_.info_offset
+                                                                                 : p_.tc_offset) +
+                                (time_from_info_ ? " (AUXTRACE_INFO record)"
+                                                 : " (TIME_CONV record)")));
     PTSCOPE_TRY(AddPtData());
     AddSideband();
     AddModules();
@@ -91,7 +100,8 @@ class Importer {
     Put("perf.per_cpu_mmaps", per_cpu_ ? "1" : "0");
     // AUXTRACE_INFO is what perf's decoder uses; TIME_CONV only fills in when it has no
     // conversion (time_mult 0).
-    bool from_info = Priv(p_, kPrivTimeMult) != 0 || !p_.have_time_conv;
+    const bool from_info = Priv(p_, kPrivTimeMult) != 0 || !p_.have_time_conv;
+    time_from_info_ = from_info;
     Put("time.shift", std::to_string(from_info ? Priv(p_, kPrivTimeShift) : p_.tc_shift));
     Put("time.mult", std::to_string(from_info ? Priv(p_, kPrivTimeMult) : p_.tc_mult));
     Put("time.zero", std::to_string(from_info ? Priv(p_, kPrivTimeZero) : p_.tc_zero));
@@ -276,6 +286,7 @@ class Importer {
   const ReadOptions& options_;
   Archive archive_;
   bool snapshot_ = false, per_cpu_ = false;
+  bool time_from_info_ = true;  // the time.* metadata came from AUXTRACE_INFO, not TIME_CONV
   std::map<uint32_t, uint32_t> pid_of_;
   std::map<uint64_t, std::vector<AuxFlag>> aux_flags_;
 };

@@ -189,6 +189,7 @@ class Parser {
                                           " is not a nonzero multiple of attr_size " +
                                           std::to_string(attr_size_));
     }
+    uint64_t ids_total = 0;
     for (uint64_t at = attrs_.offset; at < attrs_.offset + attrs_.size; at += attr_size_) {
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> stored_attr, Load(at, attr_size_));
       ByteReader r(stored_attr);
@@ -210,6 +211,16 @@ class Parser {
       if (ids.size > kMaxFeatureBytes) {
         return Fail(Errc::kCorrupt, at + stored, "attr ids section of " + std::to_string(ids.size) +
                                                      " bytes is larger than any perf writes");
+      }
+      // perf writes each attr's ids apart, so together they fit in the file: a file whose attrs
+      // all name one large table would otherwise load it once per attr (400 attrs sharing 4 MB
+      // made 3.3 GB).
+      ids_total += ids.size;
+      if (ids_total > file_size_) {
+        return Fail(Errc::kCorrupt, at + stored,
+                    "the attrs' ids sections add up to " + std::to_string(ids_total) +
+                        " bytes, more than the file's " + std::to_string(file_size_) +
+                        ": they overlap, which perf never writes (the file is damaged)");
       }
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> id_bytes, Load(ids.offset, ids.size));
       ByteReader id_reader(id_bytes);
@@ -361,6 +372,7 @@ class Parser {
       out_.tc_zero = r.U64("time_zero");
       if (!r.ok()) return Fail(Errc::kCorrupt, at, "TIME_CONV record: " + r.FailureText());
       out_.have_time_conv = true;
+      out_.tc_offset = at;
       if (rec.size() >= 56) out_.tc_cap_user_time_zero = rec[48] != 0;
     } else if (type == kRecordCompressed) {
       return Fail(Errc::kUnsupported, at,

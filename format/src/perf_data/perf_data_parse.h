@@ -79,6 +79,7 @@ struct ParsedPerfData {
   std::string filter;
 
   bool have_time_conv = false;
+  uint64_t tc_offset = 0;  // of the TIME_CONV record
   uint64_t tc_shift = 0, tc_mult = 0, tc_zero = 0;
   bool tc_cap_user_time_zero = false;
 
