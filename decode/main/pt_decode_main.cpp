@@ -30,13 +30,22 @@ namespace {
 constexpr const char* kUsage = "Usage: pt-decode [OPTIONS] INPUT...\n"
                                "Decode a ptscope capture (.ptar) or an Intel PT perf.data into a "
                                "trace of every function call.\n";
+constexpr const char* kExitStatusHelp =
+    "\nExit status (with several inputs: the worst, and a line per input at the end):\n"
+    "  0  complete: every input decoded whole\n"
+    "  3  output written, but partial: the input was damaged or cut off, executed code was not\n"
+    "     found, or the trace could not be followed somewhere (the summary says what, and what\n"
+    "     to do)\n"
+    "  1  failed: nothing was decoded, or an error (the message names the file)\n"
+    "  2  usage error\n";
 
 struct Options {
   std::vector<std::string> inputs;
   std::string output, output_dir, format;
   std::vector<std::string> symbol_dirs;
   std::vector<std::string> debuginfod_urls;
-  unsigned jobs = 0;  // 0: every core
+  std::string jobs_text, unit_bytes_text;
+  unsigned jobs = 0;  // 0: every core (at most kMaxJobs)
   size_t unit_bytes = 0;
   bool summary = false;
   bool libipt_blocks = false;
@@ -167,18 +176,57 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   }
 }
 
-// Decodes one input; returns the exit status contribution (0 ok, 1 unusable input).
+// Exit statuses (README "Exit status").
+constexpr int kComplete = 0, kFailed = 1, kUsageError = 2, kPartial = 3;
+
+// The worse of two statuses: failed, then partial, then complete.
+int Worse(int a, int b) {
+  auto rank = [](int status) { return status == kFailed ? 2 : status == kPartial ? 1 : 0; };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// Why a decode that wrote its output is partial (exit 3), each with what to do; empty: complete.
+std::vector<std::string> PartialReasons(const ptscope::format::Archive& archive,
+                                        const ptscope::decode::DecodeSummary& s) {
+  using ptscope::decode::GapCause;
+  std::vector<std::string> reasons;
+  if (!archive.damage.empty()) {
+    reasons.push_back("the input is damaged (" + std::to_string(archive.damage.size()) +
+                      " damaged range" + (archive.damage.size() == 1 ? "" : "s") +
+                      ", listed above): what was intact is decoded, with a gap where PT was lost");
+  } else if (!archive.complete) {
+    reasons.push_back("the capture was cut off (no end marker): what is there is decoded");
+  }
+  // Code that ran, not modules that were only mapped (those are listed, but lose nothing).
+  const uint64_t missing_code = s.gaps[static_cast<size_t>(GapCause::kMissingCode)];
+  if (missing_code != 0) {
+    reasons.push_back("executed code was not found (" + Count(missing_code) + " gap" +
+                      (missing_code == 1 ? "" : "s") +
+                      " in the trace): its instructions are missing; the lines above say which "
+                      "modules and where to put them");
+  }
+  const uint64_t errors = s.gaps[static_cast<size_t>(GapCause::kDecodeError)];
+  if (errors != 0) {
+    reasons.push_back(Count(errors) + " decode error" + (errors == 1 ? "" : "s") +
+                      ": the trace could not be followed there (damaged PT, or code that is not "
+                      "what ran)");
+  }
+  return reasons;
+}
+
+// Decodes one input; returns its exit status (kComplete, kPartial or kFailed) and says why in
+// `why` (empty when complete).
 int DecodeOne(const std::string& input, const std::string& output, OutputFormat format,
-              const Options& options) {
+              const Options& options, std::string& why) {
   auto archive = LoadInput(input);
   if (!archive) {
     std::fprintf(stderr, "pt-decode: %s\n", archive.error().message.c_str());
-    return 1;
+    why = archive.error().message;
+    return kFailed;
   }
   if (!archive->damage.empty()) {
-    std::fprintf(stderr, "pt-decode: %s: %s; decoding the %" PRIu64 " intact chunks\n",
-                 input.c_str(), ptscope::format::DescribeDamage(archive->damage).c_str(),
-                 archive->chunks_read);
+    std::fprintf(stderr, "pt-decode: %s: %s; decoding what is intact\n", input.c_str(),
+                 ptscope::format::DescribeDamage(archive->damage).c_str());
   } else if (!archive->complete) {
     std::fprintf(stderr, "pt-decode: %s: the capture has no end marker (the recorder was "
                  "stopped early?); decoding what is there\n", input.c_str());
@@ -211,10 +259,25 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   if (printed) std::fprintf(stderr, "\n");
   if (!summary) {
     std::fprintf(stderr, "pt-decode: %s\n", summary.error().message.c_str());
-    return 1;
+    why = summary.error().message;
+    return kFailed;
   }
   PrintSummary(input, *summary, format);
-  return 0;
+  const std::vector<std::string> reasons = PartialReasons(*archive, *summary);
+  for (const std::string& reason : reasons) {
+    why += (why.empty() ? "" : "; ") + reason;
+  }
+  if (summary->instructions == 0) {  // an output, but with nothing in it
+    why = "no instruction was decoded" + (why.empty() ? std::string() : ": " + why);
+    std::fprintf(stderr, "  status: FAILED (exit 1): %s\n", why.c_str());
+    return kFailed;
+  }
+  if (reasons.empty()) {
+    std::fprintf(stderr, "  status: complete\n");
+    return kComplete;
+  }
+  std::fprintf(stderr, "  status: PARTIAL (exit 3): %s\n", why.c_str());
+  return kPartial;
 }
 
 }  // namespace
@@ -240,15 +303,15 @@ int main(int argc, char** argv) {
       ("debuginfod", po::value(&options.debuginfod_urls), "debuginfod server URL (http, https, "
        "file://) asked last for missing binaries/debug info by build id; repeatable; default "
        "$DEBUGINFOD_URLS; without either nothing is fetched")
-      ("jobs,j", po::value(&options.jobs), "decoder threads (default: every core); the output "
-       "is the same for every value")
+      ("jobs,j", po::value(&options.jobs_text), "decoder threads, 1 to 256 (default: every "
+       "core); the output is the same for every value")
       ("libipt-blocks", po::bool_switch(&options.libipt_blocks), "walk the code with libipt's "
        "block decoder instead of ptscope's own walker (about half as fast; the output is the "
        "same)");
   po::options_description hidden;
   hidden.add_options()("input", po::value(&options.inputs))
       // Bytes of PT per decode unit: tests use tiny units to check that joins are exact.
-      ("unit-bytes", po::value(&options.unit_bytes));
+      ("unit-bytes", po::value(&options.unit_bytes_text));
   po::options_description all;
   all.add(visible).add(hidden);
   po::positional_options_description positional;
@@ -259,27 +322,45 @@ int main(int argc, char** argv) {
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "pt-decode: %s\n%s(try --help)\n", e.what(), kUsage);
-    return 2;
+    return kUsageError;
   }
   if (vm.count("help")) {
-    std::cout << kUsage << visible;
+    std::cout << kUsage << visible << kExitStatusHelp;
     return 0;
   }
   if (options.inputs.empty()) {
     std::fprintf(stderr, "pt-decode: no input given\n%s(try --help)\n", kUsage);
-    return 2;
+    return kUsageError;
   }
   if (options.inputs.size() > 1 && !options.output.empty()) {
     std::fprintf(stderr, "pt-decode: -o names one output but %zu inputs were given; use "
                  "--output-dir DIR\n", options.inputs.size());
-    return 2;
+    return kUsageError;
   }
-  if (options.jobs == 0) options.jobs = std::max(1u, std::thread::hardware_concurrency());
+  if (!options.jobs_text.empty()) {
+    auto jobs = ptscope::decode::ParseJobs(options.jobs_text);
+    if (!jobs) {
+      std::fprintf(stderr, "pt-decode: %s\n", jobs.error().message.c_str());
+      return kUsageError;
+    }
+    options.jobs = *jobs;
+  } else {
+    options.jobs = std::clamp(std::thread::hardware_concurrency(), 1u,
+                              ptscope::decode::kMaxJobs);
+  }
+  if (!options.unit_bytes_text.empty()) {
+    auto bytes = ptscope::decode::ParseUnitBytes(options.unit_bytes_text);
+    if (!bytes) {
+      std::fprintf(stderr, "pt-decode: %s\n", bytes.error().message.c_str());
+      return kUsageError;
+    }
+    options.unit_bytes = *bytes;
+  }
   if (options.summary) {
     if (!options.format.empty() && options.format != "summary") {
       std::fprintf(stderr, "pt-decode: --summary and --format %s contradict each other; give "
                    "one of them\n", options.format.c_str());
-      return 2;
+      return kUsageError;
     }
     options.format = "summary";
   }
@@ -287,7 +368,7 @@ int main(int argc, char** argv) {
     auto ids = ptscope::decode::ParseThreadList(list);
     if (!ids) {
       std::fprintf(stderr, "pt-decode: %s\n", ids.error().message.c_str());
-      return 2;
+      return kUsageError;
     }
     for (uint32_t id : *ids) {
       if (std::find(options.thread_ids.begin(), options.thread_ids.end(), id) ==
@@ -300,7 +381,7 @@ int main(int argc, char** argv) {
     auto window = ptscope::decode::ParseTimeRange(options.time_range);
     if (!window) {
       std::fprintf(stderr, "pt-decode: %s\n", window.error().message.c_str());
-      return 2;
+      return kUsageError;
     }
     options.window = *window;
   }
@@ -315,7 +396,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded, insns or "
                    "summary\n", options.format.c_str());
-      return 2;
+      return kUsageError;
     }
   } else if (!options.output.empty()) {
     format = FormatFromPath(options.output);
@@ -325,12 +406,28 @@ int main(int argc, char** argv) {
       options.debuginfod_urls, ::isatty(2) ? [](const ptscope::symbols::DebuginfodProgress& p) {
         std::fputs(ptscope::symbols::DebuginfodProgressLine(p).c_str(), stderr);
       } : ptscope::symbols::DebuginfodProgressFn());
-  int status = 0;
+  int status = kComplete;
+  std::vector<std::pair<int, std::string>> report;  // per input: status, why
   for (const std::string& input : options.inputs) {
     std::string output = !options.output.empty()
                              ? options.output
                              : DefaultOutput(input, options.output_dir, format);
-    status |= DecodeOne(input, output, format, options);
+    std::string why;
+    const int one = DecodeOne(input, output, format, options, why);
+    report.emplace_back(one, why);
+    status = Worse(status, one);
+  }
+  if (options.inputs.size() > 1) {  // batch: each input's status, then the worst is the exit
+    size_t counts[4] = {};
+    for (const auto& [one, why] : report) ++counts[one];
+    std::fprintf(stderr, "pt-decode: %zu inputs: %zu complete, %zu partial, %zu failed\n",
+                 options.inputs.size(), counts[kComplete], counts[kPartial], counts[kFailed]);
+    for (size_t i = 0; i < report.size(); ++i) {
+      const auto& [one, why] = report[i];
+      std::fprintf(stderr, "  %s: %s%s%s\n", options.inputs[i].c_str(),
+                   one == kComplete ? "complete" : one == kPartial ? "partial (3)" : "failed (1)",
+                   why.empty() ? "" : ": ", why.c_str());
+    }
   }
   return status;
 }

@@ -385,8 +385,11 @@ std::string DescribeDamage(const std::vector<Damage>& damage) {
   constexpr size_t kListed = 3;
   std::string text;
   for (size_t i = 0; i < damage.size() && i < kListed; ++i) {
-    text += (i == 0 ? "damaged [" : "; damaged [") + Hex(damage[i].offset) + ", " +
-            Hex(damage[i].end) + "): " + damage[i].reason;
+    text += i == 0 ? "" : "; ";
+    if (damage[i].end != 0) {  // 0: not a range of this file (import.damage)
+      text += "damaged [" + Hex(damage[i].offset) + ", " + Hex(damage[i].end) + "): ";
+    }
+    text += damage[i].reason;
   }
   if (damage.size() > kListed) {
     text += "; and " + std::to_string(damage.size() - kListed) +
@@ -441,8 +444,14 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
   return a;
 }
 
-Result<Archive> WithTime(Archive archive) {
+// What the metadata adds to the chunks: the time conversion (checked), and the damage of the
+// perf.data the archive was imported from (a partial capture reads as one).
+Result<Archive> WithMetadata(Archive archive) {
   PTSCOPE_ASSIGN_OR_RETURN(archive.time, ParseTimeConversion(archive.metadata, archive.path));
+  if (std::optional<std::string> imported = archive.Get("import.damage")) {
+    archive.damage.insert(archive.damage.begin(),
+                          Damage{0, 0, 0, Errc::kTruncated, "imported from " + *imported});
+  }
   return archive;
 }
 
@@ -450,13 +459,13 @@ Result<Archive> WithTime(Archive archive) {
 
 Result<Archive> ReadArchive(const std::string& path, const ReadOptions& options) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader, ArchiveReader::Open(path));
-  return WithTime(Collect(*reader, options));
+  return WithMetadata(Collect(*reader, options));
 }
 
 Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string name) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader,
                            ArchiveReader::FromBytes(std::move(bytes), std::move(name)));
-  return WithTime(Collect(*reader, ReadOptions{}));
+  return WithMetadata(Collect(*reader, ReadOptions{}));
 }
 
 std::string ToHex(const std::vector<uint8_t>& bytes) {

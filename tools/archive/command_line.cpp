@@ -43,7 +43,8 @@ std::optional<int> ParseCommandLine(const char* command, const char* synopsis,
   try {
     po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
     if (vm.count("help")) {
-      std::cout << "usage: pt-archive " << command << " " << synopsis << "\n" << options;
+      std::cout << "usage: pt-archive " << command << " " << synopsis << "\n" << options << "\n"
+                << kExitStatusHelp;
       return kExitOk;
     }
     po::notify(vm);

@@ -23,6 +23,14 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitBadInput = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitPartial = 3;
+// The exit statuses, as --help prints them.
+inline constexpr const char* kExitStatusHelp =
+    "Exit status:\n"
+    "  0  complete: the input was intact (verify: and its End chunk is there)\n"
+    "  3  done, but the input was damaged or cut off: the output holds what was intact, and a\n"
+    "     line on stderr says what was lost\n"
+    "  1  failed: nothing usable (the message names the file and the offset)\n"
+    "  2  usage error\n";
 
 int RunInfo(const std::vector<std::string>& args);
 int RunVerify(const std::vector<std::string>& args);

@@ -117,7 +117,7 @@ int RunImportPerf(const std::vector<std::string>& args) {
   std::fprintf(stderr, "pt-archive: %s: %zu PT pieces, %zu sideband chunks, %zu modules -> %s\n",
                input.c_str(), archive->pt_data.size(), archive->sideband.size(),
                archive->modules.size(), output.c_str());
-  return kExitOk;
+  return InputStatus(input, *archive, "imported what came before");
 }
 
 int RunExportPerf(const std::vector<std::string>& args) {

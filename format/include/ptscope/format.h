@@ -336,7 +336,9 @@ struct Archive {
   std::optional<TimeConversion> time;
   uint64_t chunks_read = 0;
   bool complete = false;           // the End chunk was read
-  std::vector<Damage> damage;      // damaged ranges, in file order (ArchiveReader::damage)
+  // Damaged ranges, in file order (ArchiveReader::damage); first, with end 0, the damage of
+  // the perf.data an archive was imported from (metadata import.damage).
+  std::vector<Damage> damage;
 
   // Last value of a metadata key, if present.
   std::optional<std::string> Get(std::string_view key) const;

@@ -66,7 +66,11 @@ class Importer {
     PTSCOPE_TRY(AddPtData());
     AddSideband();
     AddModules();
-    archive_.complete = true;
+    archive_.damage = p_.damage;
+    archive_.complete = p_.damage.empty();
+    // An archive written from it says so (FORMAT.md "import.damage"), so that it never reads as
+    // a whole capture.
+    if (!p_.damage.empty()) Put("import.damage", name_ + ": " + DescribeDamage(p_.damage));
     return std::move(archive_);
   }
 
@@ -199,6 +203,7 @@ class Importer {
       c.stream_offset = a.offset;
       c.reference_tsc = a.reference;
       c.flags = PieceFlags(per_cpu_ ? a.cpu : a.tid, a.offset, a.size);
+      if (a.cut) c.flags |= kPtTruncated;  // the file ends inside its trace bytes
       if (snapshot_) {
         c.flags |= kPtSnapshot;
         c.snapshot_index = static_cast<uint32_t>(pieces[c.stream_id]);
