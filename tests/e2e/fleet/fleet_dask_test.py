@@ -19,7 +19,9 @@ here on 127.0.0.1 (and stopped at the end).
             max; the CSV holds the same rows as the JSON.
 5. kill     eight larger captures; one worker is killed (SIGKILL) while its pt-decode runs: every
             archive still finishes, the one it was decoding on the other worker, every output is
-            complete and byte-identical to pt-decode alone, and no temporary file is left.
+            complete and byte-identical to pt-decode alone, and no temporary file is left; a
+            watcher reading the output directory all along never sees an output under its final
+            name that is not already whole.
 Expected values come from pt-decode run alone and from the per-archive files, never from the
 fleet's own numbers.
 """
@@ -33,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -218,6 +221,37 @@ def phase_summary(a, tmp, out):
     check(top['function'] in r.stdout, 'terminal table lacks the top function %s' % top['function'])
 
 
+class TornFileWatcher(threading.Thread):
+    """Looks at the output directory while a run goes on: every output under its final name must
+    already be whole (the reference bytes), never a file still being written."""
+
+    def __init__(self, directory, expected):
+        super().__init__(daemon=True)
+        self.directory, self.expected = directory, expected
+        self.torn, self.looks = [], 0
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            self.looks += 1
+            for name in os.listdir(self.directory):
+                suffix = next((s for s in self.expected if name.endswith(s)), None)
+                if suffix is None or name.startswith('.'):
+                    continue
+                try:
+                    data = pathlib.Path(self.directory, name).read_bytes()
+                except FileNotFoundError:
+                    continue
+                if data != self.expected[suffix]:
+                    self.torn.append('%s (%d of %d bytes)' % (name, len(data),
+                                                              len(self.expected[suffix])))
+            time.sleep(0.005)
+
+    def stop(self):
+        self.done.set()
+        self.join()
+
+
 def worker_child_decoding(pid):
     """The archive a pt-decode child of `pid` is decoding (not listing modules), or None."""
     for task in os.listdir('/proc/%d/task' % pid):
@@ -249,6 +283,10 @@ def phase_kill(a, tmp, cluster):
     statuses, _ = reference(a.decode, first, ref, 'walk-0')
     check(statuses == [0, 0], 'pt-decode alone on the walk: %s' % statuses)
     out, report = os.path.join(tmp, 'out-kill'), os.path.join(tmp, 'report-kill.json')
+    os.makedirs(out)
+    watcher = TornFileWatcher(out, {suffix: pathlib.Path(ref, 'walk-0' + suffix).read_bytes()
+                                    for suffix in ('.summary.json', '.pftrace')})
+    watcher.start()
     fleet_run = subprocess.Popen(
         [a.fleet, 'decode', '--output-dir', out, '--report', report, '--no-progress',
          '--scheduler', cluster.address] + archives,
@@ -263,13 +301,19 @@ def phase_kill(a, tmp, cluster):
         time.sleep(0.01)
     os.kill(victim, signal.SIGKILL)
     stdout, stderr = fleet_run.communicate(timeout=600)
+    watcher.stop()
     check(fleet_run.returncode == 0, 'kill: exit %d: %s' % (fleet_run.returncode, stderr))
+    check(not watcher.torn, 'kill: outputs seen incomplete while the run went on: %s' %
+          watcher.torn[:5])
+    check(watcher.looks > 20, 'kill: the watcher looked only %d times' % watcher.looks)
     with open(report) as f:
         outcomes = {o['archive']: o for o in json.load(f)['archives']}
     check(len(outcomes) == 8 and all(o['state'] == 'decoded' for o in outcomes.values()),
           'kill: not every archive decoded: %s' % {k: o['state'] for k, o in outcomes.items()})
     check(outcomes[decoding]['worker'] != victim_address,
           'kill: %s reported as decoded by the killed worker' % decoding)
+    print('kill: worker %s (pid %d) killed while decoding %s; %s decoded it again' %
+          (victim_address, victim, os.path.basename(decoding), outcomes[decoding]['worker']))
     for archive in archives:
         name = os.path.basename(archive)[:-len('.ptar')]
         for suffix in ('.summary.json', '.pftrace'):
@@ -301,11 +345,15 @@ def main():
         emulate(a.emulate, programs['threads'], archives['threads-percpu'], cpus=2)
         damage(archives['calls'], archives['damaged'])
         pathlib.Path(archives['garbage']).write_bytes(b'this is not a ptscope archive\n' * 4)
+        # As in production: the binary that ran is stripped (same build id); its symbols come
+        # later. (It runs unstripped so that the capture can start at main.)
         stripped = os.path.join(bin_dir, 'fnptr')
-        run_ok(['objcopy', '--strip-all', programs['fnptr'], stripped])
-        shutil.copyfile(programs['fnptr'], os.path.join(symbols, 'fnptr-unstripped'))
+        shutil.copyfile(programs['fnptr'], stripped)
+        shutil.copymode(programs['fnptr'], stripped)
         emulate(a.emulate, stripped, archives['stripped-a'])
         emulate(a.emulate, stripped, archives['stripped-b'], cpus=2)
+        run_ok(['objcopy', '--strip-all', stripped])
+        shutil.copyfile(programs['fnptr'], os.path.join(symbols, 'fnptr-unstripped'))
         expected, stderr_of = {}, {}
         for name, path in archives.items():
             statuses, messages = reference(a.decode, path, os.path.join(tmp, 'ref'), name)

@@ -11,7 +11,7 @@ def rate(value):
     for scale, unit in ((1e9, 'G'), (1e6, 'M'), (1e3, 'k')):
         if value >= scale:
             return '%.1f %s' % (value / scale, unit)
-    return '%.0f ' % value
+    return '%.0f' % value
 
 
 def first_line(message):
@@ -61,7 +61,7 @@ class Progress:
                                             self.total, self.decoded)
         if self.partial:
             text += ' (%d partial)' % self.partial
-        text += '  up to date %d  failed %d  %sinsns/s  %.0f s' % (
+        text += '  up to date %d  failed %d  %s insns/s  %.0f s' % (
             self.skipped, self.failed, rate(self.instructions / elapsed), elapsed)
         return text
 

@@ -2,6 +2,7 @@
 import contextlib
 import glob
 import json
+import logging
 import os
 import sys
 import time
@@ -42,8 +43,9 @@ def connect(scheduler, local_workers, err):
     with contextlib.ExitStack() as stack:
         cluster = stack.enter_context(distributed.LocalCluster(
             n_workers=1, threads_per_worker=local_workers, processes=True, host='127.0.0.1',
-            dashboard_address='127.0.0.1:0', silence_logs='error'))
+            dashboard_address='127.0.0.1:0', silence_logs=logging.ERROR))
         client = stack.enter_context(distributed.Client(cluster))
+        client.wait_for_workers(1)
         yield client
 
 
@@ -60,17 +62,18 @@ def print_dashboard(client, err):
         return
     host = client.scheduler.address.split('://', 1)[-1].rsplit(':', 1)[0]
     base = 'http://%s:%s' % (host, port)
-    has_bokeh = client.run_on_scheduler(_scheduler_has_bokeh)
-    if has_bokeh:
+    try:  # (task's code travels by value: the scheduler needs no copy of ptscope_fleet)
+        has_bokeh = client.run_on_scheduler(task.scheduler_has_bokeh)
+    except Exception:  # a scheduler that refuses to run functions: say what may be there
+        has_bokeh = None
+    if has_bokeh is None:
+        print('ptscope-fleet: Dask dashboard: %s/status (or, without bokeh, %s/info/main/'
+              'workers.html)' % (base, base), file=err)
+    elif has_bokeh:
         print('ptscope-fleet: Dask dashboard: %s/status' % base, file=err)
     else:
         print('ptscope-fleet: Dask dashboard: %s/info/main/workers.html (tasks and workers; the '
               'graphical /status page needs bokeh, which the scheduler lacks)' % base, file=err)
-
-
-def _scheduler_has_bokeh():
-    import importlib.util
-    return importlib.util.find_spec('bokeh') is not None
 
 
 def task_key(job):

@@ -276,3 +276,9 @@ def summary_instructions(path):
             return int(json.load(f).get('capture', {}).get('instructions', 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
+
+
+def scheduler_has_bokeh():
+    """Run on the scheduler: whether it can serve Dask's graphical dashboard."""
+    import importlib.util
+    return importlib.util.find_spec('bokeh') is not None
