@@ -114,9 +114,10 @@ Status ArchiveWriter::Write(const Chunk& chunk) {
     // a caller that retries do not land behind a torn one where readers would never reach them.
     (void)file_->TruncateTo(before);
     return MakeError(written.error().code,
-                     written.error().message + "; the archive keeps the " +
-                         std::to_string(chunks_written_) +
-                         " chunks written before, readable but incomplete");
+                     written.error().message + "; the " + std::to_string(chunks_written_) +
+                         (chunks_written_ == 1 ? " chunk written before stays"
+                                               : " chunks written before stay") +
+                         " readable (the archive is incomplete)");
   }
   if (options_.sync_each_chunk) PTSCOPE_TRY(file_->Sync());
   ++chunks_written_;
