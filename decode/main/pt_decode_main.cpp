@@ -12,11 +12,10 @@
 #include <thread>
 #include <vector>
 
-#include "debuginfod_fetcher.h"
 #include "cli_options.h"
-#include "events.h"
-#include "pipeline.h"
+#include "ptscope/decode.h"
 #include "ptscope/format.h"
+#include "ptscope/symbols.h"
 
 #if __has_include("ptscope/perf_data.h")
 #include "ptscope/perf_data.h"

@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "ptscope/decode.h"
+
 namespace ptscope::symbols {
 struct InlineDepthSpan;
 }
@@ -26,14 +28,7 @@ struct ThreadKey {
   bool operator==(const ThreadKey&) const = default;
 };
 
-enum class GapCause : uint8_t {
-  kOverflow,       // OVF packet: the CPU dropped trace
-  kLostData,       // AUX/snapshot data missing between pieces (TRUNCATED, lost bytes)
-  kDecodeError,    // libipt could not follow the trace (message says why)
-  kMissingCode,    // no code bytes for the address (module not found / not mapped)
-  kTraceStart,     // not a gap: first sync point of a stream (kept for symmetry; never emitted)
-};
-const char* GapCauseName(GapCause cause);
+// GapCause (why trace is missing at a kGap) is public: ptscope/decode.h.
 
 // The text of a rare event (gap, trigger): one pointer in every FlowEvent instead of a 32-byte
 // std::string (events are written by the workers and read by the consumer: their size is memory

@@ -1,4 +1,4 @@
-// Stage wiring (see pipeline.h).
+// Stage wiring: RunPipeline (ptscope/decode.h).
 //
 // Every contiguous piece of a PT stream is cut into decode units at PSBs (psb_units.h), as the
 // workers ask for them (unit_planner.h), so that planning overlaps decoding. Units are decoded on
@@ -10,7 +10,7 @@
 // by the context-switch sideband, their units consumed in start-time order across CPUs, and each
 // thread's runs from all CPUs delivered in time order as soon as no later unit can hold an earlier
 // one (cpu_threads.h), so they are not held until the end either.
-#include "pipeline.h"
+#include "ptscope/decode.h"
 
 #include <algorithm>
 #include <atomic>
@@ -21,21 +21,21 @@
 #include <map>
 #include <memory>
 
-#include "cpu_threads.h"
-#include "debuginfod_fetcher.h"
-#include "decoder_setup.h"
-#include "flow_decoder.h"
-#include "frame_namer.h"
-#include "insn_listing.h"
-#include "psb_units.h"
-#include "sideband_timeline.h"
+#include "join/cpu_threads.h"
+#include "ptscope/symbols.h"
+#include "capture/decoder_setup.h"
+#include "flow/flow_decoder.h"
+#include "names/frame_namer.h"
+#include "listing/insn_listing.h"
+#include "parallel/psb_units.h"
+#include "capture/sideband_timeline.h"
 #include "sink/sink_factory.h"
 #include "stack/stack_tracker.h"
-#include "streams.h"
-#include "thread_feed.h"
-#include "unit_planner.h"
-#include "unit_pool.h"
-#include "window_sink.h"
+#include "capture/streams.h"
+#include "join/thread_feed.h"
+#include "parallel/unit_planner.h"
+#include "parallel/unit_pool.h"
+#include "sink/window_sink.h"
 
 namespace ptscope::decode {
 namespace {

@@ -1,5 +1,5 @@
 // libdebuginfod client (see debuginfod_fetcher.h).
-#include "debuginfod_fetcher.h"
+#include "ptscope/symbols.h"
 
 #include <dlfcn.h>
 #include <elfutils/debuginfod.h>

@@ -9,15 +9,10 @@
 #include <vector>
 
 #include "ptscope/result.h"
+#include "ptscope/symbols.h"  // JitLineEntry
 
 namespace ptscope::symbols {
 
-struct JitLineEntry {
-  uint64_t address = 0;
-  int32_t line = 0;
-  int32_t discriminator = 0;  // V8 stores the column here
-  std::string file;           // "\xff\0" entries are resolved to the previous file
-};
 
 // One LOAD or MOVE, in file order. For a MOVE, `code` is empty and `old_code_addr` is set.
 struct JitCodeRecord {

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "debuginfod_fetcher.h"
+#include "ptscope/symbols.h"
 #include "ptscope/symbols.h"
 
 namespace ptscope::symbols {

@@ -6,13 +6,10 @@
 #include <string_view>
 #include <vector>
 
+#include "ptscope/symbols.h"  // PerfMapEntry
+
 namespace ptscope::symbols {
 
-struct PerfMapEntry {
-  uint64_t start = 0;
-  uint64_t size = 0;
-  std::string name;
-};
 
 struct PerfMap {
   std::vector<PerfMapEntry> entries;  // in file order (later lines win for the same address)

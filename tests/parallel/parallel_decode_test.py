@@ -3,7 +3,7 @@
 stream is cut into decode units.
 
 pt-decode cuts every PT stream into decode units at PSBs and decodes them on a worker pool, then
-stitches the units back in order (decode/src/psb_units.h, unit_pool.h). For each capture:
+stitches the units back in order (decode/src/parallel/psb_units.h, unit_pool.h). For each capture:
 
 1. --jobs 1 and --jobs 2 (and 3) write byte-identical Perfetto and text outputs, with the default
    units and with one unit per PSB (--unit-bytes 1: every join is exercised).
@@ -115,7 +115,7 @@ def check_capture(args, archive, work, failures):
 
 def check_chunking(args, work, failures):
     """The same walk stored as one PT chunk and as chunks of 1000 or 777 bytes decodes to the same
-    bytes: pt-decode reads chunks again where it decodes them (decode/src/piece_reader.h), so
+    bytes: pt-decode reads chunks again where it decodes them (decode/src/capture/piece_reader.h), so
     units and PSB+ headers that span chunks are read across them."""
     outputs = {}
     for piece_size in ("1000000000", "1000", "777"):

@@ -24,7 +24,7 @@
 
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
-#include "query_walker.h"
+#include "flow/query_walker.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 #include "sink/frame_name_cache.h"
 #include "sink/output_file.h"
 #include "sink/proto_writer.h"
-#include "stack/flat_map.h"
+#include "flat_map.h"
 
 namespace ptscope::decode {
 

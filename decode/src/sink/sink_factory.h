@@ -13,7 +13,7 @@ namespace ptscope::decode {
 enum class SinkFormat { kPerfetto, kText, kFolded, kSummary };
 
 // "perfetto" (also "pftrace", "proto"), "text", "folded", "summary". Errors name the value and
-// the choices. The names of OutputFormatName (pipeline.h) parse to their sink format.
+// the choices. The names of OutputFormatName (ptscope/decode.h) parse to their sink format.
 Result<SinkFormat> ParseSinkFormat(const std::string& name);
 // Format implied by an output path: *.summary.txt -> summary, *.txt -> text, *.folded -> folded,
 // anything else perfetto (.gz is looked through).

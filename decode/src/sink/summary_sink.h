@@ -31,7 +31,7 @@
 #include "events.h"
 #include "sink/frame_name_cache.h"
 #include "sink/output_file.h"
-#include "stack/flat_map.h"
+#include "flat_map.h"
 
 namespace ptscope::decode {
 

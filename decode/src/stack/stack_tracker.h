@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "events.h"
-#include "stack/flat_map.h"
+#include "flat_map.h"
 
 namespace ptscope::decode {
 

@@ -1,13 +1,17 @@
-// Symbols: ELF facts, finding a module's files by build id, time-versioned process address
-// spaces, and a symbolizer facade over LLVM. Used by pt-decode to give code bytes to libipt and
+// Symbols: ELF facts, finding a module's files by build id (and fetching them from debuginfod),
+// time-versioned process address spaces, a symbolizer facade over LLVM and JIT code (jitdump,
+// perf maps). Used by pt-decode to give code bytes to libipt and
 // names to slices. Nothing here prints; failures are values or per-module notes.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,8 +20,6 @@
 #include "ptscope/result.h"
 
 namespace ptscope::symbols {
-
-class DebuginfodFetcher;  // debuginfod_fetcher.h
 
 // ---------------------------------------------------------------------------------------------
 // ELF facts
@@ -48,6 +50,74 @@ Result<uint32_t> FileCrc32(const std::string& path);
 
 // ELF virtual address of the byte at `file_offset`, through the PT_LOAD that maps it.
 std::optional<uint64_t> FileOffsetToVaddr(const ElfInfo& elf, uint64_t file_offset);
+
+// ---------------------------------------------------------------------------------------------
+// debuginfod
+//
+// Fetches executables and debug info by build id from debuginfod servers (elfutils
+// libdebuginfod; http, https and file:// URLs), through the library's cache
+// (DEBUGINFOD_CACHE_PATH or ~/.cache/debuginfod_client).
+//
+// Privacy: nothing touches the network unless a URL was configured, either explicitly
+// (pt-decode --debuginfod URL) or through DEBUGINFOD_URLS. Without one the fetcher is disabled and
+// never calls the library.
+
+struct DebuginfodOptions {
+  std::vector<std::string> urls;  // explicit URLs; empty: DEBUGINFOD_URLS from the environment
+  unsigned timeout_seconds = 30;  // per request, whole transfer
+};
+
+// One download's progress, for a terminal line (see DebuginfodProgressLine).
+struct DebuginfodProgress {
+  std::string module;    // file name of the module, or the build id when unknown
+  const char* artifact;  // "executable" or "debuginfo"
+  long bytes = 0;        // received so far
+  long total = 0;        // expected size, <= 0 when the server did not say
+  bool finished = false; // the last report of this download
+  bool found = false;    // with finished: the file arrived
+};
+using DebuginfodProgressFn = std::function<void(const DebuginfodProgress&)>;
+
+// "\rdebuginfod: libc.so.6 executable: 1.2 of 1.9 MiB" + erase-to-end-of-line, and a final
+// newline when finished: one updating terminal line per download.
+std::string DebuginfodProgressLine(const DebuginfodProgress& progress);
+
+class DebuginfodFetcher {
+ public:
+  // Process-wide set-up, from main() BEFORE any thread starts. libdebuginfod 0.188 reads its
+  // server list only from DEBUGINFOD_URLS, and setenv() is not thread-safe: this puts the list
+  // (`urls`, or the inherited variable when empty) there once, so that fetchers with the same
+  // URLs never touch the environment. `progress` (may be empty) receives every download's
+  // progress; main() passes a terminal printer only when stderr is a terminal.
+  static void SetUpProcess(const std::vector<std::string>& urls, DebuginfodProgressFn progress);
+
+  explicit DebuginfodFetcher(DebuginfodOptions options);
+  // Reads DEBUGINFOD_URLS when options.urls is empty.
+  static DebuginfodFetcher FromEnvironment(DebuginfodOptions options);
+
+  bool enabled() const { return !urls_.empty(); }
+  const std::string& urls() const { return urls_; }  // space-separated, as the library wants
+  // Path of the cached file. kNotFound when no server has it (each build id asked once).
+  // `module` (the recorded path) names the download in progress reports. Thread-safe; fetchers
+  // whose URLs equal the environment's (see SetUpProcess) download concurrently.
+  Result<std::string> FetchExecutable(const std::vector<uint8_t>& build_id,
+                                      const std::string& module = {});
+  Result<std::string> FetchDebugInfo(const std::vector<uint8_t>& build_id,
+                                     const std::string& module = {});
+  uint64_t library_calls() const { return library_calls_.load(); }  // for tests: 0 while disabled
+
+ private:
+  Result<std::string> Fetch(const std::vector<uint8_t>& build_id, bool debuginfo,
+                            const std::string& module);
+  Result<std::string> CallLibrary(const std::vector<uint8_t>& build_id, bool debuginfo,
+                                  const std::string& module);
+
+  std::string urls_;
+  unsigned timeout_seconds_;
+  std::mutex mutex_;               // guards failed_ only: downloads run concurrently
+  std::set<std::string> failed_;  // "e"/"d" + hex build id: not asked again
+  std::atomic<uint64_t> library_calls_{0};
+};
 
 // ---------------------------------------------------------------------------------------------
 // Finding a module's files
@@ -211,6 +281,88 @@ class Symbolizer {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// JIT code
+//
+// JIT code over time, per process: code regions from jitdump LOAD/MOVE records (bytes, name,
+// line table), each valid from its load time until a later LOAD or MOVE overlaps it, plus names
+// from perf maps (no bytes, no time). Serves code bytes to the PT decoder and names to frames.
+//
+//   pid 7  [0x1000,0x1040) jit_add v1  ├──────────┤ replaced by a LOAD at t2
+//          [0x1000,0x1060) jit_add v2             ├──────────────►
+//          [0x2000,0x2020) jit_mul     ├────┤ MOVEd to 0x3000 at t1; [0x3000,..) ├─────►
+//
+// Thread-safe for concurrent const lookups once built.
+
+struct JitDump;    // jitdump_reader.h
+struct PerfMap;    // perf_map_reader.h
+class JitTimeMap;  // jit_code_store.h
+
+struct JitLineEntry {
+  uint64_t address = 0;
+  int32_t line = 0;
+  int32_t discriminator = 0;  // V8 stores the column here
+  std::string file;           // "\xff\0" entries are resolved to the previous file
+};
+
+struct PerfMapEntry {
+  uint64_t start = 0;
+  uint64_t size = 0;
+  std::string name;
+};
+
+struct JitRegion {
+  uint64_t start = 0, end = 0;  // [start, end)
+  uint64_t valid_from = 0, valid_until = UINT64_MAX;  // trace ns
+  std::string name;
+  std::shared_ptr<const std::vector<uint8_t>> code;         // end - start bytes
+  std::shared_ptr<const std::vector<JitLineEntry>> lines;   // addresses as loaded (see delta)
+  int64_t line_delta = 0;  // added to line-table addresses after a MOVE
+};
+
+struct JitName {
+  std::string name;
+  uint64_t start = 0;   // entry of the function (region start)
+  std::string file;     // from the jitdump line table, when present
+  uint32_t line = 0;
+  bool has_code = false;  // false: known only from a perf map
+};
+
+class JitCodeStore {
+ public:
+  // Adds the LOAD/MOVE history of one jitdump of `pid`.
+  void AddJitdump(uint32_t pid, const JitDump& dump, const JitTimeMap& time);
+  // Adds perf-map names of `pid` (used when no jitdump region holds the address).
+  void AddPerfMap(uint32_t pid, const PerfMap& map);
+
+  // The jitdump region holding `address` at `time_ns`. When none is valid exactly then (JIT
+  // clocks are only approximately aligned with the trace), the region whose validity is closest
+  // to `time_ns` is used.
+  const JitRegion* Lookup(uint32_t pid, uint64_t address, uint64_t time_ns) const;
+  // Copies up to `size` code bytes at `address` (never across the region's end); 0 if none.
+  size_t ReadCode(uint32_t pid, uint64_t address, uint64_t time_ns, uint8_t* buffer,
+                  size_t size) const;
+  // Name for `address`: jitdump first, then the perf map.
+  std::optional<JitName> Name(uint32_t pid, uint64_t address, uint64_t time_ns) const;
+  bool empty() const { return regions_.empty() && perf_maps_.empty(); }
+  bool HasCode(uint32_t pid) const { return regions_.count(pid) != 0; }
+
+  // Every kJitdump / kPerfMap blob of `archive`; damage goes to `notes` (one line each).
+  static JitCodeStore FromArchive(const format::Archive& archive, std::vector<std::string>& notes);
+
+ private:
+  struct PidRegions {
+    std::vector<JitRegion> regions;                // in load order
+    std::multimap<uint64_t, size_t> by_start;      // start -> index
+    uint64_t max_size = 0;
+  };
+  void Insert(PidRegions& pid_regions, JitRegion region);
+  std::vector<size_t> Holding(const PidRegions& pid_regions, uint64_t address) const;
+
+  std::unordered_map<uint32_t, PidRegions> regions_;
+  std::unordered_map<uint32_t, std::map<uint64_t, PerfMapEntry>> perf_maps_;  // by start
 };
 
 }  // namespace ptscope::symbols

@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "code_images.h"
+#include "flow/code_images.h"
 #include "decode_core_pt_builder.h"
-#include "decoder_setup.h"
-#include "flow_decoder.h"
+#include "capture/decoder_setup.h"
+#include "flow/flow_decoder.h"
 
 namespace ptscope::decode {
 namespace {

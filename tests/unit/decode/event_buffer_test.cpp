@@ -1,8 +1,8 @@
-// EventBuffer (decode/src/event_buffer.h): vector behaviour, and the spare slot that the flow
+// EventBuffer (decode/src/flow/event_buffer.h): vector behaviour, and the spare slot that the flow
 // decoder writes for every block and keeps only for a block that ended in a branch.
 #include <doctest/doctest.h>
 
-#include "event_buffer.h"
+#include "flow/event_buffer.h"
 
 namespace ptscope::decode {
 namespace {

@@ -1,4 +1,4 @@
-// PT read again chunk by chunk (decode/src/piece_reader.h): the units of a piece cut window by
+// PT read again chunk by chunk (decode/src/capture/piece_reader.h): the units of a piece cut window by
 // window are those of the original whole-piece split, with their bytes; every byte range reads
 // back as written; and a file that changed under the decoder is an error naming it (or, for the
 // unit planner, a unit that says so after the units before the damage), never wrong bytes.
@@ -10,12 +10,12 @@
 #include <random>
 
 #include "decode_core_pt_builder.h"
-#include "piece_reader.h"
-#include "psb_units.h"
+#include "capture/piece_reader.h"
+#include "parallel/psb_units.h"
 #include "ptscope/format.h"
-#include "sideband_timeline.h"
-#include "streams.h"
-#include "unit_planner.h"
+#include "capture/sideband_timeline.h"
+#include "capture/streams.h"
+#include "parallel/unit_planner.h"
 
 namespace ptscope::decode {
 namespace {

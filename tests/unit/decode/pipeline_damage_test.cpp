@@ -1,4 +1,4 @@
-// A capture whose file changes between opening and decoding (decode/src/unit_planner.h): the PT
+// A capture whose file changes between opening and decoding (decode/src/parallel/unit_planner.h): the PT
 // chunks are read again while decoding, and one that no longer reads cuts its piece short with an
 // in-band decode-error gap; everything before it decodes as in the undamaged capture, and the
 // decode still succeeds. The capture is a pt-synth walk (PT_SYNTH, CORPUS_STATIC: set by meson).
@@ -12,8 +12,7 @@
 #include <sstream>
 #include <string>
 
-#include "events.h"
-#include "pipeline.h"
+#include "ptscope/decode.h"
 #include "ptscope/format.h"
 
 namespace ptscope::decode {

@@ -1,5 +1,5 @@
-// The lazy unit plan (decode/src/unit_planner.h) and the ordered pool that pulls it
-// (decode/src/unit_pool.h): units come in consumption order (threads, then per-CPU units merged by
+// The lazy unit plan (decode/src/parallel/unit_planner.h) and the ordered pool that pulls it
+// (decode/src/parallel/unit_pool.h): units come in consumption order (threads, then per-CPU units merged by
 // time), --time-range drops exactly the units outside it, and the pool plans units one at a time,
 // never more than its window ahead of the consumer, and consumes them in order for any --jobs.
 #include <doctest/doctest.h>
@@ -8,8 +8,8 @@
 #include <tuple>
 
 #include "decode_core_pt_builder.h"
-#include "unit_planner.h"
-#include "unit_pool.h"
+#include "parallel/unit_planner.h"
+#include "parallel/unit_pool.h"
 
 namespace ptscope::decode {
 namespace {

@@ -11,7 +11,7 @@
 #include <sstream>
 #include <string>
 
-#include "debuginfod_fetcher.h"
+#include "ptscope/symbols.h"
 #include "minidebuginfo.h"
 #include "ptscope/format.h"
 #include "ptscope/symbols.h"

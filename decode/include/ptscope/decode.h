@@ -1,0 +1,82 @@
+// ptscope's decoder, as its users see it: options in, a capture decoded into one output file
+// (Perfetto trace, text call tree, folded stacks, per-function summary or instruction listing),
+// a summary out. pt-decode's main() and every other user outside decode/ include only this file;
+// the stages behind RunPipeline live in decode/src/ (decode/README.md draws them).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ptscope/format.h"
+#include "ptscope/result.h"
+
+namespace ptscope::decode {
+
+// kSummary: per-function call counts and times (no slices written); the fast overview.
+enum class OutputFormat { kPerfetto, kText, kFolded, kInsns, kSummary };
+const char* OutputFormatName(OutputFormat format);
+
+struct PipelineOptions {
+  std::vector<std::string> symbol_dirs;
+  // debuginfod servers (http, https, file://); empty: DEBUGINFOD_URLS, else never asked.
+  std::vector<std::string> debuginfod_urls;
+  unsigned jobs = 1;
+  OutputFormat format = OutputFormat::kPerfetto;
+  std::string output_path;
+  // Decode only these threads (tids) or processes (pids); empty: all.
+  std::vector<uint32_t> threads;
+  // Decode only this window, in ns relative to the earliest timestamp of the capture
+  // (PSB segments entirely outside it are skipped without decoding).
+  uint64_t time_from_ns = 0;
+  uint64_t time_to_ns = UINT64_MAX;
+  // Bytes of PT per decode unit (0: the default). Only tests change it: the output must not
+  // depend on it.
+  size_t unit_bytes = 0;
+  // Walk code with QueryWalker (libipt's query decoder and our own instruction walk) instead of
+  // libipt's block decoder; the output is the same.
+  bool walker = true;
+  // Called after each decode unit with (PT bytes decoded or skipped so far, PT bytes in all);
+  // may be empty.
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+// Why trace is missing where a gap is (the summary counts gaps by cause).
+enum class GapCause : uint8_t {
+  kOverflow,       // OVF packet: the CPU dropped trace
+  kLostData,       // AUX/snapshot data missing between pieces (TRUNCATED, lost bytes)
+  kDecodeError,    // libipt could not follow the trace (message says why)
+  kMissingCode,    // no code bytes for the address (module not found / not mapped)
+  kTraceStart,     // not a gap: first sync point of a stream (kept for symmetry; never emitted)
+};
+const char* GapCauseName(GapCause cause);
+
+// A module whose code ran but whose bytes were not found (its code is a gap).
+struct MissingModule {
+  std::string path;
+  std::vector<uint8_t> build_id;
+};
+
+struct DecodeSummary {
+  uint64_t threads = 0;
+  uint64_t instructions = 0;
+  uint64_t symbolized_instructions = 0;   // instructions retired in modules with symbols
+  uint64_t first_ns = UINT64_MAX, last_ns = 0;
+  std::array<uint64_t, 5> gaps{};         // by GapCause
+  std::vector<MissingModule> missing;     // modules whose code was not found
+  std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  std::string output_path;
+};
+
+// Decodes `archive` into options.output_path. Fails only when nothing usable can be produced
+// (no PT data, output not writable); trace damage is counted in the summary. PT bytes the archive
+// holds move out of archive.pt_data (so that they are held once); PT chunks it read without their
+// bytes (format::ReadOptions::keep_pt_bytes = false) are read again from archive.path as the units
+// are cut (one chunk per stream being cut at a time: see parallel/unit_planner.h); a chunk that no
+// longer reads ends its piece with an in-band decode-error gap. The rest of the archive is left as
+// it was.
+Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options);
+
+}  // namespace ptscope::decode

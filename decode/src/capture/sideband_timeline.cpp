@@ -1,0 +1,155 @@
+// Sideband parsing: perf records from every Sideband chunk, merged in time order.
+#include "capture/sideband_timeline.h"
+
+#include <algorithm>
+
+#include "ptscope/perf_records.h"
+
+namespace ptscope::decode {
+namespace {
+
+constexpr uint32_t kProtExec = 0x4;
+
+struct TimedRecord {
+  uint64_t time_ns;
+  perf::Record record;
+};
+
+// Whether a mapping can hold traced code we can find bytes for.
+bool IsCodeMapping(const perf::MmapRecord& mmap) {
+  if (mmap.is_mmap2 && (mmap.prot & kProtExec) == 0) return false;
+  if (mmap.filename == "[vdso]") return true;
+  return !mmap.filename.empty() && mmap.filename[0] == '/';
+}
+
+}  // namespace
+
+SidebandTimeline SidebandTimeline::Build(const format::Archive& archive) {
+  SidebandTimeline timeline;
+  std::map<uint32_t, perf::RecordLayout> layouts;
+  for (const format::SidebandAttrChunk& attr : archive.sideband_attrs) {
+    layouts[attr.attr_id] = perf::RecordLayout{attr.sample_type, attr.sample_id_all};
+  }
+  std::vector<TimedRecord> records;
+  for (size_t chunk = 0; chunk < archive.sideband.size(); ++chunk) {
+    const format::SidebandChunk& sideband = archive.sideband[chunk];
+    auto layout = layouts.find(sideband.attr_id);
+    if (layout == layouts.end()) {
+      timeline.notes_.push_back("sideband chunk " + std::to_string(chunk) + " names attr " +
+                                std::to_string(sideband.attr_id) +
+                                " but no SidebandAttr chunk describes it: skipped");
+      continue;
+    }
+    perf::RecordIterator it(sideband.records, layout->second);
+    while (auto next = it.Next()) {
+      if (!*next) {
+        timeline.notes_.push_back("sideband chunk " + std::to_string(chunk) + " offset " +
+                                  std::to_string(it.offset()) + ": " + next->error().message +
+                                  " (rest of the chunk skipped)");
+        break;
+      }
+      uint64_t time = (*next)->sample_id ? (*next)->sample_id->time : 0;
+      records.push_back(TimedRecord{time, std::move(**next)});
+    }
+  }
+  std::stable_sort(records.begin(), records.end(),
+                   [](const TimedRecord& a, const TimedRecord& b) { return a.time_ns < b.time_ns; });
+  for (const TimedRecord& timed : records) {
+    timeline.Apply(timed.record, timed.time_ns);
+    timeline.Schedule(timed.record, timed.time_ns);
+  }
+  timeline.records_ = records.size();
+  return timeline;
+}
+
+void SidebandTimeline::Apply(const perf::Record& record, uint64_t time_ns) {
+  const perf::RecordBody& body = record.body;
+  const uint32_t type = record.type;
+  const uint16_t misc = record.misc;
+  if (const auto* mmap = std::get_if<perf::MmapRecord>(&body)) {
+    if (!IsCodeMapping(*mmap)) return;
+    uint32_t module = address_space_.InternModule(mmap->filename, mmap->build_id);
+    address_space_.Map(mmap->pid, time_ns, mmap->addr, mmap->len, mmap->pgoff, module);
+    pid_of_tid_.emplace(mmap->tid, mmap->pid);
+  } else if (const auto* comm = std::get_if<perf::CommRecord>(&body)) {
+    bool exec = comm->exec || (misc & perf::kMiscCommExec) != 0;
+    if (exec) address_space_.Exec(comm->pid, time_ns);
+    thread_names_[comm->tid] = comm->comm;
+    pid_of_tid_[comm->tid] = comm->pid;
+  } else if (const auto* task = std::get_if<perf::TaskRecord>(&body)) {
+    if (type == perf::kRecordFork) {
+      address_space_.Fork(task->ppid, task->pid, time_ns);
+      pid_of_tid_[task->tid] = task->pid;
+      auto parent_name = thread_names_.find(task->ptid);
+      if (parent_name != thread_names_.end() && !thread_names_.count(task->tid)) {
+        thread_names_[task->tid] = parent_name->second;
+      }
+    }
+  }
+}
+
+// Who runs on a CPU: a switch-in names the incoming thread in its sample_id; a CPU-wide
+// switch-out names it in next_prev; ITRACE_START names the thread tracing starts in.
+void SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
+  if (!record.sample_id) return;
+  const perf::SampleId& id = *record.sample_id;
+  ThreadKey thread;
+  if (const auto* sw = std::get_if<perf::SwitchRecord>(&record.body)) {
+    if (!sw->out) {
+      thread = ThreadKey{id.pid, id.tid};
+    } else if (sw->cpu_wide) {
+      thread = ThreadKey{sw->next_prev_pid, sw->next_prev_tid};
+    } else {
+      return;
+    }
+  } else if (std::holds_alternative<perf::ItraceStartRecord>(record.body)) {
+    thread = ThreadKey{id.pid, id.tid};
+  } else {
+    return;
+  }
+  runs_by_cpu_[id.cpu].push_back(CpuRun{time_ns, thread});
+}
+
+ThreadKey SidebandTimeline::ThreadOnCpu(uint32_t cpu, uint64_t time_ns, uint64_t* since_ns) const {
+  if (since_ns != nullptr) *since_ns = 0;
+  auto runs = runs_by_cpu_.find(cpu);
+  if (runs == runs_by_cpu_.end()) return ThreadKey{};
+  const std::vector<CpuRun>& list = runs->second;
+  auto after = std::upper_bound(list.begin(), list.end(), time_ns,
+                                [](uint64_t t, const CpuRun& run) { return t < run.from_ns; });
+  if (after == list.begin()) return ThreadKey{};
+  if (since_ns != nullptr) *since_ns = std::prev(after)->from_ns;
+  return std::prev(after)->thread;
+}
+
+std::vector<uint32_t> SidebandTimeline::Scheduled(uint32_t ThreadKey::*field) const {
+  std::vector<uint32_t> ids;
+  for (const auto& [cpu, runs] : runs_by_cpu_) {
+    for (const CpuRun& run : runs) {
+      if (run.thread.tid != 0) ids.push_back(run.thread.*field);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+std::vector<uint32_t> SidebandTimeline::ScheduledPids() const { return Scheduled(&ThreadKey::pid); }
+
+size_t SidebandTimeline::ScheduledThreadCount() const {
+  return Scheduled(&ThreadKey::tid).size();
+}
+
+std::string SidebandTimeline::ThreadName(uint32_t tid) const {
+  auto it = thread_names_.find(tid);
+  return it == thread_names_.end() ? std::string() : it->second;
+}
+
+std::string SidebandTimeline::ProcessName(uint32_t pid) const { return ThreadName(pid); }
+
+uint32_t SidebandTimeline::PidOf(uint32_t tid) const {
+  auto it = pid_of_tid_.find(tid);
+  return it == pid_of_tid_.end() ? 0 : it->second;
+}
+
+}  // namespace ptscope::decode

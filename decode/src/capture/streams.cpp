@@ -1,0 +1,145 @@
+// Stream collection (see streams.h).
+#include "capture/streams.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <new>
+
+namespace ptscope::decode {
+
+std::string StreamName(const Stream& stream) {
+  return stream.cpu >= 0 ? "cpu " + std::to_string(stream.cpu)
+                         : "thread " + std::to_string(stream.key.tid);
+}
+
+void PieceBytes::Free::operator()(uint8_t* p) const { std::free(p); }
+
+// The buffer grows with realloc as the chunks are copied in, so at most the joined bytes plus
+// the growth step are held beyond the chunks not yet copied (never all of them twice, as when the
+// whole buffer is allocated first). Large blocks grow by mremap, without copying; the 1.5x steps
+// keep the copying linear when realloc has to move a smaller block.
+PieceBytes PieceBytes::Join(const std::vector<std::vector<uint8_t>*>& chunks) {
+  PieceBytes out;
+  if (chunks.size() == 1) {
+    out.whole_ = std::move(*chunks.front());
+    out.size_ = out.whole_.size();
+    return out;
+  }
+  size_t total = 0;
+  for (const std::vector<uint8_t>* chunk : chunks) total += chunk->size();
+  size_t capacity = 0;
+  for (std::vector<uint8_t>* chunk : chunks) {
+    std::vector<uint8_t> taken = std::move(*chunk);  // freed at the end of this iteration
+    if (taken.empty()) continue;
+    size_t needed = out.size_ + taken.size();
+    if (needed > capacity) {
+      capacity = std::min(total, std::max(needed, capacity + capacity / 2));
+      void* grown = std::realloc(out.joined_.get(), capacity);
+      if (grown == nullptr) throw std::bad_alloc();
+      (void)out.joined_.release();
+      out.joined_.reset(static_cast<uint8_t*>(grown));
+    }
+    std::memcpy(out.joined_.get() + out.size_, taken.data(), taken.size());
+    out.size_ = needed;
+  }
+  return out;
+}
+
+// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
+std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline) {
+  // The archive was read without its PT bytes (format::ReadOptions::keep_pt_bytes = false): every
+  // piece refers to its chunks, read again where they are decoded. Else every piece holds its
+  // bytes. (One way per archive: an empty chunk must not look like one read by reference.)
+  const bool by_reference =
+      !archive.pt_data.empty() && archive.pt_refs.size() == archive.pt_data.size() &&
+      std::all_of(archive.pt_data.begin(), archive.pt_data.end(),
+                  [](const format::PtDataChunk& chunk) { return chunk.data.empty(); }) &&
+      std::any_of(archive.pt_refs.begin(), archive.pt_refs.end(),
+                  [](const format::Archive::PtDataRef& ref) { return ref.size != 0; });
+  std::map<uint32_t, std::vector<format::PtDataChunk*>> by_stream;
+  for (format::PtDataChunk& piece : archive.pt_data) by_stream[piece.stream_id].push_back(&piece);
+  std::vector<Stream> streams;
+  for (auto& [stream_id, pieces] : by_stream) {
+    std::stable_sort(pieces.begin(), pieces.end(), [](const auto* a, const auto* b) {
+      return a->stream_offset < b->stream_offset;
+    });
+    Stream stream;
+    if (pieces.front()->cpu >= 0 && pieces.front()->tid == 0) {
+      stream.cpu = pieces.front()->cpu;
+    } else {
+      stream.key.tid = pieces.front()->tid;
+      stream.key.pid = pieces.front()->pid != 0 ? pieces.front()->pid
+                                                : timeline.PidOf(pieces.front()->tid);
+      if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
+    }
+    const format::PtDataChunk* previous = nullptr;
+    uint64_t previous_size = 0;
+    std::vector<std::vector<uint8_t>*> joined;  // the chunks of stream.pieces.back()
+    auto close_piece = [&] {
+      if (!stream.pieces.empty() && stream.pieces.back().in_memory()) {
+        stream.pieces.back().bytes = PieceBytes::Join(joined);
+      }
+      joined.clear();
+    };
+    for (format::PtDataChunk* piece : pieces) {
+      const size_t index = static_cast<size_t>(piece - archive.pt_data.data());
+      const uint64_t size = by_reference ? archive.pt_refs[index].size : piece->data.size();
+      std::string loss;
+      if (previous != nullptr) {
+        uint64_t expected = previous->stream_offset + previous_size;
+        if (piece->snapshot_index != previous->snapshot_index) {
+          loss = "snapshot " + std::to_string(piece->snapshot_index) +
+                 " begins: execution between snapshots was not captured";
+        } else if (piece->bytes_lost_before != 0 || piece->stream_offset > expected ||
+                   (previous->flags & format::kPtTruncated) != 0) {
+          uint64_t lost = piece->bytes_lost_before != 0
+                              ? piece->bytes_lost_before
+                              : (piece->stream_offset > expected ? piece->stream_offset - expected
+                                                                 : 0);
+          loss = std::to_string(lost) + " bytes of trace lost before stream offset " +
+                 std::to_string(piece->stream_offset);
+        }
+      } else if (piece->bytes_lost_before != 0) {
+        loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
+      }
+      if (stream.pieces.empty() || !loss.empty()) {
+        close_piece();
+        stream.pieces.push_back(Piece{});
+        stream.pieces.back().loss_before = loss;
+      }
+      Piece& current = stream.pieces.back();
+      if (by_reference) {
+        const format::Archive::PtDataRef& ref = archive.pt_refs[index];
+        // Raw bytes (a perf.data AUXTRACE record, as large as perf's AUX buffer) are read in
+        // pieces of at most kRawChunkBytes, which is what a PieceReader then holds.
+        const uint64_t step = ref.raw ? Piece::kRawChunkBytes : std::max<uint64_t>(size, 1);
+        for (uint64_t done = 0; done < size; done += step) {
+          current.chunks.push_back(Piece::ChunkRef{current.size + done, std::min(step, size - done),
+                                                   ref.chunk_offset + (ref.raw ? done : 0), ref.raw});
+        }
+      } else {
+        joined.push_back(&piece->data);
+      }
+      current.size += size;
+      previous = piece;
+      previous_size = size;
+    }
+    close_piece();
+    streams.push_back(std::move(stream));
+  }
+  std::sort(streams.begin(), streams.end(), [](const Stream& a, const Stream& b) {
+    if (a.cpu != b.cpu) return a.cpu < b.cpu;  // per-thread streams (cpu -1) first
+    return a.key.tid != b.key.tid ? a.key.tid < b.key.tid : a.key.pid < b.key.pid;
+  });
+  return streams;
+}
+
+bool Selected(const std::vector<uint32_t>& threads, const ThreadKey& key) {
+  if (threads.empty()) return true;
+  return std::find(threads.begin(), threads.end(), key.tid) != threads.end() ||
+         std::find(threads.begin(), threads.end(), key.pid) != threads.end();
+}
+
+}  // namespace ptscope::decode

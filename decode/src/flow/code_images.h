@@ -1,0 +1,117 @@
+// Code bytes for libipt: every mapped module resolved once into an image-section cache that all
+// the decoders of one worker share (the pipeline keeps one per worker: see pipeline.cpp), and
+// per-thread images that follow the process's address space over time (one image per epoch;
+// a new epoch starts whenever a mapping of the process begins or ends).
+#pragma once
+
+#include <intel-pt.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "flow/query_walker.h"
+#include "ptscope/decode.h"
+#include "ptscope/symbols.h"
+
+namespace ptscope::decode {
+
+// Shared by all decoding threads; immutable after Prepare().
+class CodeImages {
+ public:
+  CodeImages(const symbols::AddressSpace& address_space, symbols::ModuleResolver& resolver);
+  ~CodeImages();
+  CodeImages(const CodeImages&) = delete;
+  CodeImages& operator=(const CodeImages&) = delete;
+
+  // JIT code (jitdump bytes) served to libipt through a read callback; set before Prepare().
+  void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
+  const symbols::JitCodeStore* jit() const { return jit_; }
+
+  // Resolves every module of `pids` and adds its executable sections to the cache.
+  void Prepare(const std::vector<uint32_t>& pids);
+  pt_image_section_cache* iscache() const { return iscache_; }
+  const std::vector<MissingModule>& missing() const { return missing_; }
+
+  // Section ids of `pid`'s mappings valid at `time_ns`; *next_change receives the next time at
+  // which that set changes (UINT64_MAX when never).
+  std::vector<int> SectionsAt(uint32_t pid, uint64_t time_ns, uint64_t* next_change) const;
+  // The addresses [first, second) a section of the cache was added for.
+  std::pair<uint64_t, uint64_t> SectionRange(int isid) const {
+    return static_cast<size_t>(isid) < section_ranges_.size() ? section_ranges_[isid]
+                                                             : std::pair<uint64_t, uint64_t>{};
+  }
+
+ private:
+  const symbols::AddressSpace& address_space_;
+  symbols::ModuleResolver& resolver_;
+  pt_image_section_cache* iscache_ = nullptr;
+  std::map<uint32_t, std::vector<int>> isid_by_pid_;  // parallel to MappingsOf(pid); -1 missing
+  std::vector<std::pair<uint64_t, uint64_t>> section_ranges_;  // by isid
+  std::vector<MissingModule> missing_;
+  const symbols::JitCodeStore* jit_ = nullptr;
+};
+
+// Code of one epoch as libipt's image sees it: sections added later replace the parts of earlier
+// ones they overlap, so the epoch is a sorted list of disjoint address ranges.
+struct CodeInterval {
+  uint64_t begin = 0, end = 0;
+  int isid = 0;
+};
+
+// One decoder's view: owns the pt_image of the current epoch.
+class ThreadImage {
+ public:
+  ThreadImage(const CodeImages& images, uint32_t pid) : images_(images), pid_(pid) {}
+  ~ThreadImage();
+  ThreadImage(const ThreadImage&) = delete;
+  ThreadImage& operator=(const ThreadImage&) = delete;
+
+  // The image for `time_ns`; a new one when the epoch changed (the old one stays alive until the
+  // next switch so a decoder can still point at it). `changed` says whether to re-set it.
+  pt_image* At(uint64_t time_ns, bool* changed);
+  // The current epoch's code (see CodeInterval), sorted by address; valid after At().
+  const std::vector<CodeInterval>& intervals() const { return intervals_; }
+  // Cheap check for the hot path: whether At(time_ns) would switch.
+  pt_image_section_cache* iscache() const { return images_.iscache(); }
+  // The process whose address space this image follows.
+  uint32_t pid() const { return pid_; }
+  // Per-CPU decoding: another process now runs; the next At() builds its image.
+  void SetPid(uint32_t pid) {
+    if (pid == pid_) return;
+    pid_ = pid;
+    next_change_ = 0;
+  }
+  // The decoder's current time: which version of JIT code the read callback serves.
+  void SetTime(uint64_t time_ns) { time_ns_ = time_ns; }
+  // JIT code bytes at `ip` (for instructions libipt read through the callback); 0 if none.
+  size_t ReadJit(uint8_t* buffer, size_t size, uint64_t ip) const;
+  bool NeedsSwitch(uint64_t time_ns) const {
+    return image_ == nullptr || time_ns >= next_change_ || time_ns < epoch_start_;
+  }
+
+ private:
+  const CodeImages& images_;
+  uint32_t pid_;
+  pt_image* image_ = nullptr;
+  pt_image* previous_ = nullptr;
+  std::vector<CodeInterval> intervals_;
+  uint64_t epoch_start_ = 0;
+  uint64_t next_change_ = 0;
+  uint64_t time_ns_ = UINT64_MAX;  // unknown: the JIT store picks the nearest version
+};
+
+// QueryWalker's code: the thread image's current epoch (its sections, then JIT code).
+class ThreadImageCode : public WalkerCode {
+ public:
+  explicit ThreadImageCode(const ThreadImage& image) : image_(image) {}
+  bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) override;
+  int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) override;
+
+ private:
+  const ThreadImage& image_;
+};
+
+}  // namespace ptscope::decode

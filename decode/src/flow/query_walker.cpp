@@ -1,0 +1,563 @@
+// QueryWalker (see query_walker.h). The state machine follows the documented behaviour of
+// libipt 2.0.5's block decoder (events bind to the ip they name, a synchronous disable binds to
+// the next branch that needs trace, tick events when a TNT or TIP moved the time); the
+// differential test (tests/decode/query_walker_diff) checks it block for block against libipt.
+#include "flow/query_walker.h"
+
+#include <Zydis/Zydis.h>
+
+#include <cstring>
+
+namespace ptscope::decode {
+namespace {
+
+constexpr uint16_t kMaxRunInsns = 0xff00;
+constexpr uint64_t kNowhere = ~uint64_t{0};  // an ip no instruction has  // below pt_block::ninsn's limit (checked: unsupported)
+
+// libipt's instruction class of a decoded instruction, and its direct target when it has one.
+pt_insn_class ClassOf(const ZydisDecodedInstruction& insn, bool* direct) {
+  *direct = false;
+  const bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_CALL:
+      if (far) return ptic_far_call;
+      *direct = insn.raw.imm[0].is_relative;
+      return ptic_call;
+    case ZYDIS_MNEMONIC_JMP:
+      if (far) return ptic_far_jump;
+      *direct = insn.raw.imm[0].is_relative;
+      return ptic_jump;
+    case ZYDIS_MNEMONIC_RET:
+      return far ? ptic_far_return : ptic_return;
+    case ZYDIS_MNEMONIC_SYSCALL: case ZYDIS_MNEMONIC_SYSENTER: case ZYDIS_MNEMONIC_INT:
+    case ZYDIS_MNEMONIC_INT1: case ZYDIS_MNEMONIC_INT3: case ZYDIS_MNEMONIC_INTO:
+      return ptic_far_call;
+    case ZYDIS_MNEMONIC_SYSRET: case ZYDIS_MNEMONIC_SYSEXIT: case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD: case ZYDIS_MNEMONIC_IRETQ:
+      return ptic_far_return;
+    case ZYDIS_MNEMONIC_PTWRITE:
+      return ptic_ptwrite;
+    case ZYDIS_MNEMONIC_VMLAUNCH: case ZYDIS_MNEMONIC_VMRESUME: case ZYDIS_MNEMONIC_VMCALL:
+    case ZYDIS_MNEMONIC_VMMCALL: case ZYDIS_MNEMONIC_UIRET:
+      return ptic_error;  // not modelled: the caller refuses
+    default:
+      break;
+  }
+  if (insn.meta.category == ZYDIS_CATEGORY_COND_BR) {
+    *direct = true;
+    return ptic_cond_jump;
+  }
+  return ptic_other;
+}
+
+int64_t Displacement(const ZydisDecodedInstruction& insn) {
+  const unsigned bits = insn.raw.imm[0].size;
+  if (bits == 0 || bits >= 64) return static_cast<int64_t>(insn.raw.imm[0].value.u);
+  return static_cast<int64_t>(insn.raw.imm[0].value.u << (64 - bits)) >> (64 - bits);
+}
+
+}  // namespace
+
+QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache)
+    : code_(code) {
+  if (cache != nullptr) cache_ = cache;
+  pt_config query_config = config;
+  std::memset(&query_config.flags, 0, sizeof query_config.flags);  // as libipt's block decoder
+  query_ = pt_qry_alloc_decoder(&query_config);
+  auto* zydis = new ZydisDecoder;
+  ZydisDecoderInit(zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+  zydis_ = zydis;
+  skd022_ = config.errata.skd022 != 0;
+  skl014_ = config.errata.skl014 != 0 && config.addr_filter.config.addr_cfg != 0;
+  Reset();
+}
+
+QueryWalker::~QueryWalker() {
+  if (query_ != nullptr) pt_qry_free_decoder(query_);
+  delete static_cast<ZydisDecoder*>(zydis_);
+}
+
+void QueryWalker::Reset() {
+  ip_ = 0;
+  status_ = 0;
+  enabled_ = process_event_ = speculative_ = false;
+  mode_ = ptem_unknown;
+  std::memset(&event_, 0, sizeof event_);
+  return_top_ = return_bottom_ = 0;
+}
+
+int QueryWalker::SyncForward() {
+  Reset();
+  return Start(pt_qry_sync_forward(query_, &ip_));
+}
+
+int QueryWalker::SyncSet(uint64_t offset) {
+  Reset();
+  return Start(pt_qry_sync_set(query_, &ip_, offset));
+}
+
+int QueryWalker::Start(int status) {
+  if (status < 0) return status;
+  status_ = status;
+  if ((status & pts_ip_suppressed) == 0) enabled_ = true;
+  return ProceedTrailingEvent();
+}
+
+int QueryWalker::Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
+  return pt_qry_time(query_, tsc, lost_mtc, lost_cyc);
+}
+int QueryWalker::GetOffset(uint64_t* offset) const { return pt_qry_get_offset(query_, offset); }
+int QueryWalker::GetSyncOffset(uint64_t* offset) const {
+  return pt_qry_get_sync_offset(query_, offset);
+}
+
+int QueryWalker::Status(int flags) const {
+  if (!enabled_) flags |= pts_ip_suppressed;
+  if ((status_ & pts_eos) != 0 && !process_event_) flags |= pts_eos;
+  return flags;
+}
+
+int QueryWalker::FetchEvent() {
+  if (process_event_) return 1;
+  if ((status_ & pts_event_pending) == 0) return 0;
+  const int status = pt_qry_event(query_, &event_, sizeof event_);
+  if (status < 0) return status;
+  process_event_ = true;
+  status_ = status;
+  return 1;
+}
+
+int QueryWalker::Next(pt_block* block) {
+  std::memset(block, 0, sizeof *block);
+  block->ip = ip_;
+  block->mode = mode_;
+  block->speculative = speculative_ ? 1 : 0;
+  return Proceed(block);
+}
+
+int QueryWalker::Proceed(pt_block* block) {
+  const int fetched = FetchEvent();
+  if (fetched != 0) return fetched < 0 ? fetched : ProceedEvent(block);
+  if (!enabled_) return (status_ & pts_eos) != 0 ? -pte_eos : -pte_no_enable;
+  const int status = ProceedNoEvent(block);
+  if (status != 0) return status;
+  return ProceedTrailingEvent();
+}
+
+const QueryWalker::Run& QueryWalker::RunAt(uint64_t ip) {
+  if (ip - last_section_begin_ >= last_section_end_ - last_section_begin_) {
+    int isid = 0;
+    uint64_t begin = 0, end = 0;
+    if (!code_.Locate(ip, &isid, &begin, &end) || isid <= 0) {
+      // Callback code (JIT) can change from one moment to the next: never cached.
+      static thread_local Run uncached;
+      uncached = DecodeRun(ip);
+      uncached.slow = true;
+      return uncached;
+    }
+    last_section_begin_ = begin;
+    last_section_end_ = end;
+    last_isid_ = isid;
+  }
+  auto [run, inserted] = cache_->runs.TryEmplace(WalkerCache::Key{ip, last_isid_});
+  if (inserted) *run = DecodeRun(ip);
+  return *run;
+}
+
+QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip) {
+  Run run;
+  Insn insn;
+  for (uint64_t at = ip;;) {
+    const int status = DecodeInsn(at, &insn);
+    if (status != 0) {
+      run.slow = true;
+      run.error = status;
+      return run;
+    }
+    if (run.ninsn == 0) {
+      run.isid = insn.isid;
+      run.section_end = insn.section_end;
+    }
+    ++run.ninsn;
+    run.end_ip = at;
+    run.size = insn.size;
+    run.iclass = static_cast<uint8_t>(insn.iclass);
+    run.direct = insn.direct;
+    run.target = insn.target;
+    if (insn.iclass != ptic_other || run.ninsn >= kMaxRunInsns) return run;
+    at += insn.size;
+    if (at >= run.section_end) {  // libipt ends the block there, or fails at the next address
+      run.slow = true;
+      return run;
+    }
+  }
+}
+
+int QueryWalker::DecodeInsn(uint64_t ip, Insn* insn) {
+  uint8_t bytes[ZYDIS_MAX_INSTRUCTION_LENGTH];
+  int isid = 0;
+  uint64_t section_end = 0;
+  const int read = code_.Read(ip, bytes, sizeof bytes, &isid, &section_end);
+  if (read <= 0) return -pte_nomap;
+  ZydisDecodedInstruction decoded;
+  if (ZYAN_FAILED(ZydisDecoderDecodeInstruction(static_cast<ZydisDecoder*>(zydis_), nullptr,
+                                                bytes, static_cast<ZyanUSize>(read), &decoded))) {
+    // Zydis validates more than libipt's length decoder, which accepts some encodings Zydis
+    // rejects (met in damaged trace that jumps into the middle of instructions), and an
+    // instruction cut off at the section's end is a truncated one: neither is modelled.
+    return kUnsupported;
+  }
+  insn->ip = ip;
+  insn->size = decoded.length;
+  insn->iclass = ClassOf(decoded, &insn->direct);
+  if (insn->iclass == ptic_error) return kUnsupported;
+  insn->target = insn->direct ? ip + decoded.length + Displacement(decoded) : 0;
+  insn->isid = isid;
+  insn->section_end = section_end;
+  return 0;
+}
+
+int QueryWalker::CachedInsn(uint64_t ip, Insn* insn) {
+  int isid = 0;
+  uint64_t begin = 0, end = 0;
+  const bool cacheable = code_.Locate(ip, &isid, &begin, &end) && isid > 0;
+  if (cacheable) {
+    if (const Insn* known = cache_->insns.Find(WalkerCache::Key{ip, isid})) {
+      *insn = *known;
+      return 0;
+    }
+  }
+  const int status = DecodeInsn(ip, insn);
+  if (status == 0 && cacheable) *cache_->insns.TryEmplace(WalkerCache::Key{ip, isid}).first = *insn;
+  return status;
+}
+
+void QueryWalker::PushReturn(uint64_t ip) {
+  returns_[return_top_] = ip;
+  return_top_ = static_cast<uint8_t>(return_top_ + 1 == kReturnSlots ? 0 : return_top_ + 1);
+  if (return_top_ == return_bottom_) {  // full: the oldest entry goes
+    return_bottom_ =
+        static_cast<uint8_t>(return_bottom_ + 1 == kReturnSlots ? 0 : return_bottom_ + 1);
+  }
+}
+
+int QueryWalker::PopReturn(uint64_t* ip) {
+  if (return_top_ == return_bottom_) return -pte_retstack_empty;
+  return_top_ = static_cast<uint8_t>(return_top_ == 0 ? kReturnSlots - 1 : return_top_ - 1);
+  *ip = returns_[return_top_];
+  return 0;
+}
+
+int QueryWalker::ProceedNoEvent(pt_block* block) {
+  const Run& run = RunAt(ip_);
+  if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
+  // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
+  if (run.slow || run.end_ip >= last_section_end_) return ProceedNoEventSlow(block);
+  block->isid = run.isid;
+  block->ninsn = run.ninsn;
+  block->end_ip = run.end_ip;
+  block->iclass = static_cast<pt_insn_class>(run.iclass);
+  const uint64_t next = run.end_ip + run.size;
+  switch (run.iclass) {
+    case ptic_call:
+      if (!(run.direct && run.target == next)) PushReturn(next);
+      if (run.direct) {
+        ip_ = run.target;
+        return 0;
+      }
+      break;
+    case ptic_jump:
+      if (run.direct) {
+        ip_ = run.target;
+        return 0;
+      }
+      break;
+    case ptic_ptwrite:
+      return kUnsupported;
+    default:
+      break;
+  }
+  Insn insn;
+  insn.ip = run.end_ip;
+  insn.size = run.size;
+  insn.iclass = static_cast<pt_insn_class>(run.iclass);
+  insn.direct = run.direct;
+  insn.target = run.target;
+  ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
+  return ProceedWithTrace(insn);
+}
+
+int QueryWalker::ProceedNoEventSlow(pt_block* block) {
+  Insn insn;
+  for (;;) {
+    const int added = ProceedOneInsn(block, &insn);
+    if (added <= 0) return added;
+    uint64_t next = 0;
+    const int status = NextIpWithoutTrace(insn, &next);
+    if (status == -pte_bad_query) return ProceedWithTrace(insn);
+    if (status < 0) return status;
+    ip_ = next;
+    if (insn.iclass == ptic_call || insn.iclass == ptic_jump) return 0;
+  }
+}
+
+int QueryWalker::ProceedOneInsn(pt_block* block, Insn* insn) {
+  if (static_cast<uint16_t>(block->ninsn + 1) == 0) return 0;
+  const int status = CachedInsn(ip_, insn);
+  if (status != 0) return status < 0 ? status : kUnsupported;
+  if (insn->isid != block->isid) {
+    if (block->ninsn != 0) return 0;
+    block->isid = insn->isid;
+  }
+  if (insn->iclass == ptic_call && !(insn->direct && insn->target == insn->ip + insn->size)) {
+    PushReturn(insn->ip + insn->size);
+  }
+  block->iclass = insn->iclass;
+  block->end_ip = insn->ip;
+  ++block->ninsn;
+  return 1;
+}
+
+int QueryWalker::NextIpWithoutTrace(const Insn& insn, uint64_t* ip) {
+  if (insn.iclass == ptic_other || insn.iclass == ptic_ptwrite) {
+    *ip = insn.ip + insn.size;
+    return 0;
+  }
+  if ((insn.iclass == ptic_call || insn.iclass == ptic_jump) && insn.direct) {
+    *ip = insn.target;
+    return 0;
+  }
+  return -pte_bad_query;
+}
+
+int QueryWalker::ProceedToIp(pt_block* block, Insn* insn, uint64_t ip) {
+  for (;;) {
+    if (ip_ == ip) return 1;
+    const int added = ProceedOneInsn(block, insn);
+    if (added <= 0) return added;
+    uint64_t next = 0;
+    const int status = NextIpWithoutTrace(*insn, &next);
+    if (status < 0) return status;
+    ip_ = next;
+    if (insn->iclass == ptic_call || insn->iclass == ptic_jump) return ip_ == ip ? 1 : 0;
+  }
+}
+
+int QueryWalker::ProceedWithTrace(const Insn& insn) {
+  int status = 0;
+  switch (insn.iclass) {
+    case ptic_cond_jump: {
+      int taken = 0;
+      status = CondBranch(&taken);
+      if (status < 0) return status;
+      ip_ = taken ? insn.target : insn.ip + insn.size;
+      break;
+    }
+    case ptic_return: {
+      int taken = 0;
+      status = CondBranch(&taken);
+      if (status >= 0) {
+        if (!taken) return -pte_bad_retcomp;
+        const int popped = PopReturn(&ip_);
+        if (popped < 0) return popped;
+        break;
+      }
+      if (status != -pte_bad_query) return status;
+      status = IndirectBranch(&ip_);
+      if (status < 0) return status;
+      break;
+    }
+    case ptic_call: case ptic_jump: case ptic_far_call: case ptic_far_return: case ptic_far_jump:
+      status = IndirectBranch(&ip_);
+      if (status < 0) return status;
+      break;
+    default:
+      return -pte_internal;
+  }
+  status_ = status;
+  return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
+}
+
+int QueryWalker::CondBranch(int* taken) {
+  const int status = pt_qry_cond_branch(query_, taken);
+  if (status < 0) return status;
+  const int tick = Tick(ip_);
+  return tick < 0 ? tick : status;
+}
+
+int QueryWalker::IndirectBranch(uint64_t* ip) {
+  const uint64_t at = ip_;
+  const int status = pt_qry_indirect_branch(query_, ip);
+  if (status < 0) return status;
+  const int tick = Tick(at);
+  return tick < 0 ? tick : status;
+}
+
+int QueryWalker::Tick(uint64_t ip) {
+  if (!enabled_) return -pte_internal;
+  if (process_event_) return 0;  // the event in process has a time of its own
+  uint64_t tsc = 0;
+  uint32_t lost_mtc = 0, lost_cyc = 0;
+  const int status = pt_qry_time(query_, &tsc, &lost_mtc, &lost_cyc);
+  if (status < 0 && status != -pte_no_time) return status;
+  if (tsc == event_.tsc) return 0;
+  std::memset(&event_, 0, sizeof event_);
+  event_.type = ptev_tick;
+  event_.variant.tick.ip = ip;
+  event_.has_tsc = status != -pte_no_time ? 1 : 0;
+  event_.tsc = tsc;
+  event_.lost_mtc = lost_mtc;
+  event_.lost_cyc = lost_cyc;
+  process_event_ = true;
+  return 1;
+}
+
+int QueryWalker::ProceedEvent(pt_block* block) {
+  Insn insn;
+  int status = 0;
+  switch (event_.type) {
+    case ptev_enabled: case ptev_overflow: case ptev_stop: case ptev_pwre: case ptev_pwrx:
+    case ptev_tick: case ptev_cbr: case ptev_mnt:
+      break;
+    case ptev_disabled:
+      if (event_.ip_suppressed && skl014_) return kUnsupported;
+      // Without an ip: up to the next instruction that needs trace (or that writes CR3, which
+      // user code cannot), as to an ip never reached.
+      status = ProceedToIp(block, &insn,
+                           event_.ip_suppressed ? kNowhere : event_.variant.disabled.ip);
+      if (status <= 0) {
+        if (status != -pte_bad_query) return status;
+        // The disable binds to the branch that needed trace: tracing resumes after a call.
+        ip_ = insn.iclass == ptic_call || insn.iclass == ptic_far_call ? insn.ip + insn.size : 0;
+      }
+      break;
+    case ptev_async_disabled:
+      if (skd022_) return kUnsupported;
+      status = ProceedToIp(block, &insn, event_.variant.async_disabled.at);
+      if (status <= 0) return status;
+      break;
+    case ptev_async_branch:
+      status = ProceedToIp(block, &insn, event_.variant.async_branch.from);
+      if (status <= 0) return status;
+      break;
+    case ptev_paging: case ptev_vmcs: case ptev_ptwrite:
+      if (enabled_) return kUnsupported;
+      break;
+    case ptev_exec_mode:
+      if (event_.ip_suppressed) break;
+      status = ProceedToIp(block, &insn, event_.variant.exec_mode.ip);
+      if (status == -pte_bad_query) status = ProceedWithTrace(insn);
+      if (status < 0) return status;
+      if (ip_ != event_.variant.exec_mode.ip) return 0;
+      break;
+    case ptev_exstop:
+      if (!enabled_ || event_.ip_suppressed) break;
+      status = ProceedToIp(block, &insn, event_.variant.exstop.ip);
+      if (status <= 0) return status;
+      break;
+    case ptev_mwait:
+      if (!enabled_ || event_.ip_suppressed) break;
+      status = ProceedToIp(block, &insn, event_.variant.mwait.ip);
+      if (status <= 0) return status;
+      break;
+    default:  // TSX, asynchronous paging and VMCS, and anything newer
+      return kUnsupported;
+  }
+  return Status(pts_event_pending);
+}
+
+int QueryWalker::ProceedTrailingEvent() {
+  const int fetched = FetchEvent();
+  if (fetched <= 0) return fetched < 0 ? fetched : Status(0);
+  switch (event_.type) {
+    case ptev_disabled:
+      break;  // binds when the next block proceeds to it
+    case ptev_enabled: case ptev_overflow: case ptev_stop: case ptev_pwre: case ptev_pwrx:
+    case ptev_tick: case ptev_cbr: case ptev_mnt:
+      return Status(pts_event_pending);
+    case ptev_async_disabled:
+      if (ip_ != event_.variant.async_disabled.at) break;
+      if (skd022_) return kUnsupported;
+      return Status(pts_event_pending);
+    case ptev_async_branch:
+      if (ip_ != event_.variant.async_branch.from) break;
+      return Status(pts_event_pending);
+    case ptev_paging: case ptev_vmcs: case ptev_ptwrite:
+      if (!enabled_) return Status(pts_event_pending);
+      return kUnsupported;
+    case ptev_exec_mode:
+      if (!event_.ip_suppressed && ip_ != event_.variant.exec_mode.ip) break;
+      return Status(pts_event_pending);
+    case ptev_exstop:
+      if (!event_.ip_suppressed && enabled_ && ip_ != event_.variant.exstop.ip) break;
+      return Status(pts_event_pending);
+    case ptev_mwait:
+      if (!event_.ip_suppressed && enabled_ && ip_ != event_.variant.mwait.ip) break;
+      return Status(pts_event_pending);
+    default:
+      return kUnsupported;
+  }
+  return Status(0);
+}
+
+int QueryWalker::Event(pt_event* event) {
+  if (!process_event_) return -pte_bad_query;
+  pt_event& ev = event_;
+  switch (ev.type) {
+    case ptev_enabled:
+      if (ev.variant.enabled.ip == ip_) ev.variant.enabled.resumed = 1;
+      if (ev.status_update || enabled_) return -pte_bad_context;
+      if (ev.ip_suppressed) return -pte_noip;
+      ip_ = ev.variant.enabled.ip;
+      enabled_ = true;
+      break;
+    case ptev_async_disabled:
+      if (ip_ != ev.variant.async_disabled.at) return -pte_bad_query;
+      [[fallthrough]];
+    case ptev_disabled:
+      if (ev.status_update || !enabled_) return -pte_bad_context;
+      enabled_ = false;  // ip_ stays: where tracing resumes if it resumes there
+      break;
+    case ptev_async_branch:
+      if (ip_ != ev.variant.async_branch.from) return -pte_bad_query;
+      if (ev.status_update || !enabled_) return -pte_bad_context;
+      ip_ = ev.variant.async_branch.to;
+      break;
+    case ptev_paging: case ptev_vmcs:
+      break;  // (address spaces come from the sideband, not from CR3)
+    case ptev_overflow:
+      if (ev.status_update) return -pte_bad_context;
+      enabled_ = !ev.ip_suppressed;
+      ip_ = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
+      speculative_ = false;
+      break;
+    case ptev_exec_mode:
+      if (!ev.ip_suppressed && ip_ != ev.variant.exec_mode.ip) return -pte_bad_query;
+      if (ev.status_update && enabled_ && mode_ != ptem_unknown &&
+          mode_ != ev.variant.exec_mode.mode) {
+        return -pte_bad_status_update;
+      }
+      mode_ = ev.variant.exec_mode.mode;
+      if (mode_ != ptem_64bit) return kUnsupported;  // only 64-bit code is decoded here
+      break;
+    case ptev_stop:
+      if (ev.status_update || enabled_) return -pte_bad_context;
+      break;
+    case ptev_exstop:
+      if (!ev.ip_suppressed && enabled_ && ip_ != ev.variant.exstop.ip) return -pte_bad_query;
+      break;
+    case ptev_mwait:
+      if (!ev.ip_suppressed && enabled_ && ip_ != ev.variant.mwait.ip) return -pte_bad_query;
+      break;
+    case ptev_pwre: case ptev_pwrx: case ptev_ptwrite: case ptev_tick: case ptev_cbr:
+    case ptev_mnt:
+      break;
+    default:
+      return kUnsupported;
+  }
+  process_event_ = false;
+  *event = ev;
+  return ProceedTrailingEvent();
+}
+
+}  // namespace ptscope::decode

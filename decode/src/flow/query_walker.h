@@ -1,0 +1,167 @@
+// QueryWalker: libipt's block-decoder interface (sync, next block, event, time) over libipt's query
+// decoder, with our own instruction stepping.
+//
+// libipt's block decoder spends about three quarters of its time walking instructions (its
+// per-section block cache, image look-ups, one pt_blk_next call per block); the packets themselves
+// are a quarter. The walker keeps libipt for the packets (pt_qry_*: TNT, TIP, events, time) and
+// replaces the walk by a table of runs: from an address, how many instructions up to the next
+// branch, which branch, and its direct target. A run is decoded once per address (Zydis) and then
+// costs one look-up.
+//
+// It reproduces the block decoder's output in the configuration pt-decode uses (end_on_call,
+// end_on_jump, enable_tick_events): the same blocks (ip, end_ip, ninsn, iclass, isid) and the same
+// events in the same order, with the same status flags. What it does not model, it refuses:
+// Next/Event return kUnsupported (a positive code outside libipt's) and the caller decodes that
+// stretch with libipt instead. Not modelled: the block-level workarounds of errata SKD022 and
+// SKL014 (the latter with address filters only), TSX events, paging/VMCS/PTWRITE events while
+// tracing, execution modes other than 64-bit, instructions cut by a section's end, and encodings
+// Zydis rejects (libipt's length decoder is more lenient, which matters in damaged trace).
+#pragma once
+
+#include <intel-pt.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "flat_map.h"
+
+namespace ptscope::decode {
+
+// Where the walker reads code. Locate names the section holding `ip` (libipt's isid, as in
+// pt_block::isid) and its addresses [begin, end), or returns false when no section does (code
+// served by an image's read callback, such as JIT code, or nothing). Read copies up to `size`
+// bytes at `ip` and returns how many (<= 0: nothing mapped there), with the same isid (0 for
+// callback code) and section end.
+class WalkerCode {
+ public:
+  virtual ~WalkerCode() = default;
+  virtual bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) = 0;
+  virtual int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) = 0;
+};
+
+// An instruction as the walker needs it.
+struct WalkerInsn {
+  uint64_t ip = 0;
+  uint8_t size = 0;
+  pt_insn_class iclass = ptic_error;
+  bool direct = false;
+  uint64_t target = 0;
+  int isid = 0;
+  uint64_t section_end = 0;
+};
+// From an address: the instructions up to and including the next branch (or up to the end of
+// the section), decoded once.
+struct WalkerRun {
+  uint64_t end_ip = 0;  // the last instruction
+  uint64_t target = 0;  // direct branch: its target
+  uint64_t section_end = 0;
+  int isid = 0;
+  uint16_t ninsn = 0;
+  uint8_t size = 0;  // the last instruction's length
+  uint8_t iclass = ptic_error;
+  bool direct = false;  // the last instruction is a direct call or jump
+  // The run cannot be taken in one step: it ends at a section's end, or in code that cannot be
+  // read or decoded (`error`; 0 for a section end). Next steps through it instead, as libipt.
+  bool slow = false;
+  int error = 0;
+};
+// Decoded code by (section, address): code in a section never changes, so a worker's walkers
+// share one cache across decode units and image epochs. Callback code (isid 0) is never cached.
+struct WalkerCache {
+  struct Key {
+    uint64_t ip;
+    int isid;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    uint64_t operator()(const Key& key) const {
+      return (key.ip ^ (static_cast<uint64_t>(key.isid) << 48)) * 0x9E3779B97F4A7C15ull;
+    }
+  };
+  FlatMap<Key, WalkerRun, KeyHash> runs;
+  FlatMap<Key, WalkerInsn, KeyHash> insns;  // stepped one by one (to an event's ip)
+};
+
+class QueryWalker {
+ public:
+  // Returned by Next and Event for input the walker does not model (see the file comment).
+  static constexpr int kUnsupported = 0x10000;
+
+  // `config` as for pt_blk_alloc_decoder; its block flags are ignored (the walker always behaves
+  // as with end_on_call, end_on_jump and enable_tick_events).
+  QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache = nullptr);
+  ~QueryWalker();
+  QueryWalker(const QueryWalker&) = delete;
+  QueryWalker& operator=(const QueryWalker&) = delete;
+
+  bool ok() const { return query_ != nullptr; }
+  // As pt_blk_sync_forward, pt_blk_sync_set, pt_blk_next, pt_blk_event, pt_blk_time,
+  // pt_blk_get_offset, pt_blk_get_sync_offset.
+  int SyncForward();
+  int SyncSet(uint64_t offset);
+  int Next(pt_block* block);
+  int Event(pt_event* event);
+  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
+  int GetOffset(uint64_t* offset) const;
+  int GetSyncOffset(uint64_t* offset) const;
+  // The code changed its epoch (another image): forget which section was looked up last.
+  void CodeChanged() { last_section_end_ = 0; }
+
+ private:
+  using Run = WalkerRun;
+  using Insn = WalkerInsn;
+
+  const Run& RunAt(uint64_t ip);
+  Run DecodeRun(uint64_t ip);
+  int DecodeInsn(uint64_t ip, Insn* insn);
+  int CachedInsn(uint64_t ip, Insn* insn);  // DecodeInsn, remembered when it succeeds
+  void Reset();
+  int Start(int status);
+  int Status(int flags) const;
+  int FetchEvent();
+  int Proceed(pt_block* block);
+  int ProceedNoEvent(pt_block* block);
+  int ProceedNoEventSlow(pt_block* block);  // instruction by instruction
+  int ProceedEvent(pt_block* block);
+  int ProceedTrailingEvent();
+  // Adds the instruction at ip_ to `block` (0: it does not fit, or another section).
+  int ProceedOneInsn(pt_block* block, Insn* insn);
+  // Proceeds without trace until ip_ == ip (1), a block end (0) or an instruction that needs
+  // trace (-pte_bad_query).
+  int ProceedToIp(pt_block* block, Insn* insn, uint64_t ip);
+  // The next ip after `insn` without trace, or -pte_bad_query when it needs trace.
+  int NextIpWithoutTrace(const Insn& insn, uint64_t* ip);
+  // The next ip after `insn` from trace (TNT or TIP), with a tick event when time moved.
+  int ProceedWithTrace(const Insn& insn);
+  int CondBranch(int* taken);
+  int IndirectBranch(uint64_t* ip);
+  int Tick(uint64_t ip);
+  void PushReturn(uint64_t ip);
+  int PopReturn(uint64_t* ip);
+
+  WalkerCode& code_;
+  pt_query_decoder* query_ = nullptr;
+  uint64_t ip_ = 0;
+  int status_ = 0;  // the last query status
+  bool enabled_ = false;
+  bool process_event_ = false;
+  bool speculative_ = false;
+  // Errata whose workarounds libipt applies at block level (not modelled: refused when met).
+  bool skd022_ = false;
+  bool skl014_ = false;  // (with address filtering only)
+  pt_exec_mode mode_ = ptem_unknown;
+  pt_event event_{};
+  // libipt's return stack: 64 entries in a ring of 65, the oldest overwritten.
+  static constexpr unsigned kReturnSlots = 65;
+  uint64_t returns_[kReturnSlots] = {};
+  uint8_t return_top_ = 0, return_bottom_ = 0;
+  WalkerCache own_cache_;
+  WalkerCache* cache_ = &own_cache_;
+  // The section of the last run looked up: [last_section_begin_, last_section_end_), isid.
+  uint64_t last_section_begin_ = 0, last_section_end_ = 0;
+  int last_isid_ = 0;
+  void* zydis_ = nullptr;  // ZydisDecoder (kept out of this header)
+};
+
+}  // namespace ptscope::decode

@@ -1,0 +1,154 @@
+// ThreadFeed: one thread's stitched FlowEvents into its StackTracker (used by the pipeline for
+// per-thread streams and by CpuThreads for the threads of per-CPU streams).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capture/decoder_setup.h"
+#include "events.h"
+#include "flow/flow_decoder.h"
+#include "names/frame_namer.h"
+#include "ptscope/decode.h"
+#include "ptscope/format.h"
+#include "stack/stack_tracker.h"
+
+namespace ptscope::decode {
+
+// Feeds one thread's stitched events to its StackTracker: triggers in time order among them,
+// lost-data gaps between pieces, the end; counts instructions in modules with symbols.
+class ThreadFeed {
+ public:
+  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, SliceSink& sink,
+             std::vector<TriggerMark> triggers, StackTrackerOptions tracker_options = {})
+      : key_(key),
+        namer_(namer),
+        tracker_(key, namer, sink, tracker_options),
+        triggers_(std::move(triggers)) {
+    NoteNextTrigger();
+  }
+
+  void Deliver(FlowEvent& event) {
+    Counting counting = counting_;
+    Step(counting, event);
+    counting_ = counting;
+  }
+  // Deliver for each of `events` but `skip`, with the per-event state in a local for the run:
+  // as members, the tracker's calls could change them for all the compiler knows, so each would
+  // be loaded and stored again per event.
+  void DeliverRun(std::span<FlowEvent> events, const FlowEvent* skip) {
+    Counting counting = counting_;
+    for (FlowEvent& event : events) {
+      if (&event != skip) Step(counting, event);
+    }
+    counting_ = counting;
+  }
+  void Gap(GapCause cause, std::string detail, uint64_t insn_count) {
+    FlowEvent gap;
+    gap.kind = FlowEvent::Kind::kGap;
+    gap.insn_count = insn_count;
+    gap.gap_cause = cause;
+    gap.time_ns = counting_.last_ns;
+    gap.detail = std::move(detail);
+    Deliver(gap);
+  }
+  void AddStats(const FlowStats& stats) {
+    stats_.instructions += stats.instructions;
+    stats_.events += stats.events;
+    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
+    stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
+    stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
+    if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
+  }
+  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
+  // `end_ns`: when the thread's last traced instruction ran, if known (UnitEvents::end_ns); the
+  // instructions after its last event ran until then, and a trigger due by then is shown.
+  void Finish(uint64_t last_end_ip, uint64_t trailing_insns, uint64_t end_ns = 0) {
+    FlowEvent end;
+    end.kind = FlowEvent::Kind::kEnd;
+    end.from = last_end_ip;
+    end.insn_count = trailing_insns;
+    // The extrapolated end is a guess; a trigger still to come is a measured time at or after
+    // the thread's last traced instruction (it stopped the trace), so the end does not pass it.
+    if (next_trigger_ < triggers_.size()) {
+      end_ns = std::min(end_ns, triggers_[next_trigger_].time_ns);
+    }
+    end.time_ns = std::max(counting_.last_ns, end_ns);
+    Deliver(end);
+    // Triggers after the thread's last instruction (typically the one that stopped the capture)
+    // are still shown at their own time, after its slices have closed.
+    DeliverDueTriggers(triggers_, &next_trigger_, UINT64_MAX, end.time_ns,
+                       [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
+    NoteNextTrigger();
+    tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns));
+  }
+  const FlowStats& stats() const { return stats_; }
+  uint64_t symbolized() const { return counting_.symbolized; }
+  const ThreadKey& key() const { return key_; }
+
+ private:
+  // One compare per event instead of an index check and a 48-byte-stride load.
+  void NoteNextTrigger() {
+    next_trigger_ns_ =
+        next_trigger_ < triggers_.size() ? triggers_[next_trigger_].time_ns : UINT64_MAX;
+  }
+  // What Deliver keeps from one event to the next.
+  struct Counting {
+    uint64_t last_ns = 0;  // the last event's time
+    uint64_t last_to = 0;  // the last non-zero `to`: where an event without `from` happened
+    // The mapping of the last address asked about, [range_start, range_start + range_size), and
+    // all ones in symbolized_mask when it has symbols.
+    uint64_t range_start = 0, range_size = 0, symbolized_mask = 0;
+    uint64_t symbolized = 0;  // instructions counted in modules with symbols
+  };
+  [[gnu::always_inline]] void Step(Counting& c, FlowEvent& event) {
+    if (event.time_ns < c.last_ns) event.time_ns = c.last_ns;  // non-decreasing per thread
+    // Tested here: GCC leaves the template's call out of line, and most threads have no trigger.
+    if (next_trigger_ns_ <= event.time_ns) [[unlikely]] {
+      DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, c.last_ns,
+                         [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
+      NoteNextTrigger();
+    }
+    CountSymbolized(c, event);
+    c.last_ns = event.time_ns;
+    tracker_.OnEvent(event);
+  }
+  void CountSymbolized(Counting& c, const FlowEvent& event) {
+    uint64_t where = event.from != 0 ? event.from : c.last_to;
+    if (event.to != 0) c.last_to = event.to;
+    // Almost always inside the cached mapping: one unsigned compare and a branch-free add (adding
+    // a zero insn_count changes nothing).
+    if (where - c.range_start < c.range_size && where != 0) [[likely]] {
+      c.symbolized += event.insn_count & c.symbolized_mask;
+    } else if (event.insn_count != 0 && where != 0) {
+      uint64_t start = 0, end = 0;  // the answer holds for a whole mapping
+      const bool symbolized = namer_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
+      c.range_start = start;
+      c.range_size = end > start ? end - start : 0;
+      c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
+      c.symbolized += event.insn_count & c.symbolized_mask;
+    }
+  }
+
+  ThreadKey key_;
+  SymbolsFrameNamer& namer_;
+  StackTracker tracker_;
+  std::vector<TriggerMark> triggers_;
+  size_t next_trigger_ = 0;
+  uint64_t next_trigger_ns_ = UINT64_MAX;  // triggers_[next_trigger_].time_ns, if any
+  FlowStats stats_;
+  Counting counting_;
+};
+
+// The archive's trigger markers for thread `tid` (or for every thread), in time order.
+std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
+                                    uint32_t tid);
+
+// Adds a finished thread's counts, time span and first decode error to the summary.
+void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary);
+
+}  // namespace ptscope::decode
