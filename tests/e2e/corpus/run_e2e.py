@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """One differential end-to-end test: record a corpus program with pt-emulate, decode the archive
-with the libipt oracle (and pt-decode once DECODER_READY says yes), compare with the ground truth.
+with the libipt oracle and with pt-decode, compare both with the ground truth.
 
   run_e2e.py --emulate PT_EMULATE --oracle IPT_INSNS --decoder PT_DECODE \
-             --decoder-ready DECODER_READY --variant VARIANT -- PROGRAM [ARGS...]
+             --variant VARIANT -- PROGRAM [ARGS...]
 
 Variants: see VARIANTS. Full-capture variants must reproduce the ground truth exactly; snapshot
 must reproduce a tail of it.
@@ -33,13 +33,6 @@ VARIANTS = {
     "timing-tsc": ["--full", "--timing", "tsc", "--start-at", "main"],
     "timing-mtc": ["--full", "--timing", "mtc", "--start-at", "main"],
 }
-
-
-def decoder_ready(path):
-    """DECODER_READY holds 'yes' or 'no' (lines starting with # are comments)."""
-    with open(path, encoding="ascii") as ready:
-        words = [line.strip() for line in ready if line.strip() and not line.startswith("#")]
-    return bool(words) and words[0] == "yes"
 
 
 def run(command, log):
@@ -83,9 +76,6 @@ def run_variant(args, work, log):
         log.append(f"libipt oracle exited with {oracle.returncode}")
         ok = False
 
-    if not decoder_ready(args.decoder_ready):
-        log.append(f"pt-decode comparison skipped: {args.decoder_ready} says no")
-        return ok
     decoded = os.path.join(work, "decoded.insns")
     decode = run([args.decoder, "--format", "insns", "-o", decoded, archive], log)
     if decode.returncode != 0:
@@ -96,7 +86,7 @@ def run_variant(args, work, log):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for option in ("--emulate", "--oracle", "--decoder", "--decoder-ready"):
+    for option in ("--emulate", "--oracle", "--decoder"):
         parser.add_argument(option, required=True)
     parser.add_argument("--variant", required=True, choices=sorted(VARIANTS))
     parser.add_argument("program", nargs="+")

@@ -11,7 +11,7 @@ For each case (a corpus program, a CPU count, a timeslice) the program runs unde
              equal the ground truth exactly.
 A last case checks that a capture without --cpus stays per-thread (no per-cpu feature, no
 switch records, cpu -1 streams).
-Exit 77 (skipped) when perf is missing.
+Fails (with a message) when perf or userfaultfd is missing: both are prerequisites.
 """
 import collections
 import os
@@ -161,9 +161,12 @@ def run_case(pt_emulate, pt_archive, work, prog_name, cpus, timeslice, extra):
     if not prog:
         return [f'{name}: PTSCOPE_PROG_{prog_name.upper()} is not set']
     stem = work / f'{prog_name}-{cpus}{"".join(extra)}'
-    if prog_name == 'uffd' and run([prog]).returncode == 2:
-        print(f'{name}: userfaultfd is not available here: case skipped')
-        return []
+    if prog_name == 'uffd':
+        probe = run([prog])
+        if probe.returncode == 2:
+            return [f'{name}: userfaultfd is not available here ({probe.stderr.strip()}): this case '
+                    f'needs it (Linux >= 5.11 allows user-mode-only userfaultfd without privilege; '
+                    f'older kernels need vm.unprivileged_userfaultfd=1 or root)']
     gt, ptar, data = stem.with_suffix('.gt'), stem.with_suffix('.ptar'), stem.with_suffix('.data')
     try:  # a scheduling deadlock would hang here: bounded, and reported as such
         r = run([pt_emulate, '--cpus', cpus, '--timeslice', timeslice, '--full', '--ground-truth',
@@ -228,8 +231,9 @@ def main():
     for name, path in zip(['WORKERS', 'UFFD'], sys.argv[3:5]):
         os.environ['PTSCOPE_PROG_' + name] = path
     if shutil.which('perf') is None:
-        print('perf not installed: skipped')
-        return 77
+        print('FAIL: perf is not installed: this test checks against Linux perf\'s own decoder; '
+              'scripts/setup installs it (Debian package linux-perf)', file=sys.stderr)
+        return 1
     failures = []
     with tempfile.TemporaryDirectory(prefix='percpu_') as tmp:
         work = pathlib.Path(tmp)

@@ -1,6 +1,9 @@
 // percpu-uffd: main touches a page that a userfaultfd handler thread fills only when it gets the
 // fault: the main thread blocks in a page fault, not in a syscall. Under pt-emulate --cpus 1 the
 // handler can only run if the emulator switches the faulting thread out. Exit 2: no userfaultfd.
+// The fault is taken in user mode, so a user-mode-only userfaultfd suffices: since Linux 5.11 it
+// needs no privilege even with vm.unprivileged_userfaultfd=0 (older kernels refuse the flag).
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
@@ -31,7 +34,12 @@ static void* handler(void* arg) {
 
 int main(void) {
   page = sysconf(_SC_PAGESIZE);
+#ifdef UFFD_USER_MODE_ONLY
+  uffd = syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+  if (uffd < 0 && errno == EINVAL) uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+#else
   uffd = syscall(SYS_userfaultfd, O_CLOEXEC);
+#endif
   if (uffd < 0) { perror("userfaultfd"); return 2; }
   struct uffdio_api api = {.api = UFFD_API};
   if (ioctl((int)uffd, UFFDIO_API, &api) != 0) { perror("UFFDIO_API"); return 2; }

@@ -208,13 +208,10 @@ def check_errors(pt_archive, work, good):
 def main():
     pt_archive, known_loop, make_known, ipt, srcdir = sys.argv[1:6]
     if shutil.which('perf') is None:
-        print('perf not installed: skipped')
-        return 77
+        print('FAIL: perf is not installed: this test checks against Linux perf\'s own decoder; '
+              'scripts/setup installs it (Debian package linux-perf)', file=sys.stderr)
+        return 1
     srcdir = pathlib.Path(srcdir)
-    probe = run([pt_archive, 'import-perf'])
-    if 'not implemented' in probe.stderr:
-        print('pt-archive has no import-perf yet: skipped')
-        return 77
     with tempfile.TemporaryDirectory(prefix='perf_e2e_') as tmp:
         work = pathlib.Path(tmp)
         check_known(pt_archive, known_loop, make_known, ipt, srcdir, work)

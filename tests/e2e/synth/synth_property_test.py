@@ -3,7 +3,7 @@
 
 For each corpus binary, seed and encoder variant, pt-synth writes a capture plus its ground truth
 (`TID 0xADDRESS` per instruction of the walk); the libipt oracle (ipt_insns) must print exactly the
-same lines, and so must `pt-decode --format insns` when tests/e2e/DECODER_READY says "yes".
+same lines, and so must `pt-decode --format insns`.
 Variants cover return compression on/off, every timing mode, a small PSB period (many PSB+ and
 last-IP/return-stack resets) and two threads (two streams, FORK sideband). And a 900 M-instruction
 walk ends within a million instructions of its length (it once looped forever).
@@ -60,9 +60,8 @@ def run_case(args, binary, seed, name, extra, work):
         return [f"pt-synth failed ({result.returncode}): {result.stderr.strip()}"]
     threads = int(extra[extra.index("--threads") + 1]) if "--threads" in extra else 1
     problems = check_truth(truth, threads)
-    decoders = [("ipt_insns", [args.oracle, archive])]
-    if args.decoder_ready:
-        decoders.append(("pt-decode", [args.decoder, "--format", "insns", "-o", base + ".pt-decode", archive]))
+    decoders = [("ipt_insns", [args.oracle, archive]),
+                ("pt-decode", [args.decoder, "--format", "insns", "-o", base + ".pt-decode", archive])]
     for decoder, command in decoders:
         listing = base + "." + decoder
         if decoder == "ipt_insns":
@@ -108,11 +107,8 @@ def main():
     parser.add_argument("--synth", required=True)
     parser.add_argument("--oracle", required=True)
     parser.add_argument("--decoder", required=True)
-    parser.add_argument("--decoder-ready", required=True, help="tests/e2e/DECODER_READY")
     parser.add_argument("--binary", action="append", required=True)
     args = parser.parse_args()
-    with open(args.decoder_ready) as ready:
-        args.decoder_ready = ready.read().strip().lower() == "yes"
     failures = 0
     with tempfile.TemporaryDirectory(prefix="synth-property-") as work:
         for binary in args.binary:
