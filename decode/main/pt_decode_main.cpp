@@ -17,6 +17,7 @@
 #include "cli_options.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
+#include "ptscope/output_file.h"
 #include "ptscope/symbols.h"
 
 #if __has_include("ptscope/perf_data.h")
@@ -247,12 +248,20 @@ int ListModules(const std::string& input, const std::string& output, const Optio
     std::fprintf(stderr, "pt-decode: %s\n", json.error().message.c_str());
     return kFailed;
   }
-  std::FILE* out = output.empty() || output == "-" ? stdout : std::fopen(output.c_str(), "w");
-  if (out == nullptr || std::fwrite(json->data(), 1, json->size(), out) != json->size() ||
-      std::fflush(out) != 0 || (out != stdout && std::fclose(out) != 0)) {
-    std::fprintf(stderr, "pt-decode: cannot write %s: %s\n", output.empty() ? "stdout" :
-                 output.c_str(), std::strerror(errno));
-    return kFailed;
+  if (output.empty() || output == "-") {
+    if (std::fwrite(json->data(), 1, json->size(), stdout) != json->size() ||
+        std::fflush(stdout) != 0) {
+      std::fprintf(stderr, "pt-decode: cannot write stdout: %s\n", std::strerror(errno));
+      return kFailed;
+    }
+  } else {  // as every output file: put at its path only when whole (ptscope/output_file.h)
+    auto file = ptscope::format::OutputFile::CreateReplacing(output, 0644);
+    ptscope::Status written = file ? file->Write(json->data(), json->size()) : file.error();
+    if (written) written = file->Commit();
+    if (!written) {
+      std::fprintf(stderr, "pt-decode: %s\n", written.error().message.c_str());
+      return kFailed;
+    }
   }
   return !archive->damage.empty() || !archive->complete ? kPartial : kComplete;
 }

@@ -4,12 +4,20 @@
 // of decode_base.ptar, a pt-emulate capture of tests/programs/calls.c.
 //
 // Input: u32 (little-endian) PT length N, N bytes of PT for the program's one thread, then raw
-// perf_event records for the Sideband chunk (the base archive's record layout). Every fourth
-// input (by its last byte) is decoded by libipt's block decoder instead of the walker.
+// perf_event records for the Sideband chunk (the base archive's record layout).
+//
+// Differential: each input is decoded twice, with QueryWalker and with libipt's block decoder
+// (--libipt-blocks), and the two text outputs must be the same byte for byte, as README says they
+// are (a difference is a finding, like a crash).
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "ptscope/decode.h"
@@ -18,6 +26,12 @@
 namespace {
 
 ptscope::format::Archive* base = nullptr;
+std::string* outputs = nullptr;  // a directory for the two outputs
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
 
 }  // namespace
 
@@ -30,6 +44,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     std::abort();
   }
   base = new ptscope::format::Archive(std::move(*archive));
+  char dir[] = "/tmp/ptscope-decode-fuzz-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) std::abort();
+  outputs = new std::string(dir);
   return 0;
 }
 
@@ -47,10 +64,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   format::SidebandChunk sideband = base->sideband.front();
   sideband.records.assign(data + 4 + pt_size, data + size);
   archive.sideband = {std::move(sideband)};
-  decode::PipelineOptions options;
-  options.format = decode::OutputFormat::kText;
-  options.output_path = "/dev/null";
-  options.walker = size == 0 || data[size - 1] % 4 != 0;
-  (void)decode::RunPipeline(archive, options);
+  std::string text[2];
+  uint64_t instructions[2] = {};
+  for (int walker = 0; walker < 2; ++walker) {
+    format::Archive copy = archive;
+    decode::PipelineOptions options;
+    options.format = decode::OutputFormat::kText;
+    options.output_path = *outputs + (walker ? "/walker.txt" : "/libipt.txt");
+    options.walker = walker != 0;
+    auto summary = decode::RunPipeline(copy, options);
+    if (summary) instructions[walker] = summary->instructions;
+    text[walker] = summary ? ReadAll(options.output_path) : "error: " + summary.error().message;
+    ::unlink(options.output_path.c_str());
+  }
+  if (text[0] != text[1] || instructions[0] != instructions[1]) {
+    std::fprintf(stderr, "decode_fuzz: QueryWalker and libipt's block decoder differ:\n"
+                         "--- libipt (%llu instructions)\n%s--- walker (%llu instructions)\n%s",
+                 static_cast<unsigned long long>(instructions[0]), text[0].c_str(),
+                 static_cast<unsigned long long>(instructions[1]), text[1].c_str());
+    std::abort();
+  }
   return 0;
 }

@@ -20,7 +20,7 @@ cd "$work"
 "$emulate" --snapshot-size 2K -o snap.ptar -- "$build/tests/programs/corpus-recursion" >/dev/null
 "$emulate" --cpus 2 --timeslice 5000 --snapshot-size 2K -o cpus.ptar \
   -- "$build/tests/programs/corpus-threads" >/dev/null
-"$emulate" --full --start-at main -o jit.ptar -- "$build/tests/jit/jit_program" >/dev/null
+"$emulate" --full --start-at main -o jit.ptar -- "$build/tests/e2e/jit/jit_program" >/dev/null
 "$archive" embed calls.ptar --symbols "$build/tests/programs" -o "$here/decode_base.ptar" >/dev/null
 cp calls.ptar snap.ptar cpus.ptar jit.ptar "$corpus/archive/"
 

@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "ptscope/format.h"
+#include "ptscope/output_file.h"
 
 namespace ptscope::tools {
 namespace {
@@ -47,23 +48,12 @@ std::string TsvField(const std::string& s) {
   return out;
 }
 
+// Written beside `path` and renamed over it when complete: a failed write never leaves a file
+// that looks extracted, and a symbolic link at `path` is refused (output_file.h).
 Status WriteNewFile(const std::string& path, const std::vector<uint8_t>& data) {
-  // O_NOFOLLOW: a symlink planted at this name must not redirect the write.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return MakeError(Errc::kIo, path + ": cannot create: " + std::strerror(errno));
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return MakeError(Errc::kIo, path + ": write failed: " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) return MakeError(Errc::kIo, path + ": close failed: " + std::strerror(errno));
-  return Ok();
+  PTSCOPE_ASSIGN_OR_RETURN(fmt::OutputFile out, fmt::OutputFile::CreateReplacing(path, 0600));
+  PTSCOPE_TRY(out.Write(data.data(), data.size()));
+  return out.Commit();
 }
 
 Status MakeDir(const std::string& dir) {

@@ -110,7 +110,8 @@ int RunImportPerf(const std::vector<std::string>& args) {
     features |= fmt::kFeatureEmbeddedBinaries;
   }
   // The trace bytes, left in the perf.data, are read one piece at a time as they are written.
-  const fmt::WriterOptions writer_options{.features = features};
+  // Replaced only when complete: a failed import leaves no archive that looks like one.
+  const fmt::WriterOptions writer_options{.features = features, .replace_when_closed = true};
   if (auto st = fmt::WriteImportedArchive(*archive, output, writer_options); !st) {
     return ReportError(st.error());
   }

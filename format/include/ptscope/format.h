@@ -171,6 +171,9 @@ struct WriterOptions {
   uint64_t features = 0;       // FeatureBits for the header
   bool sync_each_chunk = false;  // fdatasync after each chunk (recorders that may be killed)
   uint64_t created_unix_ns = 0;  // header timestamp; 0 = now (set it for reproducible files)
+  // Write a temporary file beside the path, renamed over it by Close() only: for conversions
+  // (import-perf), whose partial output is worth nothing, unlike a recording's readable prefix.
+  bool replace_when_closed = false;
 };
 
 class OutputFile;

@@ -17,6 +17,7 @@
 #include "../byte_io.h"
 #include "perf_data_layout.h"
 #include "ptscope/file_read.h"
+#include "ptscope/output_file.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_time.h"
 
@@ -480,35 +481,13 @@ Result<std::vector<uint8_t>> ExportPerfDataToBytes(const Archive& archive) {
 
 Status ExportPerfData(const Archive& archive, const std::string& out_path) {
   PTSCOPE_ASSIGN_OR_RETURN(std::vector<Part> parts, Exporter(archive).Run());
-  int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    int err = errno;
-    return MakeError(err == EACCES ? Errc::kPermission : Errc::kIo,
-                     out_path + ": cannot create: " + std::strerror(err));
-  }
-  ::fchmod(fd, 0600);  // an existing file keeps its mode through O_TRUNC
-  uint64_t done = 0;
-  Status written = EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
-    for (size_t at = 0; at < bytes.size();) {
-      ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return MakeError(Errc::kIo, out_path + ": offset " + std::to_string(done + at) +
-                                        ": write failed: " + std::strerror(errno));
-      }
-      at += static_cast<size_t>(n);
-    }
-    done += bytes.size();
-    return Ok();
-  });
-  if (!written) {
-    ::close(fd);
-    return written;
-  }
-  if (::close(fd) != 0) {
-    return MakeError(Errc::kIo, out_path + ": close failed: " + std::string(std::strerror(errno)));
-  }
-  return Ok();
+  // A temporary file beside out_path, renamed over it only when complete: a failed export
+  // (ENOSPC, EIO, an unreadable PT chunk) never leaves a perf.data that looks usable.
+  PTSCOPE_ASSIGN_OR_RETURN(OutputFile out, OutputFile::CreateReplacing(out_path, 0600));
+  PTSCOPE_TRY(EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
+    return out.Write(bytes.data(), bytes.size());
+  }));
+  return out.Commit();
 }
 
 }  // namespace ptscope::format

@@ -187,10 +187,12 @@ def mode_symbols(args, work):
     if build_id(other) == bid:
         raise Failure('the rebuild kept the build id')
     os.replace(other, copy)
-    text, r = decode(args, ptar)
+    text, r = decode(args, ptar, expect_rc=3)  # partial: the program's code is not found
     names = names_in(text)
     if any(n in expected for n in names):
         raise Failure('the rebuilt binary (other build id) was used for symbols')
+    if 'status: PARTIAL (exit 3): executed code was not found' not in r.stderr:
+        raise Failure(f'the rebuilt binary: the status does not say the code is missing: {r.stderr}')
     if bid not in r.stderr or 'build id' not in r.stderr.lower():
         raise Failure(f'the build-id mismatch is not reported: {r.stderr}')
     print(r.stderr)
