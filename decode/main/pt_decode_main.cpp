@@ -116,9 +116,10 @@ ptscope::Result<ptscope::format::Archive> LoadInput(const std::string& path) {
                                       "it with `pt-archive import-perf`");
 #endif
   }
-  // The PT bytes stay on disk until they are decoded (see RunPipeline): memory does not grow with
-  // the capture.
-  return ptscope::format::ReadArchive(path, ptscope::format::ReadOptions{.keep_pt_bytes = false});
+  // The PT bytes stay on disk until they are decoded (see RunPipeline), and the embedded blobs
+  // until they are used, one at a time: memory does not grow with the capture.
+  return ptscope::format::ReadArchive(
+      path, ptscope::format::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
 }
 
 std::string Count(uint64_t value) {

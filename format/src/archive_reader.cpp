@@ -160,6 +160,15 @@ Status ArchiveReader::ParseHeader() {
   return Ok();
 }
 
+// A chunk may be up to 1 GiB: its buffers are not kept at that size for the next chunk (an
+// archive of large blobs would otherwise hold its largest payload twice for as long as it is
+// read).
+void ArchiveReader::ReleaseLargeBuffers() {
+  constexpr size_t kKeep = 16u << 20;
+  if (unpacked_.capacity() > kKeep) std::vector<uint8_t>().swap(unpacked_);
+  if (payload_buffer_.capacity() > kKeep) std::vector<uint8_t>().swap(payload_buffer_);
+}
+
 // What checking the chunk whose header starts at one offset found.
 struct ArchiveReader::ChunkOutcome {
   enum Kind {
@@ -178,7 +187,8 @@ struct ArchiveReader::ChunkOutcome {
   std::string what;
 };
 
-ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at) {
+ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at, bool skip_pt_data,
+                                                     bool skip_blob_data) {
   ChunkOutcome out;
   auto fail = [&out](Errc code, std::string what) {
     out.kind = ChunkOutcome::kFailed;
@@ -281,7 +291,10 @@ ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at) {
     }
     body = std::span<const uint8_t>(unpacked_.data(), raw);
   }
-  Result<Chunk> chunk = DecodePayload(static_cast<ChunkType>(type), body);
+  Result<Chunk> chunk =
+      DecodePayload(static_cast<ChunkType>(type), body,
+                    DataHandling{skip_pt_data, skip_blob_data, &out.location.data_size});
+  ReleaseLargeBuffers();
   if (!chunk) return fail(Errc::kCorrupt, chunk.error().message);
   out.kind = ChunkOutcome::kIntact;
   out.chunk = std::move(*chunk);
@@ -323,7 +336,7 @@ std::optional<Chunk> ArchiveReader::Next() {
       damaged(size_, Errc::kCorrupt, std::to_string(size_ - at) + " bytes after the End chunk");
       break;
     }
-    ChunkOutcome outcome = ReadChunk(at);
+    ChunkOutcome outcome = ReadChunk(at, skip_pt_data_, skip_blob_data_);
     if (outcome.kind == ChunkOutcome::kShrunk) continue;  // size_ is smaller now: check again
     if (outcome.kind == ChunkOutcome::kIntact) {
       if (auto* end = std::get_if<EndChunk>(&*outcome.chunk)) {
@@ -372,8 +385,8 @@ Result<Chunk> ArchiveReader::ReadChunkAt(uint64_t offset) {
     return MakeError(Errc::kCorrupt, where + ": no chunk starts there (offset past the end, or "
                                              "unaligned)");
   }
-  ChunkOutcome outcome = ReadChunk(offset);
-  while (outcome.kind == ChunkOutcome::kShrunk) outcome = ReadChunk(offset);
+  ChunkOutcome outcome = ReadChunk(offset, false, false);
+  while (outcome.kind == ChunkOutcome::kShrunk) outcome = ReadChunk(offset, false, false);
   if (outcome.kind == ChunkOutcome::kIntact) return std::move(*outcome.chunk);
   if (outcome.kind == ChunkOutcome::kSkipped) {
     return MakeError(Errc::kCorrupt, where + ": a chunk of a type this version does not know");
@@ -412,6 +425,7 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
   Archive a;
   a.path = reader.name();
   a.header = reader.header();
+  reader.SkipData(!options.keep_pt_bytes, !options.keep_blob_bytes);
   while (std::optional<Chunk> chunk = reader.Next()) {
     std::visit(
         [&a, &reader, &options](auto&& c) {
@@ -419,8 +433,7 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
           if constexpr (std::is_same_v<T, MetadataChunk>) {
             for (auto& entry : c.entries) a.metadata.push_back(std::move(entry));
           } else if constexpr (std::is_same_v<T, PtDataChunk>) {
-            a.pt_refs.push_back({reader.last_location().offset, c.data.size()});
-            if (!options.keep_pt_bytes) std::vector<uint8_t>().swap(c.data);
+            a.pt_refs.push_back({reader.last_location().offset, reader.last_location().data_size});
             a.pt_data.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, SidebandAttrChunk>) {
             a.sideband_attrs.push_back(std::move(c));
@@ -429,6 +442,7 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
           } else if constexpr (std::is_same_v<T, ModuleChunk>) {
             a.modules.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, BlobChunk>) {
+            a.blob_refs.push_back({reader.last_location().offset, reader.last_location().data_size});
             a.blobs.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, MarkerChunk>) {
             a.markers.push_back(std::move(c));
@@ -466,6 +480,25 @@ Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string nam
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader,
                            ArchiveReader::FromBytes(std::move(bytes), std::move(name)));
   return WithMetadata(Collect(*reader, ReadOptions{}));
+}
+
+Result<std::vector<uint8_t>> LoadBlobData(const Archive& archive, size_t index) {
+  PTSCOPE_CHECK(index < archive.blobs.size());
+  const BlobChunk& blob = archive.blobs[index];
+  if (index >= archive.blob_refs.size() || archive.blob_refs[index].size == blob.data.size()) {
+    return blob.data;  // kept (or built in memory)
+  }
+  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader,
+                           ArchiveReader::Open(archive.path));
+  PTSCOPE_ASSIGN_OR_RETURN(Chunk chunk, reader->ReadChunkAt(archive.blob_refs[index].chunk_offset));
+  auto* again = std::get_if<BlobChunk>(&chunk);
+  if (again == nullptr || again->data.size() != archive.blob_refs[index].size) {
+    return MakeError(Errc::kCorrupt, archive.path + ": chunk at offset " +
+                                         Hex(archive.blob_refs[index].chunk_offset) +
+                                         ": no longer the blob it was (the file changed since it "
+                                         "was read)");
+  }
+  return std::move(again->data);
 }
 
 std::string ToHex(const std::vector<uint8_t>& bytes) {

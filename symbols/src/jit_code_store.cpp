@@ -200,9 +200,17 @@ JitCodeStore JitCodeStore::FromArchive(const format::Archive& archive,
                                        std::vector<std::string>& notes) {
   JitCodeStore store;
   JitTimeMap time = JitTimeMap::FromArchive(archive);
-  for (const format::BlobChunk& blob : archive.blobs) {
+  for (size_t i = 0; i < archive.blobs.size(); ++i) {
+    const format::BlobChunk& blob = archive.blobs[i];
+    if (blob.kind != format::BlobKind::kJitdump && blob.kind != format::BlobKind::kPerfMap) continue;
+    // One blob's bytes at a time (the archive may have been read without them).
+    Result<std::vector<uint8_t>> data = format::LoadBlobData(archive, i);
+    if (!data) {
+      notes.push_back(blob.name + " not used: " + data.error().message);
+      continue;
+    }
     if (blob.kind == format::BlobKind::kJitdump) {
-      Result<JitDump> dump = ParseJitdump(blob.data.data(), blob.data.size(), blob.name);
+      Result<JitDump> dump = ParseJitdump(data->data(), data->size(), blob.name);
       if (!dump) {
         notes.push_back("jitdump not used: " + dump.error().message);
         continue;
@@ -213,8 +221,8 @@ JitCodeStore JitCodeStore::FromArchive(const format::Archive& archive,
                         "pairs: JIT code times are approximate");
       }
       store.AddJitdump(blob.pid != 0 ? blob.pid : dump->pid, *dump, time);
-    } else if (blob.kind == format::BlobKind::kPerfMap) {
-      std::string_view text(reinterpret_cast<const char*>(blob.data.data()), blob.data.size());
+    } else {
+      std::string_view text(reinterpret_cast<const char*>(data->data()), data->size());
       PerfMap map = ParsePerfMap(text, blob.name);
       if (map.bad_lines != 0) {
         notes.push_back(map.first_bad + " (" + std::to_string(map.bad_lines) +

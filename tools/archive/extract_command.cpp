@@ -77,7 +77,9 @@ int RunExtract(const std::vector<std::string>& args) {
   }
   std::string path = vm["file"].as<std::string>();
   std::string dir = vm["dir"].as<std::string>();
-  Result<fmt::Archive> archive = fmt::ReadArchive(path);
+  // Each blob's bytes are read when it is written, one at a time.
+  Result<fmt::Archive> archive =
+      fmt::ReadArchive(path, fmt::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
   if (!archive) return ReportError(archive.error());
   if (Status made = MakeDir(dir); !made) return ReportError(made.error());
   std::string manifest = "kind\tname\tbuild_id\tsize\tfile\n";
@@ -87,10 +89,12 @@ int RunExtract(const std::vector<std::string>& args) {
     std::snprintf(prefix, sizeof prefix, "%03zu-", i);
     std::string file = prefix + std::string(fmt::BlobKindName(blob.kind)) + "-" +
                        SafeComponent(blob.name);
-    if (Status s = WriteNewFile(dir + "/" + file, blob.data); !s) return ReportError(s.error());
+    Result<std::vector<uint8_t>> data = fmt::LoadBlobData(*archive, i);
+    if (!data) return ReportError(data.error());
+    if (Status s = WriteNewFile(dir + "/" + file, *data); !s) return ReportError(s.error());
     manifest += std::string(fmt::BlobKindName(blob.kind)) + "\t" + TsvField(blob.name) + "\t" +
                 (blob.build_id.empty() ? "-" : fmt::ToHex(blob.build_id)) + "\t" +
-                std::to_string(blob.data.size()) + "\t" + file + "\n";
+                std::to_string(data->size()) + "\t" + file + "\n";
   }
   std::vector<uint8_t> bytes(manifest.begin(), manifest.end());
   if (Status s = WriteNewFile(dir + "/manifest.tsv", bytes); !s) return ReportError(s.error());

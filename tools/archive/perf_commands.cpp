@@ -133,7 +133,8 @@ int RunExportPerf(const std::vector<std::string>& args) {
   }
   const std::string input = vm["input"].as<std::string>();
   // The PT bytes stay in the archive until the export writes them, one piece at a time.
-  auto archive = fmt::ReadArchive(input, fmt::ReadOptions{.keep_pt_bytes = false});
+  auto archive =
+      fmt::ReadArchive(input, fmt::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
   if (!archive) return ReportError(archive.error());
   if (auto st = fmt::ExportPerfData(*archive, vm["output"].as<std::string>()); !st) {
     return ReportError(st.error());

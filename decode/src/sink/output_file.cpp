@@ -132,7 +132,6 @@ std::string OutputFile::Close() {
     if (error_.empty()) {
       if (Status committed = target_->Commit(); !committed) error_ = committed.error().message;
     }
-    if (!error_.empty()) error_ += "; nothing was written to " + path_;
     target_.reset();  // not committed: the temporary file is removed
   }
   return error_;

@@ -232,6 +232,7 @@ struct ChunkLocation {
   uint16_t flags = 0;
   uint64_t stored_size = 0;
   uint64_t raw_size = 0;
+  uint64_t data_size = 0;  // PtData, Blob: bytes of their `data` (also when SkipData left it out)
 };
 
 // Reads an archive sequentially. Open() fails only when the file cannot be read or its header is
@@ -258,6 +259,13 @@ class ArchiveReader {
   std::optional<Chunk> Next();
   // Location of the chunk Next() returned last.
   const ChunkLocation& last_location() const { return last_location_; }
+  // From now on Next() leaves PtDataChunk::data (`pt`) and BlobChunk::data (`blobs`) empty: the
+  // payload is still checked whole, but the bytes, most of an archive, are not copied out
+  // (last_location().data_size says how many there are; ReadChunkAt() reads them again).
+  void SkipData(bool pt, bool blobs) {
+    skip_pt_data_ = pt;
+    skip_blob_data_ = blobs;
+  }
   // The chunk whose header starts at `offset` (a ChunkLocation::offset seen earlier), checked as
   // Next() checks it (but never looking further on): for a reader that comes back to a chunk
   // instead of holding its payload (pt-decode reads each PT chunk again where it decodes it).
@@ -275,8 +283,9 @@ class ArchiveReader {
  private:
   ArchiveReader(std::vector<uint8_t> bytes, int fd, uint64_t size, std::string name);
   Status ParseHeader();
+  void ReleaseLargeBuffers();
   struct ChunkOutcome;
-  ChunkOutcome ReadChunk(uint64_t at);
+  ChunkOutcome ReadChunk(uint64_t at, bool skip_pt_data, bool skip_blob_data);
   // The offset of the first intact chunk header at or after `from` (sync word and header
   // checksum), or the file size when there is none.
   Result<uint64_t> FindChunkHeader(uint64_t from);
@@ -297,6 +306,7 @@ class ArchiveReader {
   uint64_t chunks_read_ = 0;
   uint64_t chunks_skipped_ = 0;
   bool saw_end_ = false;
+  bool skip_pt_data_ = false, skip_blob_data_ = false;
   std::vector<Damage> damage_;
   ChunkLocation last_location_;
 };
@@ -337,6 +347,13 @@ struct Archive {
   std::vector<SidebandChunk> sideband;
   std::vector<ModuleChunk> modules;
   std::vector<BlobChunk> blobs;
+  // Parallel to blobs: where each blob's chunk starts and how many bytes its data holds (also
+  // when `data` was not kept: ReadOptions::keep_blob_bytes, LoadBlobData).
+  struct BlobRef {
+    uint64_t chunk_offset = 0;
+    uint64_t size = 0;
+  };
+  std::vector<BlobRef> blob_refs;
   std::vector<MarkerChunk> markers;
   std::vector<TimeSyncChunk> time_syncs;
   // From the metadata, checked (ParseTimeConversion): what every consumer uses instead of the
@@ -356,11 +373,20 @@ struct ReadOptions {
   // false: every PtDataChunk::data is left empty (Archive::pt_refs says where to read it again),
   // so that the PT bytes, most of a capture, are not held in memory all at once.
   bool keep_pt_bytes = true;
+  // false: every BlobChunk::data is left empty (Archive::blob_refs says where it is): embedded
+  // binaries and JIT dumps are loaded one at a time where they are used (LoadBlobData), so that
+  // an archive of large, well-compressed blobs never has them all in memory.
+  bool keep_blob_bytes = true;
 };
 // Every intact chunk of the archive, and Archive::time from its metadata; fails when the file
 // cannot be opened, its header is unusable, or its time conversion is impossible.
 Result<Archive> ReadArchive(const std::string& path, const ReadOptions& options = {});
 Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string name);
+
+// The data of archive.blobs[index]: a copy of BlobChunk::data when it was kept, else read again
+// from archive.path (checked as when it was read; an archive changed since is an error naming
+// the chunk's offset).
+Result<std::vector<uint8_t>> LoadBlobData(const Archive& archive, size_t index);
 
 // Lowercase hex of a build id (or any bytes), and back.
 std::string ToHex(const std::vector<uint8_t>& bytes);

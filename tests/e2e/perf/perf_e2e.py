@@ -210,7 +210,8 @@ def check_errors(pt_archive, work, good):
     expect(work / 'missing.data',
            f'pt-archive: {work}/missing.data: cannot open: No such file or directory')
     r = run([pt_archive, 'export-perf', work / 'known-timed.ptar', '-o', work / 'no-dir' / 'x.data'])
-    want = f'pt-archive: {work}/no-dir/x.data: cannot create: No such file or directory'
+    want = (f'pt-archive: {work}/no-dir/x.data: cannot create a temporary file in {work}/no-dir: '
+            'No such file or directory')
     if r.returncode != 1 or r.stderr.strip() != want:
         fail(f'export-perf to a missing directory: rc {r.returncode}: {r.stderr.strip()}')
 
