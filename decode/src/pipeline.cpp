@@ -325,12 +325,12 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     for (const Piece& piece : stream.pieces) {
       if (empty && !piece.loss_before.empty()) {
         empty->Gap(GapCause::kLostData, piece.loss_before, 0);
-        summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
+        summary.stats[Stat::kLostDataGaps]++;
       }
       if (piece.has_psb || piece.size == 0) continue;
       std::string detail = "no PSB in " + std::to_string(piece.size) +
                            " bytes of trace: nothing to decode";
-      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
+      summary.stats[Stat::kDecodeErrorGaps]++;
       if (empty) empty->Gap(GapCause::kDecodeError, detail, 0);
       summary.notes.push_back(StreamName(stream) + ": " + detail);
     }
@@ -352,15 +352,11 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
     }
   }
+  summary.stats[Stat::kWalkerFallbackUnits] = context.libipt_units;
   if (context.libipt_units != 0) {
     summary.notes.push_back(std::to_string(context.libipt_units) + " of " +
                             std::to_string(context.units) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
-  }
-  if (cpu_threads.idle_instructions() != 0) {
-    summary.notes.push_back(std::to_string(cpu_threads.idle_instructions()) +
-                            " instructions of per-CPU trace ran while the sideband names no "
-                            "(selected) thread on that CPU: not attributed");
   }
   sink.Finish();
   std::string output_error = sink.OutputError();

@@ -486,7 +486,7 @@ void FlowDecoder::QueueGap(GapCause cause, uint64_t resume_ip, std::string detai
   FlowEvent& gap = queue_->back();
   gap.gap_cause = cause;
   gap.detail = std::move(detail);
-  stats_.gaps[static_cast<size_t>(cause)]++;
+  stats_.counts[GapStat(cause)]++;
 }
 
 template <typename TimeOf>

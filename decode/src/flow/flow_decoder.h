@@ -40,7 +40,7 @@ class FlowOutput {
 struct FlowStats {
   uint64_t instructions = 0;
   uint64_t events = 0;
-  std::array<uint64_t, 5> gaps{};  // by GapCause
+  DecodeStats counts;              // gaps by cause (Stat)
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
   std::string first_error;         // first libipt error, with its stream offset
 };

@@ -44,7 +44,6 @@ class CpuThreads {
   void Release(uint64_t frontier_ns);
   // Delivers everything still waiting, ends every thread (in tid order) and adds the counts.
   void Finish(DecodeSummary& summary);
-  uint64_t idle_instructions() const { return idle_instructions_; }
 
  private:
   struct Run {
@@ -71,10 +70,9 @@ class CpuThreads {
   std::map<uint32_t, ThreadKey> keys_;
   // The units' own counts (once, whoever ran them).
   uint64_t instructions_ = 0;
-  std::array<uint64_t, 5> gaps_{};
+  DecodeStats counts_;
   uint64_t first_ns_ = UINT64_MAX, last_ns_ = 0;
   std::vector<std::string> notes_;
-  uint64_t idle_instructions_ = 0;
 };
 
 }  // namespace ptscope::decode

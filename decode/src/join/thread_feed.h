@@ -59,12 +59,12 @@ class ThreadFeed {
   void AddStats(const FlowStats& stats) {
     stats_.instructions += stats.instructions;
     stats_.events += stats.events;
-    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
+    stats_.counts.Add(stats.counts);
     stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
     stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
     if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
   }
-  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
+  void CountGap(GapCause cause) { stats_.counts[GapStat(cause)]++; }
   // `end_ns`: when the thread's last traced instruction ran, if known (UnitEvents::end_ns); the
   // instructions after its last event ran until then, and a trigger due by then is shown.
   void Finish(uint64_t last_end_ip, uint64_t trailing_insns, uint64_t end_ns = 0) {
@@ -87,6 +87,7 @@ class ThreadFeed {
     tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns));
   }
   const FlowStats& stats() const { return stats_; }
+  const DecodeStats& tracker_stats() const { return tracker_.stats(); }
   uint64_t symbolized() const { return counting_.symbolized; }
   const ThreadKey& key() const { return key_; }
 

@@ -69,30 +69,6 @@ struct StackTrackerOptions {
   bool inlined_frames = true;               // symbolize call sites for inlined frames
 };
 
-struct StackTrackerCounters {
-  uint64_t calls = 0;
-  uint64_t returns = 0;
-  uint64_t tail_calls = 0;            // jumps to another function's entry
-  uint64_t lateral_jumps = 0;         // jumps into the middle of another function (not on stack)
-  uint64_t unwinds = 0;               // returns/jumps that closed several frames (longjmp, throw)
-  uint64_t unwound_frames = 0;        // frames closed by those
-  uint64_t reanchors = 0;             // returns that matched nothing: stack restarted
-  uint64_t inferred_frames = 0;       // frames whose start was inferred
-  uint64_t inlined_slices = 0;
-  uint64_t syscalls = 0;
-  uint64_t untraced = 0;
-  uint64_t async = 0;                 // signal handlers (kAsync, or entered on resumption)
-  uint64_t corrected_callers = 0;     // calls from outside the top frame's function
-  uint64_t triggers = 0;
-  std::array<uint64_t, 5> gaps_by_cause{};  // indexed by GapCause
-  uint64_t folded_levels = 0;         // sum over folded excursions of their folded depth
-  uint64_t folded_frames = 0;         // slices not emitted because of max_depth
-  uint64_t buffer_flushes_at_bound = 0;
-  uint64_t clamped_times = 0;         // events whose time went backwards
-
-  void Add(const StackTrackerCounters& other);
-};
-
 class StackTracker {
  public:
   StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
@@ -104,7 +80,8 @@ class StackTracker {
   // Closes everything still open at max(end_time_ns, last event time) and writes the buffer.
   void Finish(uint64_t end_time_ns);
 
-  const StackTrackerCounters& counters() const { return counters_; }
+  // Its reconstruction counts (Stat::kCalls ... kClampedTimes); gaps are counted by the decoder.
+  const DecodeStats& stats() const { return stats_; }
 
  private:
   enum class FrameType : uint8_t { kFunction, kSynthetic, kAsyncHandler };
@@ -197,7 +174,7 @@ class StackTracker {
   FrameNamer& namer_;
   SliceSink& sink_;
   StackTrackerOptions options_;
-  StackTrackerCounters counters_;
+  DecodeStats stats_;
 
   std::vector<Frame> stack_;
   uint64_t last_time_ = 0;
