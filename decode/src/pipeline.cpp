@@ -59,7 +59,7 @@ struct DecodeContext {
   const DecoderSetup& setup;
   std::vector<const CodeImages*> worker_images;  // see RunPipeline
   const SidebandTimeline& timeline;
-  SymbolsFrameNamer& namer;
+  CodeFacts& code;
   std::vector<Stream>& streams;
   std::vector<BlockInlineCache> worker_caches;
   std::vector<WalkerCache> walker_caches;  // empty: libipt's block decoder walks the code
@@ -77,7 +77,7 @@ bool DecodeUnitWith(DecodeContext& context, const WorkUnit& work, unsigned worke
   } unused;
   FlowDecoder decoder(context.setup, *context.worker_images[worker], stream.key.pid, unused);
   decoder.SetUnitBuffer(&out);
-  decoder.SetInlineNamer(&context.namer);
+  decoder.SetCodeFacts(&context.code);
   decoder.SetBlockInlineCache(&context.worker_caches[worker]);
   if (walker) decoder.UseWalker(&context.walker_caches[worker]);
   decoder.SetOffsetBase(span.begin);

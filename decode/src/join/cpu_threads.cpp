@@ -10,12 +10,12 @@
 namespace ptscope::decode {
 
 CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
-                       const SidebandTimeline& timeline, SymbolsFrameNamer& namer,
+                       const SidebandTimeline& timeline, CodeFacts& code,
                        SliceSink& sink, const std::vector<uint32_t>& selected_threads)
     : archive_(archive),
       setup_(setup),
       timeline_(timeline),
-      namer_(namer),
+      code_(code),
       sink_(sink),
       selected_(selected_threads) {
   // At least 2^14 records each: below that, callers found late would start late too often.
@@ -69,7 +69,7 @@ void CpuThreads::Deliver(Run& run) {
   if (thread.feed == nullptr) {
     const ThreadKey& key = keys_.at(run.tid);
     sink_.BeginThread(key, timeline_.ProcessName(key.pid), timeline_.ThreadName(key.tid));
-    thread.feed = std::make_unique<ThreadFeed>(key, namer_, sink_,
+    thread.feed = std::make_unique<ThreadFeed>(key, code_, sink_,
                                                TriggersOf(archive_, setup_, key.tid),
                                                tracker_options_);
   }

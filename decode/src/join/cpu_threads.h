@@ -21,7 +21,6 @@
 
 #include "capture/decoder_setup.h"
 #include "flow/flow_decoder.h"
-#include "names/frame_namer.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
 #include "capture/sideband_timeline.h"
@@ -33,7 +32,7 @@ namespace ptscope::decode {
 class CpuThreads {
  public:
   CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
-             const SidebandTimeline& timeline, SymbolsFrameNamer& namer, SliceSink& sink,
+             const SidebandTimeline& timeline, CodeFacts& code, SliceSink& sink,
              const std::vector<uint32_t>& selected_threads);
 
   // A consumed unit of stream `stream_name` (restatement and carried instructions applied): its
@@ -60,7 +59,7 @@ class CpuThreads {
   const format::Archive& archive_;
   const DecoderSetup& setup_;
   const SidebandTimeline& timeline_;
-  SymbolsFrameNamer& namer_;
+  CodeFacts& code_;
   SliceSink& sink_;
   const std::vector<uint32_t>& selected_;
   StackTrackerOptions tracker_options_;

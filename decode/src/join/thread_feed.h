@@ -12,7 +12,6 @@
 #include "capture/decoder_setup.h"
 #include "events.h"
 #include "flow/flow_decoder.h"
-#include "names/frame_namer.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
 #include "stack/stack_tracker.h"
@@ -23,11 +22,11 @@ namespace ptscope::decode {
 // lost-data gaps between pieces, the end; counts instructions in modules with symbols.
 class ThreadFeed {
  public:
-  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, SliceSink& sink,
+  ThreadFeed(const ThreadKey& key, CodeFacts& code, SliceSink& sink,
              std::vector<TriggerMark> triggers, StackTrackerOptions tracker_options = {})
       : key_(key),
-        namer_(namer),
-        tracker_(key, namer, sink, tracker_options),
+        code_(code),
+        tracker_(key, code, sink, tracker_options),
         triggers_(std::move(triggers)) {
     NoteNextTrigger();
   }
@@ -127,7 +126,7 @@ class ThreadFeed {
       c.symbolized += event.insn_count & c.symbolized_mask;
     } else if (event.insn_count != 0 && where != 0) {
       uint64_t start = 0, end = 0;  // the answer holds for a whole mapping
-      const bool symbolized = namer_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
+      const bool symbolized = code_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
       c.range_start = start;
       c.range_size = end > start ? end - start : 0;
       c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
@@ -136,7 +135,7 @@ class ThreadFeed {
   }
 
   ThreadKey key_;
-  SymbolsFrameNamer& namer_;
+  CodeFacts& code_;
   StackTracker tracker_;
   std::vector<TriggerMark> triggers_;
   size_t next_trigger_ = 0;

@@ -18,8 +18,8 @@ inline StackTracker::AddressFacts& StackTracker::FactsOf(uint64_t ip) {
 }
 
 inline uint64_t StackTracker::StartOf(AddressFacts& facts, uint64_t ip) {
-  if (!facts.has_start) {  // the namer does not touch address_facts_: `facts` stays valid
-    facts.start = namer_.FunctionStart(thread_.pid, ip, last_time_);
+  if (!facts.has_start) {  // CodeFacts do not touch address_facts_: `facts` stays valid
+    facts.start = code_.FunctionStart(thread_.pid, ip, last_time_);
     facts.has_start = true;
   }
   return facts.start;
@@ -41,13 +41,13 @@ inline uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_s
 
 uint32_t StackTracker::CallSiteDepth(uint64_t call_site) {
   if (!depth_stretch_.Contains(call_site)) {
-    depth_stretch_ = namer_.InlineStretch(thread_.pid, call_site, last_time_);
+    depth_stretch_ = code_.InlineStretch(thread_.pid, call_site, last_time_);
   }
   // Only a uniform stretch answers here: reading a span (DepthAt) would tie the tracker to the
   // symbols library.
   return depth_stretch_.Contains(call_site) && depth_stretch_.uniform
              ? depth_stretch_.uniform_depth
-             : namer_.InlineDepth(thread_.pid, call_site, last_time_);
+             : code_.InlineDepth(thread_.pid, call_site, last_time_);
 }
 
 inline void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
@@ -81,9 +81,9 @@ inline void StackTracker::EnsureCurrent(uint64_t ip) {
   if (stack_.empty()) PushInferredBottom(ip);
 }
 
-StackTracker::StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
+StackTracker::StackTracker(ThreadKey thread, CodeFacts& code, SliceSink& sink,
                            StackTrackerOptions options)
-    : thread_(thread), namer_(namer), sink_(sink), options_(options) {
+    : thread_(thread), code_(code), sink_(sink), options_(options) {
   if (options_.max_buffered_events == 0) options_.max_buffered_events = 1;
   if (sink_.WantsEveryLevel()) options_.max_depth = UINT32_MAX;
 }

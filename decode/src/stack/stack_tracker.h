@@ -30,7 +30,7 @@
 //   inlined slices (FrameId::Kind::kInlined, address = where the level was entered) are open inside
 //   the top function frame; they nest between the function and its callees and close when the
 //   depth drops, when the frame returns or is replaced, and at gaps. Without kInlineChange (the
-//   top frame has none open), a call's inlined call-site frames (FrameNamer::Name of the call
+//   top frame has none open), a call's inlined call-site frames (CodeFacts::InlineDepth of the call
 //   instruction) become slices wrapping the callee, opening and closing with it.
 //
 // Buffering: an inferred caller must begin before slices that were already begun, and sinks need
@@ -71,7 +71,7 @@ struct StackTrackerOptions {
 
 class StackTracker {
  public:
-  StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
+  StackTracker(ThreadKey thread, CodeFacts& code, SliceSink& sink,
                StackTrackerOptions options = {});
   StackTracker(const StackTracker&) = delete;
   StackTracker& operator=(const StackTracker&) = delete;
@@ -140,10 +140,10 @@ class StackTracker {
   // Returns (size_t)-1 when nothing matches.
   size_t FindLandingFrame(uint64_t to, uint64_t to_start, bool by_return_ip_only) const;
 
-  // What the namer says about an address, asked once per address.
+  // What CodeFacts say about an address, asked once per address.
   struct AddressFacts {
-    uint64_t start = 0;          // FrameNamer::FunctionStart
-    uint32_t inline_depth = 0;   // FrameNamer::InlineDepth (call sites), capped at 64
+    uint64_t start = 0;          // CodeFacts::FunctionStart
+    uint32_t inline_depth = 0;   // CodeFacts::InlineDepth (call sites), capped at 64
     bool has_start = false;
     bool has_inline_depth = false;
     uint64_t callee = 0;         // a call site: the target of its last call (0: none yet)
@@ -155,7 +155,7 @@ class StackTracker {
   uint64_t StartOf(AddressFacts& facts, uint64_t ip);
   FrameId FunctionFrame(uint64_t ip, uint64_t start) const;
   uint32_t InlineDepthOf(AddressFacts& facts, uint64_t call_site);
-  // FrameNamer::InlineDepth, from the namer's stretch around `call_site` when it is uniform.
+  // CodeFacts::InlineDepth, from the stretch (CodeFacts::InlineStretch) around `call_site` when it is uniform.
   uint32_t CallSiteDepth(uint64_t call_site);
 
   void Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
@@ -171,7 +171,7 @@ class StackTracker {
   void SendBatch();
 
   ThreadKey thread_;
-  FrameNamer& namer_;
+  CodeFacts& code_;
   SliceSink& sink_;
   StackTrackerOptions options_;
   DecodeStats stats_;
@@ -204,10 +204,10 @@ class StackTracker {
   uint32_t hidden_depth_ = 0;
   uint32_t hidden_max_ = 0;
 
-  // Per address: FrameNamer answers, asked once (calls and jumps hit a few thousand addresses
+  // Per address: CodeFacts answers, asked once (calls and jumps hit a few thousand addresses
   // millions of times).
   AddressMap<AddressFacts> address_facts_;
-  // The last stretch of known inlined depths (FrameNamer::InlineStretch): a call site inside a
+  // The last stretch of known inlined depths (CodeFacts::InlineStretch): a call site inside a
   // uniform one (a function without inlined code) needs no InlineDepth, which symbolizes the
   // address (most call sites are at depth 0, and their names are never shown).
   InlineDepthStretch depth_stretch_;
