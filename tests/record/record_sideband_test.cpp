@@ -87,7 +87,7 @@ TEST_CASE("SynthesizeProcess(self): COMM per thread and MMAP2 with readelf's bui
 TEST_CASE("a real dummy sideband event on this process sees an mmap of an executable file") {
   SidebandAttrOptions options;
   options.inherit = false;
-  auto event = PerfEvent::Open(BuildSidebandAttr(options), 0, -1, "dummy for self");
+  auto event = PerfEvent::Open(SystemPerfKernel(), BuildSidebandAttr(options), 0, -1, "dummy for self");
   if (!event) {
     MESSAGE("perf_event_open is not allowed here: " << event.error().message);
     return;

@@ -6,9 +6,9 @@
 
 #include "proc_maps.h"
 #include "pt_filter.h"
-#include "pt_session.h"
-#include "pt_target.h"
-#include "pt_trigger.h"
+#include "kernel_source.h"
+#include "target.h"
+#include "trigger_policy.h"
 
 extern "C" __attribute__((noinline, used)) int ptscope_trigger_test_target(int x) { return x + 5; }
 
@@ -58,7 +58,7 @@ TEST_CASE("ResolveTrigger puts a symbol where the loader really mapped it") {
   CHECK(missing.error().message ==
         "--trigger no_such_function_anywhere: not found in the target (" + SelfExe() +
             ": no defined symbol 'no_such_function_anywhere')");
-  auto stack_addr = ResolveTrigger(TriggerSpec{TriggerSpec::Kind::kAddress, "", 0x10}, SelfExe(), *maps);
+  auto stack_addr = ResolveTrigger(TriggerSpec{TriggerSpec::Kind::kAddress, "", 0x10, "0x10"}, SelfExe(), *maps);
   REQUIRE(!stack_addr);
   CHECK(stack_addr.error().message ==
         "--trigger 0x10 is not inside an executable mapping of the target");

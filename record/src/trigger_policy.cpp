@@ -1,6 +1,4 @@
-#include "pt_trigger.h"
-
-#include <linux/hw_breakpoint.h>
+#include "trigger_policy.h"
 
 #include <algorithm>
 #include <charconv>
@@ -46,6 +44,7 @@ Result<TriggerSpec> ParseTriggerSpec(const std::string& text) {
   if (body.empty())
     return MakeError(Errc::kInvalidArgument, "--trigger '" + text + "' names nothing");
   TriggerSpec spec;
+  spec.text = text;
   if (!force_symbol && body.size() > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X')) {
     auto [ptr, ec] = std::from_chars(body.data() + 2, body.data() + body.size(), spec.address, 16);
     if (ec != std::errc() || ptr != body.data() + body.size() || spec.address == 0)
@@ -93,23 +92,6 @@ Result<ResolvedTrigger> ResolveTrigger(const TriggerSpec& spec, const std::strin
                                                              : first_error) + ")");
 }
 
-perf_event_attr BuildBreakpointAttr(uint64_t address) {
-  perf_event_attr attr;
-  std::memset(&attr, 0, sizeof attr);
-  attr.size = sizeof attr;
-  attr.type = PERF_TYPE_BREAKPOINT;
-  attr.bp_type = HW_BREAKPOINT_X;
-  attr.bp_addr = address;
-  attr.bp_len = sizeof(long);
-  attr.sample_period = 1;
-  attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
-  attr.wakeup_events = 1;
-  attr.exclude_kernel = 1;
-  attr.exclude_hv = 1;
-  attr.disabled = 1;
-  return attr;
-}
-
 const char* StimulusName(Stimulus stimulus) {
   switch (stimulus) {
     case Stimulus::kInterrupt: return "SIGINT";
@@ -118,6 +100,7 @@ const char* StimulusName(Stimulus stimulus) {
     case Stimulus::kTargetExit: return "target exit";
     case Stimulus::kDuration: return "--duration elapsed";
     case Stimulus::kTriggerHit: return "trigger hit";
+    case Stimulus::kInstructionLimit: return "--max-instructions reached";
   }
   return "?";
 }
@@ -134,6 +117,9 @@ TriggerAction TriggerPolicy::On(Stimulus stimulus) {
       break;
     case Stimulus::kDuration:
       action = {true, true, "duration"};
+      break;
+    case Stimulus::kInstructionLimit:
+      action = {true, true, "max-instructions"};
       break;
     case Stimulus::kTargetExit:
       // With --multi-snapshot the trigger snapshots are the capture; a last one at exit would

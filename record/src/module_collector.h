@@ -1,33 +1,32 @@
-// What pt-record writes besides PT bytes: host and capture metadata, the module list derived from
-// the MMAP2 sideband, embedded binaries, and the vdso blob.
+// What the sideband of a capture says about files: the mapped ELF files (the archive's Module
+// chunks), the vdso address, the JIT dumps a runtime mapped and the processes seen. Fed with every
+// sideband record a recorder writes, whether built or read from the kernel.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "host_info.h"
 #include "perf_sideband.h"
 #include "ptscope/format.h"
+#include "ptscope/result.h"
 
 namespace ptscope::record {
 
-using MetadataEntries = std::vector<std::pair<std::string, std::string>>;
-
-// tool, host.name, kernel.release, cpu.*, pt.max_nonturbo_ratio, pt.cpuid15_*, pt.caps.*.
-MetadataEntries HostMetadata(const HostFacts& facts, const std::string& tool_version);
-
-// Collects the files (and the vdso address) that the MMAP2 records of a capture name.
 class ModuleCollector {
  public:
-  // Parses raw sideband records (SidebandLayout); malformed records end the scan of that chunk
-  // and are counted, never fatal.
-  void Scan(const std::vector<uint8_t>& records);
-  // One ModuleChunk per distinct path (build id from the records, else read from the file).
-  std::vector<format::ModuleChunk> Modules(BuildIdCache* build_ids) const;
+  // Parses records in SidebandLayout; a malformed record ends the scan of that batch and is
+  // counted, never fatal.
+  void Scan(std::span<const uint8_t> records);
+  // Files named by an MMAP/MMAP2 record since the last call, in order of first appearance, with
+  // the build id the record carried (empty when it had none).
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> TakeNewFiles();
+  // Every file seen, with the build id from the records when one carried it.
+  const std::map<std::string, std::vector<uint8_t>>& files() const { return files_; }
   // Where [vdso] was mapped in process `pid` (first seen), if a record said so.
   std::optional<uint64_t> VdsoAddress(uint32_t pid) const;
   uint64_t malformed_records() const { return malformed_; }
@@ -40,9 +39,15 @@ class ModuleCollector {
   std::map<uint32_t, std::set<std::string>> jitdumps_;
   std::set<uint32_t> pids_;
   std::map<std::string, std::vector<uint8_t>> files_;  // path → build id (may be empty)
+  std::vector<std::string> new_files_;
   std::map<uint32_t, uint64_t> vdso_by_pid_;
   uint64_t malformed_ = 0;
 };
+
+// The Module chunk of `path`: `build_id` when known, else read from the file; size and mtime
+// from stat.
+format::ModuleChunk DescribeModule(const std::string& path, const std::vector<uint8_t>& build_id,
+                                   BuildIdCache* build_ids);
 
 // JIT code descriptions the capture's processes wrote, read completely when the capture ends
 // (both files are append-only, so the last read holds every version): each mapped jitdump

@@ -1,10 +1,9 @@
-// When to take snapshots and stop: signals, target exit, --duration, and --trigger (a hardware
-// execute breakpoint at a symbol or address of the target). The decisions are a pure function of
-// the stimulus and the mode, and the trigger address is resolved from the target's ELF and maps,
-// so both are unit-tested without breakpoint hardware.
+// When to take snapshots and stop, for every recorder: signals, target exit, --duration, a
+// source's own limit (pt-emulate --max-instructions) and --trigger (an address or symbol of the
+// target: a hardware execute breakpoint under pt-record, an instruction address under
+// pt-emulate). The decisions are a pure function of the stimulus and the mode, and the trigger
+// address is resolved from the target's ELF and maps, so both are unit-tested without hardware.
 #pragma once
-
-#include <linux/perf_event.h>
 
 #include <cstdint>
 #include <string>
@@ -19,6 +18,7 @@ struct TriggerSpec {
   enum class Kind { kSymbol, kAddress } kind = Kind::kSymbol;
   std::string symbol;    // mangled name, as in the ELF symbol table
   uint64_t address = 0;  // runtime address (kAddress)
+  std::string text;      // as the user wrote it (the trigger marker's text)
 };
 // "NAME", "symbol:NAME", "0x401000", "addr:0x401000".
 Result<TriggerSpec> ParseTriggerSpec(const std::string& text);
@@ -32,16 +32,16 @@ struct ResolvedTrigger {
 Result<ResolvedTrigger> ResolveTrigger(const TriggerSpec& spec, const std::string& exe_path,
                                        const std::vector<MapEntry>& maps);
 
-// PERF_TYPE_BREAKPOINT / HW_BREAKPOINT_X at `address`, one sample per hit (TID|TIME|IP).
-perf_event_attr BuildBreakpointAttr(uint64_t address);
-
-enum class Stimulus { kInterrupt, kTerminate, kUsr2, kTargetExit, kDuration, kTriggerHit };
+enum class Stimulus {
+  kInterrupt, kTerminate, kUsr2, kTargetExit, kDuration, kTriggerHit,
+  kInstructionLimit,  // pt-emulate --max-instructions
+};
 const char* StimulusName(Stimulus stimulus);
 
 struct TriggerAction {
   bool snapshot = false;  // copy the AUX ring out now (snapshot mode only)
   bool stop = false;      // finish the capture
-  std::string reason;     // trigger.reason metadata: exit|signal|usr2|trigger|duration
+  std::string reason;     // trigger.reason: exit|signal|usr2|trigger|duration|max-instructions
 };
 
 class TriggerPolicy {

@@ -1,4 +1,4 @@
-#include "pt_target.h"
+#include "target.h"
 
 #include <fcntl.h>
 #include <sys/ptrace.h>
@@ -16,15 +16,32 @@
 namespace ptscope::record {
 namespace {
 
+// A set-uid or set-gid recorder keeps its privileges for perf_event_open; the program it runs
+// must not: it gets the invoking user's ids (which also clears every capability the ids gave).
+// Returns the errno of a failed drop, else 0.
+int DropToRealIds() {
+  const gid_t gid = getgid();
+  const uid_t uid = getuid();
+  if (getegid() != gid && setresgid(gid, gid, gid) != 0) return errno;
+  if (geteuid() != uid && setresuid(uid, uid, uid) != 0) return errno;
+  return 0;
+}
+
 // Child side of Launch: never returns. Reports a failure as (stage, errno) on `report_fd`.
-[[noreturn]] void ExecChild(const std::vector<std::string>& argv, const sigset_t& mask,
+[[noreturn]] void ExecChild(const std::vector<std::string>& argv, const LaunchOptions& options,
                             int report_fd) {
-  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  sigprocmask(SIG_SETMASK, &options.child_sigmask, nullptr);
   int report[2] = {0, 0};
-  if (ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
+  if (int err = DropToRealIds(); err != 0) {
+    report[0] = 3;
+    report[1] = err;
+  } else if (options.control == LaunchOptions::Control::kStoppedAtExec &&
+             ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
     report[0] = 1;
     report[1] = errno;
   } else {
+    // kSeized: wait here until the parent has seized us (it sends SIGCONT).
+    if (options.control == LaunchOptions::Control::kSeized) raise(SIGSTOP);
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -35,6 +52,60 @@ namespace {
   ssize_t ignored = write(report_fd, report, sizeof report);
   (void)ignored;
   _exit(127);
+}
+
+Error LaunchFailure(const std::string& program, const int failure[2]) {
+  if (failure[0] == 1)
+    return MakeError(Errc::kPermission, "cannot start " + program +
+                                            " stopped at exec: ptrace(PTRACE_TRACEME): " +
+                                            std::strerror(failure[1]) +
+                                            " (ptrace is restricted here: start the program "
+                                            "yourself and use -p PID)");
+  if (failure[0] == 3)
+    return MakeError(Errc::kPermission, "cannot run " + program + " as the invoking user: " +
+                                            std::strerror(failure[1]));
+  return MakeError(failure[1] == ENOENT ? Errc::kNotFound : Errc::kIo,
+                   "cannot run " + program + ": " + std::strerror(failure[1]));
+}
+
+Error SeizeFailure(pid_t pid) {
+  const int err = errno;
+  if (err == EPERM || err == EACCES)
+    return MakeError(Errc::kPermission,
+                     "cannot trace child " + std::to_string(pid) + ": " + std::strerror(err) +
+                         " (ptrace is restricted: run as root or with CAP_SYS_PTRACE, set "
+                         "/proc/sys/kernel/yama/ptrace_scope to 0, or allow ptrace in the "
+                         "container's seccomp profile)");
+  return MakeError(Errc::kIo, "cannot trace child " + std::to_string(pid) + ": " +
+                                  std::strerror(err));
+}
+
+// kSeized: seizes the child stopped by its own SIGSTOP, lets it run (untraced in effect, no
+// stepping yet) until its exec completes, and leaves it stopped at PTRACE_EVENT_EXEC.
+Status SeizeUntilExec(pid_t pid, unsigned ptrace_options, int report_fd,
+                      const std::string& program, bool* reaped) {
+  int status = 0;
+  if (waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status))
+    return MakeError(Errc::kInternal, "the child process did not start");
+  if (ptrace(PTRACE_SEIZE, pid, nullptr, ptrace_options) != 0) return SeizeFailure(pid);
+  kill(pid, SIGCONT);
+  for (;;) {
+    if (waitpid(pid, &status, __WALL) != pid) {
+      if (errno == EINTR) continue;
+      return MakeError(Errc::kInternal, "waitpid on the child failed");
+    }
+    if (WIFEXITED(status) || WIFSIGNALED(status)) {
+      *reaped = true;
+      int failure[2] = {2, 0};
+      const bool got = read(report_fd, failure, sizeof failure) == sizeof failure;
+      if (!got) return MakeError(Errc::kNotFound, "cannot run " + program + ": it exited before exec");
+      return LaunchFailure(program, failure);
+    }
+    if ((status >> 16) == PTRACE_EVENT_EXEC) return Ok();
+    const int sig = WSTOPSIG(status);
+    const bool deliver = (status >> 16) == 0 && sig != SIGCONT && sig != SIGSTOP;
+    ptrace(PTRACE_CONT, pid, nullptr, deliver ? sig : 0);
+  }
 }
 
 }  // namespace
@@ -57,7 +128,7 @@ Result<std::vector<int>> ParsePidList(const std::string& text) {
   return pids;
 }
 
-Result<Target> Target::Launch(const std::vector<std::string>& argv, const sigset_t& child_sigmask) {
+Result<Target> Target::Launch(const std::vector<std::string>& argv, const LaunchOptions& options) {
   if (argv.empty()) return MakeError(Errc::kInvalidArgument, "no PROGRAM given after --");
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0)
@@ -70,9 +141,21 @@ Result<Target> Target::Launch(const std::vector<std::string>& argv, const sigset
   }
   if (child == 0) {
     close(report[0]);
-    ExecChild(argv, child_sigmask, report[1]);
+    ExecChild(argv, options, report[1]);
   }
   close(report[1]);
+  Target target;  // from here on, a failure kills the child (it has not run yet)
+  target.child_ = child;
+  target.pids_ = {child};
+  target.seized_ = options.control == LaunchOptions::Control::kSeized;
+  if (target.seized_) {
+    bool reaped = false;
+    Status seized = SeizeUntilExec(child, options.ptrace_options, report[0], argv[0], &reaped);
+    close(report[0]);
+    if (reaped) target.child_ = -1;
+    if (!seized) return std::move(seized).error();
+    return target;
+  }
   int status = 0;
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
@@ -80,22 +163,12 @@ Result<Target> Target::Launch(const std::vector<std::string>& argv, const sigset
   ssize_t n = read(report[0], failure, sizeof failure);
   close(report[0]);
   if (n == static_cast<ssize_t>(sizeof failure)) {
-    if (WIFSTOPPED(status)) waitpid(child, &status, 0);  // cannot happen; reap anyway
-    if (failure[0] == 1)
-      return MakeError(Errc::kPermission, std::string("cannot start ") + argv[0] +
-                                              " stopped at exec: ptrace(PTRACE_TRACEME): " +
-                                              std::strerror(failure[1]) +
-                                              " (ptrace is restricted here: start the program "
-                                              "yourself and use -p PID)");
-    return MakeError(failure[1] == ENOENT ? Errc::kNotFound : Errc::kIo,
-                     std::string("cannot run ") + argv[0] + ": " + std::strerror(failure[1]));
+    target.child_ = -1;  // it exited with 127 and was reaped above
+    return LaunchFailure(argv[0], failure);
   }
   if (!WIFSTOPPED(status))
     return MakeError(Errc::kInternal, std::string(argv[0]) + " did not stop at exec (status " +
                                           std::to_string(status) + ")");
-  Target target;
-  target.child_ = child;
-  target.pids_ = {child};
   return target;
 }
 
@@ -117,6 +190,7 @@ Target& Target::operator=(Target&& other) noexcept {
   if (this != &other) {
     pids_ = std::move(other.pids_);
     child_ = std::exchange(other.child_, -1);
+    seized_ = other.seized_;
     resumed_ = std::exchange(other.resumed_, false);
     wait_status_ = other.wait_status_;
     pidfds_ = std::move(other.pidfds_);
@@ -139,6 +213,10 @@ Target::~Target() {
 
 Status Target::Resume() {
   if (child_ <= 0 || resumed_) return Ok();
+  if (seized_) {  // its tracer (the single-step source) resumes it
+    resumed_ = true;
+    return Ok();
+  }
   if (ptrace(PTRACE_DETACH, child_, nullptr, nullptr) != 0)
     return MakeError(Errc::kInternal, "PTRACE_DETACH of " + std::to_string(child_) + " failed: " +
                                           std::strerror(errno));
@@ -170,16 +248,7 @@ bool Target::Exited() {
 
 Result<std::string> Target::ExePath() const {
   if (pids_.empty()) return MakeError(Errc::kNotFound, "no target process");
-  std::string link = ProcDir(pids_.front()) + "/exe";
-  char buf[4096];
-  ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
-  if (n <= 0)
-    return MakeError(Errc::kPermission, link + ": " + std::strerror(errno));
-  std::string path(buf, static_cast<size_t>(n));
-  const std::string deleted = " (deleted)";
-  if (path.size() > deleted.size() && path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
-    path.resize(path.size() - deleted.size());
-  return path;
+  return ProcessExePath(pids_.front());
 }
 
 }  // namespace ptscope::record

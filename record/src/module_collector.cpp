@@ -1,39 +1,19 @@
-#include "pt_archive_out.h"
+#include "module_collector.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
+#include "sideband_layout.h"
+
 namespace ptscope::record {
 
-MetadataEntries HostMetadata(const HostFacts& f, const std::string& tool_version) {
-  MetadataEntries m = {
-      {"tool", "pt-record"},
-      {"tool.version", tool_version},
-      {"host.name", f.host_name},
-      {"kernel.release", f.kernel_release},
-      {"cpu.vendor", f.cpu.vendor},
-      {"cpu.family", std::to_string(f.cpu.family)},
-      {"cpu.model", std::to_string(f.cpu.model)},
-      {"cpu.stepping", std::to_string(f.cpu.stepping)},
-  };
-  if (f.cpu.leaf15) {
-    m.emplace_back("pt.cpuid15_eax", std::to_string(f.cpu.leaf15->eax));
-    m.emplace_back("pt.cpuid15_ebx", std::to_string(f.cpu.leaf15->ebx));
-  }
-  if (f.pt.max_nonturbo_ratio)
-    m.emplace_back("pt.max_nonturbo_ratio", std::to_string(*f.pt.max_nonturbo_ratio));
-  for (const auto& [name, value] : f.pt.caps) m.emplace_back("pt.caps." + name, value);
-  return m;
-}
-
-void ModuleCollector::Scan(const std::vector<uint8_t>& records) {
+void ModuleCollector::Scan(std::span<const uint8_t> records) {
   perf::RecordIterator it(records, SidebandLayout());
   while (auto next = it.Next()) {
     if (!*next) {
@@ -58,24 +38,29 @@ void ModuleCollector::Scan(const std::vector<uint8_t>& records) {
     }
     if (mmap->filename.empty() || mmap->filename[0] != '/') continue;
     auto [pos, inserted] = files_.emplace(mmap->filename, mmap->build_id);
+    if (inserted) new_files_.push_back(mmap->filename);
     if (!inserted && pos->second.empty()) pos->second = mmap->build_id;
   }
 }
 
-std::vector<format::ModuleChunk> ModuleCollector::Modules(BuildIdCache* build_ids) const {
-  std::vector<format::ModuleChunk> modules;
-  for (const auto& [path, id] : files_) {
-    format::ModuleChunk module;
-    module.path = path;
-    module.build_id = id.empty() ? build_ids->Get(path, 0, nullptr) : id;
-    struct stat st {};
-    if (stat(path.c_str(), &st) == 0) {
-      module.size = static_cast<uint64_t>(st.st_size);
-      module.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    }
-    modules.push_back(std::move(module));
+std::vector<std::pair<std::string, std::vector<uint8_t>>> ModuleCollector::TakeNewFiles() {
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> files;
+  for (const std::string& path : new_files_) files.emplace_back(path, files_.at(path));
+  new_files_.clear();
+  return files;
+}
+
+format::ModuleChunk DescribeModule(const std::string& path, const std::vector<uint8_t>& build_id,
+                                   BuildIdCache* build_ids) {
+  format::ModuleChunk module;
+  module.path = path;
+  module.build_id = build_id.empty() ? build_ids->Get(path, 0, nullptr) : build_id;
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    module.size = static_cast<uint64_t>(st.st_size);
+    module.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   }
-  return modules;
+  return module;
 }
 
 std::optional<uint64_t> ModuleCollector::VdsoAddress(uint32_t pid) const {

@@ -1,6 +1,7 @@
-#include "pt_privileges.h"
+#include "privileges.h"
 
 #include <linux/capability.h>
+#include <sys/fsuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -9,6 +10,20 @@
 #include <string>
 
 namespace ptscope::record {
+
+AsInvokingUser::AsInvokingUser() {
+  if (geteuid() == getuid() && getegid() == getgid()) return;
+  // Leaving fsuid 0 also clears CAP_DAC_OVERRIDE & co. from the effective set (capabilities(7)).
+  saved_fsgid_ = static_cast<gid_t>(setfsgid(getgid()));
+  saved_fsuid_ = static_cast<uid_t>(setfsuid(getuid()));
+  changed_ = true;
+}
+
+AsInvokingUser::~AsInvokingUser() {
+  if (!changed_) return;
+  setfsuid(saved_fsuid_);
+  setfsgid(saved_fsgid_);
+}
 
 Status DropPrivileges() {
   gid_t rgid = getgid();
