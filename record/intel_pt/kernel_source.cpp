@@ -76,7 +76,8 @@ Result<SourceDescription> KernelPtSource::Open(Target& target, const SourceSetti
       tids.insert(tids.end(), threads.begin(), threads.end());
     }
   }
-  PTSCOPE_ASSIGN_OR_RETURN(std::vector<int> cpus, OnlineCpus());
+  const std::vector<int>& cpus = facts_.online_cpus;
+  if (cpus.empty()) return MakeError(Errc::kIo, "/sys/devices/system/cpu/online: no CPU listed");
   PTSCOPE_TRY(OpenSideband(tids, cpus));
   if (!options_.sideband_only) PTSCOPE_TRY(OpenPt(tids, cpus));
   if (settings.trigger != nullptr) {

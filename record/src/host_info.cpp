@@ -146,6 +146,7 @@ HostFacts GatherHostFacts() {
   f.privileges.euid = geteuid();
   if (auto status = ReadProcFile("/proc/self/status"))
     if (auto cap = ParseCapEff(*status)) f.privileges.cap_effective = *cap;
+  if (auto cpus = OnlineCpus()) f.online_cpus = *cpus;
   if (Exists("/.dockerenv")) f.container_hints.push_back("/.dockerenv exists");
   if (Exists("/run/.containerenv")) f.container_hints.push_back("/run/.containerenv exists");
   if (auto cgroup = ReadProcFile("/proc/1/cgroup")) {

@@ -67,6 +67,7 @@ struct HostFacts {
   std::optional<uint64_t> perf_event_mlock_kb;
   Privileges privileges;
   std::vector<std::string> container_hints;  // e.g. "/.dockerenv exists"
+  std::vector<int> online_cpus;              // /sys/devices/system/cpu/online
 };
 
 HostFacts GatherHostFacts();
