@@ -18,8 +18,6 @@
 namespace ptscope::record {
 namespace {
 
-constexpr uint64_t kSidebandRingPages = 128;
-constexpr uint64_t kPtRingPages = 16;
 constexpr size_t kSidebandFlushBytes = 256 * 1024;
 
 uint64_t NowNs(clockid_t clock) {
@@ -52,7 +50,8 @@ KernelPtSource::KernelPtSource(PerfKernel& kernel, const HostFacts& facts,
                                const KernelSourceOptions& options,
                                std::function<void(const std::string&)> note)
     : kernel_(kernel), facts_(facts), options_(options), note_(std::move(note)) {
-  if (options_.aux_bytes == 0) options_.aux_bytes = DefaultAuxBytes(facts);
+  aux_is_default_ = options_.aux_bytes == 0;
+  if (aux_is_default_) options_.aux_bytes = DefaultAuxBytes(facts);
 }
 
 KernelPtSource::~KernelPtSource() = default;
@@ -78,14 +77,27 @@ Result<SourceDescription> KernelPtSource::Open(Target& target, const SourceSetti
   }
   const std::vector<int>& cpus = facts_.online_cpus;
   if (cpus.empty()) return MakeError(Errc::kIo, "/sys/devices/system/cpu/online: no CPU listed");
-  PTSCOPE_TRY(OpenSideband(tids, cpus));
-  if (!options_.sideband_only) PTSCOPE_TRY(OpenPt(tids, cpus));
+  std::vector<int> first_tids;
   if (settings.trigger != nullptr) {
     if (target.pids().empty())
       return MakeError(Errc::kInvalidArgument, "--trigger needs a target: -- PROGRAM or -p PID");
-    PTSCOPE_ASSIGN_OR_RETURN(std::vector<int> first_tids, ListThreads(target.pids().front()));
-    PTSCOPE_TRY(OpenTrigger(first_tids));
+    PTSCOPE_ASSIGN_OR_RETURN(first_tids, ListThreads(target.pids().front()));
   }
+  RingCounts counts;
+  counts.sideband = cpus.size();
+  counts.pt = options_.sideband_only ? 0 : all_cpus() ? cpus.size() : tids.size();
+  counts.breakpoints = first_tids.size();
+  PTSCOPE_ASSIGN_OR_RETURN(rings_, PlanRings(BudgetOf(facts_), counts, options_.aux_bytes,
+                                             aux_is_default_));
+  if (rings_.aux_pages * PageSize() != options_.aux_bytes && !options_.sideband_only) {
+    note_("AUX area of " + std::to_string(rings_.aux_pages * PageSize() / 1024) +
+          " KiB per thread to fit the locked-memory budget (" + BudgetOf(facts_).Describe() +
+          "); --snapshot-size sets it");
+    options_.aux_bytes = rings_.aux_pages * PageSize();
+  }
+  PTSCOPE_TRY(OpenSideband(tids, cpus));
+  if (!options_.sideband_only) PTSCOPE_TRY(OpenPt(tids, cpus));
+  if (settings.trigger != nullptr) PTSCOPE_TRY(OpenTrigger(first_tids));
   clock_ = ReadPerfClock(*sideband_.front().event.page());
 
   SourceDescription d;
@@ -132,7 +144,7 @@ Status KernelPtSource::OpenSideband(const std::vector<int>& tids, const std::vec
       PTSCOPE_ASSIGN_OR_RETURN(uint64_t id, event.Id());
       ids_.push_back(id);
       if (i == 0) {
-        PTSCOPE_TRY(event.MapRing(kSidebandRingPages));
+        PTSCOPE_TRY(event.MapRing(rings_.sideband_pages));
         sideband_.push_back(SidebandRing{std::move(event), cpu, {}});
       } else {
         PTSCOPE_TRY(event.RedirectOutputTo(sideband_.back().event));
@@ -167,7 +179,7 @@ Status KernelPtSource::OpenPt(const std::vector<int>& tids, const std::vector<in
     std::string what = tid < 0 ? "intel_pt on cpu " + std::to_string(cpu)
                                : "intel_pt for tid " + std::to_string(tid);
     PTSCOPE_ASSIGN_OR_RETURN(stream.event, PerfEvent::Open(kernel_, attr, tid, cpu, what));
-    PTSCOPE_TRY(stream.event.MapRing(kPtRingPages));
+    PTSCOPE_TRY(stream.event.MapRing(rings_.pt_data_pages));
     PTSCOPE_TRY(stream.event.MapAux(options_.aux_bytes, /*writable=*/!settings_.snapshot));
     if (!filter.empty()) PTSCOPE_TRY(stream.event.SetFilter(filter));
     PTSCOPE_ASSIGN_OR_RETURN(uint64_t id, stream.event.Id());
@@ -190,7 +202,7 @@ Status KernelPtSource::OpenTrigger(const std::vector<int>& tids) {
   for (int tid : tids) {
     PTSCOPE_ASSIGN_OR_RETURN(PerfEvent bp, PerfEvent::Open(kernel_, attr, tid, -1,
         "execute breakpoint at " + resolved.where + " for tid " + std::to_string(tid)));
-    PTSCOPE_TRY(bp.MapRing(1));
+    PTSCOPE_TRY(bp.MapRing(rings_.breakpoint_pages));
     breakpoints_.push_back(std::move(bp));
   }
   note_("trigger: " + resolved.where);

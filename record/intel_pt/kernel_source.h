@@ -19,6 +19,7 @@
 #include "pt_aux_ring.h"
 #include "pt_config.h"
 #include "pt_source.h"
+#include "ring_budget.h"
 
 namespace ptscope::record {
 
@@ -75,6 +76,8 @@ class KernelPtSource final : public PtSource {
   PerfKernel& kernel_;
   const HostFacts& facts_;
   KernelSourceOptions options_;
+  bool aux_is_default_ = true;
+  RingPlan rings_;
   std::function<void(const std::string&)> note_;
   SourceSettings settings_;
   Target* target_ = nullptr;

@@ -66,6 +66,7 @@ int RunCheck(const HostFacts& facts, const po::variables_map& vm) {
       return kExitError;
     }
     needs.aux_bytes = *size;
+    needs.aux_is_default = false;
   }
   std::vector<CheckLine> lines = EvaluateHost(facts, needs);
   for (const CheckLine& line : lines) std::printf("%s\n", FormatCheckLine(line).c_str());

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,14 @@ struct ModelRun {
   std::vector<std::string> notes;
   TempDir dir;
 };
+
+// The archive at `path`, which must read back complete.
+inline format::Archive ReadComplete(const std::string& path) {
+  auto archive = format::ReadArchive(path);
+  if (!archive) throw std::runtime_error(archive.error().message);
+  if (!archive->complete) throw std::runtime_error(path + ": incomplete");
+  return std::move(*archive);
+}
 
 // Kills and reaps a target left running.
 inline void KillTarget(int pid) {

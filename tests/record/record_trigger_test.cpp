@@ -156,4 +156,16 @@ TEST_CASE("ParsePidList and ParseBufferSize") {
   CHECK(!ParseBufferSize("0"));
 }
 
+TEST_CASE("defect 10: --snapshot-size above what rb_alloc_aux can allocate is refused at once") {
+  // The AUX page array must fit in one allocation of order MAX_PAGE_ORDER: 2 GiB of 4 KiB pages.
+  CHECK(*ParseBufferSize("2G") == 2ull << 30);
+  for (const char* text : {"3G", "4G", "16G"}) {
+    auto big = ParseBufferSize(text);
+    REQUIRE(!big);
+    CHECK(big.error().message ==
+          std::string("--snapshot-size '") + text +
+              "' is above 2G, the largest AUX area the kernel allocates per event");
+  }
+}
+
 }  // namespace ptscope::record

@@ -11,14 +11,6 @@
 namespace ptscope::record::testing {
 namespace {
 
-// The PT pieces of the archive, in file order.
-std::vector<format::PtDataChunk> PtPieces(const std::string& path) {
-  auto archive = format::ReadArchive(path);
-  REQUIRE(archive);
-  CHECK(archive->complete);
-  return archive->pt_data;
-}
-
 TEST_CASE("model: a snapshot holds what the hardware wrote, from where the kernel's aux_head says") {
   KernelModel model;
   ModelRun run(model);
@@ -40,7 +32,7 @@ TEST_CASE("model: a snapshot holds what the hardware wrote, from where the kerne
   KillTarget(pid);
   REQUIRE(summary);
   CHECK(summary->reason == "signal");
-  std::vector<format::PtDataChunk> pieces = PtPieces(run.session.output);
+  std::vector<format::PtDataChunk> pieces = ReadComplete(run.session.output).pt_data;
   REQUIRE(pieces.size() == 1);
   CHECK(pieces[0].data == stream);
   CHECK(pieces[0].tid == static_cast<uint32_t>(pid));
@@ -73,7 +65,7 @@ TEST_CASE("model: full mode streams every byte as the kernel commits it") {
   REQUIRE(summary);
   std::vector<uint8_t> joined;
   uint64_t expected_offset = 0;
-  for (const format::PtDataChunk& piece : PtPieces(run.session.output)) {
+  for (const format::PtDataChunk& piece : ReadComplete(run.session.output).pt_data) {
     CHECK(piece.stream_offset == expected_offset);
     CHECK(piece.flags == 0);
     joined.insert(joined.end(), piece.data.begin(), piece.data.end());
