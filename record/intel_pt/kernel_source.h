@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -62,6 +64,9 @@ class KernelPtSource final : public PtSource {
     AuxSnapshotReader snapshot;
   };
 
+  Result<std::optional<PerfEvent>> OpenFor(const perf_event_attr& attr, int tid, int cpu,
+                                           const std::string& what);
+  Status EnsureDescriptors(uint64_t events, uint64_t threads, uint64_t cpus);
   Status OpenSideband(const std::vector<int>& tids, const std::vector<int>& cpus);
   Status OpenPt(const std::vector<int>& tids, const std::vector<int>& cpus);
   Status OpenTrigger(const std::vector<int>& tids);
@@ -87,6 +92,9 @@ class KernelPtSource final : public PtSource {
   std::vector<PtStream> pt_;
   std::vector<PerfEvent> breakpoints_;
   std::vector<uint64_t> ids_;
+  std::map<int, int> process_of_;    // tid → its process (attach mode: each -p PID's threads)
+  std::set<int> vanished_;           // threads that exited between listing and opening
+  perf_event_attr sideband_attr_{};  // as the kernel accepted it
   PtConfig pt_config_;
   PerfClock clock_;
   uint64_t trigger_address_ = 0;

@@ -104,6 +104,7 @@ class KernelModel final : public PerfKernel {
   int running_on(int cpu) const;  // tid, or -1
   uint64_t clock() const { return clock_; }
   const ModelHost& host() const { return host_; }
+  ModelHost& host() { return host_; }
   // Bits of perf_event_attr's flag word a kernel of this version knows (perf_copy_attr rejects
   // the others: __reserved_1).
   static uint64_t KnownAttrFlags(int major, int minor);

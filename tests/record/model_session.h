@@ -59,8 +59,10 @@ struct TempDir {
 
 // A run of the session against `model`. The target is a real process (run mode: `argv`).
 struct ModelRun {
-  explicit ModelRun(KernelModel& m, bool root = true)
-      : model(m), facts(ModelFacts(m.host(), root)) {
+  // `root`: the recorder runs as root, which the kernel treats as CAP_IPC_LOCK and CAP_PERFMON.
+  explicit ModelRun(KernelModel& m, bool root = true) : model(m) {
+    if (root) model.host().cap_ipc_lock = model.host().perfmon = true;
+    facts = ModelFacts(model.host(), root);
     session.output = dir / "capture.ptar";
     session.tool_version = "test";
     session.command_line = "pt-record (model)";
