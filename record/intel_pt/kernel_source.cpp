@@ -8,6 +8,7 @@
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -46,6 +47,18 @@ perf_event_attr BuildBreakpointAttr(uint64_t address) {
   attr.exclude_hv = 1;
   attr.disabled = 1;
   return attr;
+}
+
+FilterLimits FilterLimitsOf(const HostFacts& facts, bool all_cpus) {
+  FilterLimits limits;
+  limits.cpu_wide = all_cpus;
+  auto ranges = facts.pt.caps.find("num_address_ranges");
+  if (ranges != facts.pt.caps.end()) {
+    uint32_t n = 0;
+    auto [ptr, ec] = std::from_chars(ranges->second.data(), ranges->second.data() + ranges->second.size(), n);
+    if (ec == std::errc()) limits.max_ranges = n;
+  }
+  return limits;
 }
 
 KernelPtSource::KernelPtSource(PerfKernel& kernel, const HostFacts& facts,
@@ -245,7 +258,7 @@ Status KernelPtSource::OpenPt(const std::vector<int>& tids, const std::vector<in
   perf_event_attr attr = BuildPtAttr(pt_config_, request);
   std::string filter;
   if (!options_.filter.empty()) {
-    PTSCOPE_ASSIGN_OR_RETURN(filter, ResolvePtFilter(options_.filter));
+    PTSCOPE_ASSIGN_OR_RETURN(filter, ResolvePtFilter(options_.filter, FilterLimitsOf(facts_, all)));
   }
   std::vector<std::pair<int, int>> targets;  // (pid, cpu)
   if (all) {
@@ -255,6 +268,9 @@ Status KernelPtSource::OpenPt(const std::vector<int>& tids, const std::vector<in
   }
   for (auto [tid, cpu] : targets) {
     PtStream stream;
+    // perf keeps two PSB periods of the ring's newest data to tell new data from old.
+    stream.snapshot = AuxSnapshotReader(
+        std::min<uint64_t>(uint64_t{2} << (pt_config_.psb_period + 11), 256 * 1024));
     std::string what = tid < 0 ? "intel_pt on cpu " + std::to_string(cpu)
                                : "intel_pt for tid " + std::to_string(tid);
     PTSCOPE_ASSIGN_OR_RETURN(std::optional<PerfEvent> event, OpenFor(attr, tid, cpu, what));
@@ -381,7 +397,15 @@ Status KernelPtSource::DrainPtFull() {
   for (PtStream& stream : pt_) {
     PTSCOPE_TRY(DrainPtRecords(stream));
     AuxRingView view{stream.event.page(), stream.event.aux(), stream.event.aux_size()};
-    if (auto piece = stream.full.Read(view)) PTSCOPE_TRY(WritePiece(stream, *piece, 0));
+    const bool truncated = stream.full.truncated_pending();
+    if (auto piece = stream.full.Read(view)) {
+      PTSCOPE_TRY(WritePiece(stream, *piece, 0));
+      // A full buffer stopped the hardware and the kernel disabled the event (TRUNCATED: the
+      // piece says data is missing after it); one that had no room when the task came back was
+      // disabled without a record (perf_aux_output_begin()). Room was just made: enable again,
+      // as perf does. Enabling an enabled event changes nothing (_perf_event_enable()).
+      if (truncated || !piece->data.empty()) PTSCOPE_TRY(stream.event.Enable());
+    }
   }
   return Ok();
 }
@@ -434,7 +458,13 @@ Result<SourceEvents> KernelPtSource::Run(uint64_t deadline_ns) {
   SourceEvents events;
   if (SessionSignals::Pending()) return events;
   PTSCOPE_TRY(DrainSideband(false));
-  if (!settings_.snapshot) PTSCOPE_TRY(DrainPtFull());
+  if (!settings_.snapshot) {
+    PTSCOPE_TRY(DrainPtFull());
+  } else {
+    // Every sched-out writes an AUX record into the PT event's own ring (pt_event_stop()): a
+    // ring nobody drains fills up and the kernel drops records (rb->lost), ITRACE_START included.
+    for (PtStream& stream : pt_) PTSCOPE_TRY(DrainPtRecords(stream));
+  }
   if (TriggerHit()) {
     events.trigger_hit = true;
     events.trigger_address = trigger_address_;

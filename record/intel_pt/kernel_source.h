@@ -20,6 +20,7 @@
 #include "perf_sideband.h"
 #include "pt_aux_ring.h"
 #include "pt_config.h"
+#include "pt_filter.h"
 #include "pt_source.h"
 #include "ring_budget.h"
 
@@ -104,6 +105,9 @@ class KernelPtSource final : public PtSource {
 
 // PERF_TYPE_BREAKPOINT / HW_BREAKPOINT_X at `address`, one sample per hit (TID|TIME|IP).
 perf_event_attr BuildBreakpointAttr(uint64_t address);
+
+// What --filter may ask on this host, in this mode.
+FilterLimits FilterLimitsOf(const HostFacts& facts, bool all_cpus);
 
 // Default AUX size: 4 MiB when the mlock limit does not apply, else 256 KiB (magic-trace's).
 uint64_t DefaultAuxBytes(const HostFacts& facts);

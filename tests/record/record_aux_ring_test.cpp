@@ -136,7 +136,7 @@ TEST_CASE("snapshot mode: a ring filled exactly once is whole and in order") {
   CHECK(piece->flags == (format::kPtSnapshot | format::kPtOverwritten));
 }
 
-TEST_CASE("snapshot mode: a head that moved backwards means a wrap even with a zero tail") {
+TEST_CASE("snapshot mode: a head that came round past the buffer's end: only the new bytes") {
   SimulatedAux sim(4096, true);
   // 3000 bytes of PT, then PAD (0x00) to the ring's end: the end-of-buffer probe sees zeros.
   std::vector<uint8_t> stream = MakePtStream(3000);
@@ -149,10 +149,14 @@ TEST_CASE("snapshot mode: a head that moved backwards means a wrap even with a z
   sim.Write(more);
   auto piece = reader.Take(sim.view());
   REQUIRE(piece);
-  CHECK(reader.wrapped());
-  std::vector<uint8_t> expected = Slice(stream, 200, 4096);
+  // The bytes before the previous head are unchanged: the ring did not go round past them, so
+  // what lies between the two heads is all that is new (the rest was in the first snapshot).
+  CHECK(!reader.wrapped());
+  CHECK(piece->flags == format::kPtSnapshot);
+  std::vector<uint8_t> expected = Slice(stream, 3000, 4096);
   expected.insert(expected.end(), more.begin(), more.end());
   CHECK(piece->data == expected);
+  CHECK(piece->stream_offset == 3000);
 }
 
 TEST_CASE("snapshot mode: a running-count aux_head gives the exact stream offset") {

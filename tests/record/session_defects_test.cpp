@@ -268,5 +268,182 @@ TEST_CASE("defect 8: many threads × CPUs raise RLIMIT_NOFILE to its hard limit,
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+// Every record of the archive's sideband, in file order.
+std::vector<perf::Record> SidebandRecords(const format::Archive& archive) {
+  std::vector<perf::Record> records;
+  for (const format::SidebandChunk& chunk : archive.sideband) {
+    perf::RecordIterator it(chunk.records, SidebandLayout());
+    while (auto next = it.Next()) {
+      REQUIRE(*next);
+      records.push_back(next->value());
+    }
+  }
+  return records;
+}
+
+TEST_CASE("defect 5: a snapshot copies only what is new since the last one, also once the ring "
+          "has wrapped (perf's intel_pt_find_snapshot)") {
+  KernelModel model;
+  ModelRun run(model);
+  run.session.argv = {"/bin/sleep", "30"};
+  run.source_options.aux_bytes = 16 * 4096;  // 64 KiB ring
+  const std::vector<uint8_t> stream = MakePtStream(150000);
+  int step = 0, pid = -1;
+  auto trace = [&](KernelModel& m, size_t from, size_t to) {
+    m.SchedIn(pid, pid, 0);
+    m.WritePt(pid, std::span(stream).subspan(from, to - from));
+    m.SchedOut(pid);
+  };
+  model.on_poll = [&](KernelModel& m) {
+    switch (step++) {
+      case 0: pid = run.TargetPid(); trace(m, 0, 100000); break;  // wraps the 64 KiB ring
+      case 1: ::kill(::getpid(), SIGUSR2); break;                  // snapshot 0
+      case 3: ::kill(::getpid(), SIGUSR2); break;                  // snapshot 1: nothing new
+      case 5: trace(m, 100000, 110000); break;
+      case 6: ::kill(::getpid(), SIGUSR2); break;                  // snapshot 2: 10000 new bytes
+      case 8: trace(m, 110000, 150000); break;                     // around the ring again
+      case 9: ::kill(::getpid(), SIGINT); break;                   // snapshot 3, stop
+      default: break;
+    }
+  };
+  auto summary = run.Run();
+  KillTarget(pid);
+  REQUIRE_MESSAGE(summary, summary.error().message);
+  CHECK(summary->snapshots == 4);
+  std::vector<format::PtDataChunk> pieces = ReadComplete(run.session.output).pt_data;
+  REQUIRE(pieces.size() == 3);
+  // Snapshot 0: the ring (the newest 64 KiB), data before it overwritten.
+  CHECK(pieces[0].snapshot_index == 0);
+  CHECK((pieces[0].flags & format::kPtOverwritten) != 0);
+  CHECK(pieces[0].data == std::vector<uint8_t>(stream.begin() + 100000 - 65536, stream.begin() + 100000));
+  // Snapshot 1 copied nothing. Snapshot 2: exactly the 10000 new bytes, continuing the stream.
+  CHECK(pieces[1].snapshot_index == 2);
+  CHECK((pieces[1].flags & format::kPtOverwritten) == 0);
+  CHECK(pieces[1].data == std::vector<uint8_t>(stream.begin() + 100000, stream.begin() + 110000));
+  CHECK(pieces[1].stream_offset == pieces[0].stream_offset + pieces[0].data.size());
+  // Snapshot 3: 40000 new bytes, less than a ring: new only, nothing lost.
+  CHECK(pieces[2].snapshot_index == 3);
+  CHECK((pieces[2].flags & format::kPtOverwritten) == 0);
+  CHECK(pieces[2].data == std::vector<uint8_t>(stream.begin() + 110000, stream.end()));
+}
+
+TEST_CASE("defect 10: the first wrap is seen in the last 4 KiB of the ring, as perf looks "
+          "(intel_pt_first_wrap): PAD bytes are zero") {
+  KernelModel model;
+  ModelRun run(model);
+  run.session.argv = {"/bin/sleep", "30"};
+  run.source_options.aux_bytes = 16 * 4096;
+  // The ring's last 1000 bytes are PAD packets (0x00) when the hardware wraps.
+  std::vector<uint8_t> stream = MakePtStream(65536 - 1000);
+  stream.resize(65536, 0x00);
+  const std::vector<uint8_t> after = MakePtStream(3000, 77);
+  stream.insert(stream.end(), after.begin(), after.end());
+  int step = 0, pid = -1;
+  model.on_poll = [&](KernelModel& m) {
+    if (step == 0) {
+      pid = run.TargetPid();
+      m.SchedIn(pid, pid, 0);
+      m.WritePt(pid, stream);
+      m.SchedOut(pid);
+    } else if (step == 1) {
+      ::kill(::getpid(), SIGINT);
+    }
+    ++step;
+  };
+  auto summary = run.Run();
+  KillTarget(pid);
+  REQUIRE_MESSAGE(summary, summary.error().message);
+  std::vector<format::PtDataChunk> pieces = ReadComplete(run.session.output).pt_data;
+  REQUIRE(pieces.size() == 1);
+  CHECK((pieces[0].flags & format::kPtOverwritten) != 0);
+  CHECK(pieces[0].data == std::vector<uint8_t>(stream.end() - 65536, stream.end()));
+}
+
+TEST_CASE("defect 6: full mode re-enables the event after a TRUNCATED buffer was drained, and "
+          "the loss is a gap (pt_handle_status, perf_aux_output_end)") {
+  KernelModel model;
+  ModelRun run(model);
+  run.session.argv = {"/bin/sleep", "30"};
+  run.session.snapshot = false;
+  run.source_options.aux_bytes = 4 * 4096;
+  const std::vector<uint8_t> stream = MakePtStream(40000);
+  int step = 0, pid = -1;
+  model.on_poll = [&](KernelModel& m) {
+    switch (step++) {
+      case 0:
+        pid = run.TargetPid();
+        m.SchedIn(pid, pid, 0);
+        m.WritePt(pid, std::span(stream).first(20000));  // does not fit: TRUNCATED, disabled
+        break;
+      case 2: m.WritePt(pid, std::span(stream).subspan(20000, 10000)); break;
+      case 4: m.SchedOut(pid); break;
+      case 5: ::kill(::getpid(), SIGINT); break;
+      default: break;
+    }
+  };
+  auto summary = run.Run();
+  KillTarget(pid);
+  REQUIRE_MESSAGE(summary, summary.error().message);
+  std::vector<format::PtDataChunk> pieces = ReadComplete(run.session.output).pt_data;
+  REQUIRE(!pieces.empty());
+  std::vector<uint8_t> before, later;
+  bool gap = false;
+  for (const format::PtDataChunk& piece : pieces) {
+    (gap ? later : before).insert((gap ? later : before).end(), piece.data.begin(), piece.data.end());
+    if (piece.flags & format::kPtTruncated) gap = true;
+  }
+  CHECK(gap);
+  CHECK(before == std::vector<uint8_t>(stream.begin(), stream.begin() + 4 * 4096 - 1));
+  CHECK(later == std::vector<uint8_t>(stream.begin() + 20000, stream.begin() + 30000));
+}
+
+TEST_CASE("defect 7: in snapshot mode the PT event's data ring is drained all along, so no AUX "
+          "or ITRACE_START record is lost (perf_output_begin: rb->lost)") {
+  KernelModel model;
+  ModelRun run(model);
+  run.session.argv = {"/bin/sleep", "30"};
+  const std::vector<uint8_t> bytes = MakePtStream(64);
+  int step = 0, pid = -1;
+  model.on_poll = [&](KernelModel& m) {
+    if (step == 0) pid = run.TargetPid();
+    if (step < 20) {
+      for (int i = 0; i < 100; ++i) {  // 2000 sched-outs, one AUX record each
+        m.SchedIn(pid, pid, i % 2);
+        m.WritePt(pid, bytes);
+        m.SchedOut(pid);
+      }
+    } else if (step == 20) {
+      ::kill(::getpid(), SIGINT);
+    }
+    ++step;
+  };
+  auto summary = run.Run();
+  KillTarget(pid);
+  REQUIRE_MESSAGE(summary, summary.error().message);
+  int aux = 0, lost = 0, itrace = 0;
+  for (const perf::Record& record : SidebandRecords(ReadComplete(run.session.output))) {
+    aux += record.type == perf::kRecordAux;
+    lost += record.type == perf::kRecordLost;
+    itrace += record.type == perf::kRecordItraceStart;
+  }
+  CHECK(lost == 0);
+  CHECK(itrace == 1);
+  CHECK(aux == 2000);
+}
+
+TEST_CASE("defect 9: a file filter with -a is refused with the reason, before anything is "
+          "opened, not by the kernel's EOPNOTSUPP (perf_event_parse_addr_filter)") {
+  KernelModel model;
+  ModelRun run(model);
+  run.session.mode = SourceSettings::Mode::kAllCpus;
+  run.source_options.filter = "filter 0x1000/0x100 @ /bin/true";
+  auto summary = run.Run();
+  REQUIRE(!summary);
+  CHECK(summary.error().message ==
+        "--filter with -a: the kernel takes address filters in files only for a program or -p "
+        "PID, not for every CPU (they would mean different addresses in each process)");
+  CHECK(!std::filesystem::exists(run.session.output));
+}
+
 }  // namespace
 }  // namespace ptscope::record::testing
