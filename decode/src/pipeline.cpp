@@ -25,6 +25,7 @@
 #include "ptscope/symbols.h"
 #include "capture/decoder_setup.h"
 #include "flow/flow_decoder.h"
+#include "names/capture_resolver.h"
 #include "names/frame_namer.h"
 #include "listing/insn_listing.h"
 #include "parallel/psb_units.h"
@@ -59,7 +60,7 @@ struct DecodeContext {
   const DecoderSetup& setup;
   std::vector<const CodeImages*> worker_images;  // see RunPipeline
   const SidebandTimeline& timeline;
-  SymbolsFrameNamer& namer;
+  CodeFacts& code;
   std::vector<Stream>& streams;
   std::vector<BlockInlineCache> worker_caches;
   std::vector<WalkerCache> walker_caches;  // empty: libipt's block decoder walks the code
@@ -77,7 +78,7 @@ bool DecodeUnitWith(DecodeContext& context, const WorkUnit& work, unsigned worke
   } unused;
   FlowDecoder decoder(context.setup, *context.worker_images[worker], stream.key.pid, unused);
   decoder.SetUnitBuffer(&out);
-  decoder.SetInlineNamer(&context.namer);
+  decoder.SetCodeFacts(&context.code);
   decoder.SetBlockInlineCache(&context.worker_caches[worker]);
   if (walker) decoder.UseWalker(&context.walker_caches[worker]);
   decoder.SetOffsetBase(span.begin);
@@ -111,7 +112,8 @@ Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, Fram
   SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
                       : options.format == OutputFormat::kFolded  ? SinkFormat::kFolded
                       : options.format == OutputFormat::kSummary ? SinkFormat::kSummary
-                                                                 : SinkFormat::kPerfetto;
+                      : options.format == OutputFormat::kSummaryJson ? SinkFormat::kSummaryJson
+                                                                     : SinkFormat::kPerfetto;
   return CreateSink(format, options.output_path, namer);
 }
 
@@ -124,6 +126,7 @@ const char* OutputFormatName(OutputFormat format) {
     case OutputFormat::kFolded: return "folded";
     case OutputFormat::kInsns: return "insns";
     case OutputFormat::kSummary: return "summary";
+    case OutputFormat::kSummaryJson: return "summary-json";
   }
   return "?";
 }
@@ -162,11 +165,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                                  ? UINT64_MAX
                                  : capture_start_ns + options.time_to_ns;
 
-  symbols::ModuleResolver resolver(options.symbol_dirs);
-  for (const format::BlobChunk& blob : archive.blobs) PTSCOPE_TRY(resolver.AddBlob(blob));
-  symbols::DebuginfodFetcher debuginfod =
-      symbols::DebuginfodFetcher::FromEnvironment({options.debuginfod_urls, 30});
-  if (debuginfod.enabled()) resolver.SetDebuginfod(&debuginfod);
+  CaptureResolver capture_resolver(options);
+  PTSCOPE_TRY(capture_resolver.AddArchiveBlobs(archive));
+  symbols::ModuleResolver& resolver = capture_resolver.resolver();
   symbols::JitCodeStore jit = symbols::JitCodeStore::FromArchive(archive, summary.notes);
   CodeImages images(timeline.address_space(), resolver);
   if (!jit.empty()) images.SetJitCode(&jit);
@@ -325,12 +326,12 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     for (const Piece& piece : stream.pieces) {
       if (empty && !piece.loss_before.empty()) {
         empty->Gap(GapCause::kLostData, piece.loss_before, 0);
-        summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
+        summary.stats[Stat::kLostDataGaps]++;
       }
       if (piece.has_psb || piece.size == 0) continue;
       std::string detail = "no PSB in " + std::to_string(piece.size) +
                            " bytes of trace: nothing to decode";
-      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
+      summary.stats[Stat::kDecodeErrorGaps]++;
       if (empty) empty->Gap(GapCause::kDecodeError, detail, 0);
       summary.notes.push_back(StreamName(stream) + ": " + detail);
     }
@@ -352,16 +353,13 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
     }
   }
+  summary.stats[Stat::kWalkerFallbackUnits] = context.libipt_units;
   if (context.libipt_units != 0) {
     summary.notes.push_back(std::to_string(context.libipt_units) + " of " +
                             std::to_string(context.units) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
   }
-  if (cpu_threads.idle_instructions() != 0) {
-    summary.notes.push_back(std::to_string(cpu_threads.idle_instructions()) +
-                            " instructions of per-CPU trace ran while the sideband names no "
-                            "(selected) thread on that CPU: not attributed");
-  }
+  sink.SetCaptureTotals(summary);
   sink.Finish();
   std::string output_error = sink.OutputError();
   if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);

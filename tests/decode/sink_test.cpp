@@ -31,8 +31,9 @@ TEST_CASE("sink factory: formats by name and by path, clear errors") {
   auto bad = CreateSink("xml", "-", namer);
   REQUIRE(!bad);
   CHECK(bad.error().message ==
-        "output format 'xml' is unknown: use perfetto, text, folded or summary");
+        "output format 'xml' is unknown: use perfetto, text, folded, summary or summary-json");
   CHECK(ParseSinkFormat("summary").value() == SinkFormat::kSummary);
+  CHECK(ParseSinkFormat("summary-json").value() == SinkFormat::kSummaryJson);
   auto unwritable = CreateSink("text", "/nonexistent-ptscope-dir/out.txt", namer);
   REQUIRE(!unwritable);
   CHECK(unwritable.error().code == Errc::kIo);
@@ -42,6 +43,8 @@ TEST_CASE("sink factory: formats by name and by path, clear errors") {
   CHECK(SinkFormatForPath("trace.txt") == SinkFormat::kText);
   CHECK(SinkFormatForPath("trace.summary.txt") == SinkFormat::kSummary);
   CHECK(SinkFormatForPath("trace.summary.txt.gz") == SinkFormat::kSummary);
+  CHECK(SinkFormatForPath("trace.summary.json") == SinkFormat::kSummaryJson);
+  CHECK(SinkFormatForPath("trace.json") == SinkFormat::kPerfetto);
   CHECK(SinkFormatForPath("trace.folded.gz") == SinkFormat::kFolded);
   CHECK(SinkFormatForPath("trace.pftrace.gz") == SinkFormat::kPerfetto);
   CHECK(SinkFormatForPath("trace") == SinkFormat::kPerfetto);

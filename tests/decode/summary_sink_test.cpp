@@ -83,7 +83,7 @@ TEST_CASE("summary: calls, inclusive, self and max per function, per thread and 
   // Thread 1/1: main [0,100] > a [10,30] > b [15,25]; a [40,60]; b [70,75].
   // Thread 1/2: b [0,50].
   std::string text = Summarize(
-      [](SliceSink& sink, FrameNamer&) {
+      [](SliceSink& sink, testing::FakeNamer&) {
         ThreadKey t1{1, 1}, t2{1, 2};
         sink.BeginThread(t1, "prog", "main");
         sink.Begin(t1, 0, Fn(0x1000), true);
@@ -117,7 +117,7 @@ TEST_CASE("summary: calls, inclusive, self and max per function, per thread and 
 
 TEST_CASE("summary: recursion counts every call but the inclusive time once") {
   // rec [0,100] > rec [10,90] > rec [20,80]; then rec [200,210] alone.
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 0, Fn(0x6000), false);
     sink.Begin(t, 10, Fn(0x6000), false);
@@ -134,7 +134,7 @@ TEST_CASE("summary: recursion counts every call but the inclusive time once") {
 }
 
 TEST_CASE("summary: slices open at the end close at the thread's last time") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 5, Fn(0x1000), false);
     sink.Begin(t, 10, Fn(0x2000), false);
@@ -146,7 +146,7 @@ TEST_CASE("summary: slices open at the end close at the thread's last time") {
 }
 
 TEST_CASE("summary: ties sort by calls, then name; top N keeps the first rows") {
-  auto write = [](SliceSink& sink, FrameNamer&) {
+  auto write = [](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     // b and a: 10 ns each in one call; main 10 ns in two calls.
     sink.Begin(t, 0, Fn(0x3000), false);
@@ -181,7 +181,7 @@ FlowEvent Ev(K kind, uint64_t t, uint64_t from, uint64_t to, uint64_t insns) {
 }
 
 TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_count") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTracker tracker(t, namer, sink);
     // 3 instructions of main before the call at t=10, 4 in a before it calls b at t=20, 5 in b,
@@ -203,7 +203,7 @@ TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_
 }
 
 TEST_CASE("summary through the tracker: recursion past max_depth is counted, not folded") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTrackerOptions options;
     options.max_depth = 10;
@@ -223,6 +223,121 @@ TEST_CASE("summary through the tracker: recursion past max_depth is counted, not
                      Row(600, 1199, 1199, 1199, 1199, 1199, "rec [prog]");
   CHECK(text == "all threads\n" + kInsnHeader + rows + "\nthread 1/1 \"\" \"\"\n" + kInsnHeader +
                     rows);
+}
+
+}  // namespace
+}  // namespace ptscope::decode
+
+namespace ptscope::decode {
+namespace {
+
+// The JSON encoding (docs/DECODE_JSON.md): the first test's slices again, with capture totals.
+std::string SummarizeJson(testing::FakeNamer& namer, const DecodeSummary* totals,
+                          void (*write)(SliceSink&)) {
+  std::string path = TempPath("out.summary.json");
+  auto out = OutputFile::Open(path);
+  REQUIRE(out);
+  SummarySink sink(std::move(*out), namer, 0, SummarySink::Encoding::kJson);
+  write(sink);
+  if (totals != nullptr) sink.SetCaptureTotals(*totals);
+  sink.Finish();
+  CHECK(sink.OutputError() == "");
+  std::string text = ReadFile(path);
+  std::filesystem::remove(path);
+  return text;
+}
+
+std::string JsonRow(const std::string& name, bool inlined, uint64_t calls, uint64_t total,
+                    uint64_t self, uint64_t max) {
+  return "{\"function\": \"" + name + "\", \"module\": \"prog\", \"inlined\": " +
+         (inlined ? "true" : "false") + ", \"calls\": " + std::to_string(calls) +
+         ", \"total_ns\": " + std::to_string(total) + ", \"self_ns\": " + std::to_string(self) +
+         ", \"max_ns\": " + std::to_string(max) + ", \"insns\": 0, \"self_insns\": 0}";
+}
+
+TEST_CASE("summary JSON: the tables, the capture's totals, version 1, exact text") {
+  testing::FakeNamer namer = Namer();
+  DecodeSummary totals;
+  totals.threads = 2;
+  totals.instructions = 1234;
+  totals.symbolized_instructions = 1000;
+  totals.first_ns = 500;
+  totals.last_ns = 600;
+  totals.stats[Stat::kOverflowGaps] = 1;
+  totals.stats[Stat::kMissingCodeGaps] = 2;
+  totals.missing.push_back(MissingModule{"/lib/libgone.so", {0xab, 0x01}});
+  std::string json = SummarizeJson(namer, &totals, [](SliceSink& sink) {
+    ThreadKey t1{1, 1}, t2{1, 2};
+    sink.BeginThread(t1, "prog", "main");
+    sink.Begin(t1, 0, Fn(0x1000), true);
+    sink.Begin(t1, 10, Fn(0x2000), false);
+    sink.Begin(t1, 15, Fn(0x3000), false);
+    sink.End(t1, 25);
+    sink.End(t1, 30);
+    sink.Begin(t1, 40, Fn(0x2000), false);
+    sink.End(t1, 60);
+    sink.Begin(t1, 70, Fn(0x3000), false);
+    sink.End(t1, 75);
+    sink.End(t1, 100);
+    sink.Begin(t2, 0, Fn(0x3000), false);
+    sink.End(t2, 50);
+  });
+  // The same numbers as the text table of the first test.
+  CHECK(json ==
+        "{\"schema\": \"ptscope-summary\", \"version\": 1, \"times\": \"ns\",\n"
+        " \"capture\": {\"threads\": 2, \"instructions\": 1234, \"symbolized_instructions\": "
+        "1000, \"span_ns\": 100, \"calls\": 6, \"gaps\": {\"overflow\": 1, \"lost_data\": 0, "
+        "\"decode_error\": 0, \"missing_code\": 2}, \"missing_modules\": [{\"path\": "
+        "\"/lib/libgone.so\", \"build_id\": \"ab01\"}]},\n"
+        " \"instructions_counted\": false,\n"
+        " \"functions\": [\n"
+        "  " + JsonRow("main", false, 1, 100, 55, 100) + ",\n"
+        "  " + JsonRow("b", false, 3, 65, 65, 50) + ",\n"
+        "  " + JsonRow("a", false, 2, 40, 30, 20) + "\n"
+        " ],\n"
+        " \"threads\": [\n"
+        "  {\"pid\": 1, \"tid\": 1, \"process\": \"prog\", \"thread\": \"main\", \"functions\": [\n"
+        "   " + JsonRow("main", false, 1, 100, 55, 100) + ",\n"
+        "   " + JsonRow("a", false, 2, 40, 30, 20) + ",\n"
+        "   " + JsonRow("b", false, 2, 15, 15, 10) + "\n"
+        "  ]},\n"
+        "  {\"pid\": 1, \"tid\": 2, \"process\": \"\", \"thread\": \"\", \"functions\": [\n"
+        "   " + JsonRow("b", false, 1, 50, 50, 50) + "\n"
+        "  ]}\n"
+        " ]\n"
+        "}\n");
+}
+
+TEST_CASE("summary JSON: nothing decoded is still a whole document") {
+  testing::FakeNamer namer = Namer();
+  CHECK(SummarizeJson(namer, nullptr, [](SliceSink&) {}) ==
+        "{\"schema\": \"ptscope-summary\", \"version\": 1, \"times\": \"ns\",\n"
+        " \"capture\": {\"threads\": 0, \"instructions\": 0, \"symbolized_instructions\": 0, "
+        "\"span_ns\": 0, \"calls\": 0, \"gaps\": {\"overflow\": 0, \"lost_data\": 0, "
+        "\"decode_error\": 0, \"missing_code\": 0}, \"missing_modules\": []},\n"
+        " \"instructions_counted\": false,\n"
+        " \"functions\": [],\n"
+        " \"threads\": []\n"
+        "}\n");
+}
+
+TEST_CASE("summary JSON: names are escaped, bytes that are not UTF-8 become U+FFFD") {
+  testing::FakeNamer namer({{"op\"q\\ \t\x01 caf\xc3\xa9 \xff\xc3 \xe2\x82\xac", 0x1000},
+                            {"inl", 0x2000}});
+  namer.AddInlined(0x1010, {FrameName::Inlined{"inl", "", 0}});
+  std::string json = SummarizeJson(namer, nullptr, [](SliceSink& sink) {
+    ThreadKey t{7, 8};
+    sink.Begin(t, 0, Fn(0x1000), false);
+    sink.Begin(t, 1, FrameId{.address = 0x1010, .inline_index = 0,
+                             .kind = FrameId::Kind::kInlined}, false);
+    sink.End(t, 2);
+    sink.End(t, 4);
+  });
+  CHECK(json.find("{\"function\": \"op\\\"q\\\\ \\t\\u0001 caf\xc3\xa9 \\ufffd\\ufffd "
+                  "\xe2\x82\xac\", \"module\": \"prog\", \"inlined\": false, \"calls\": 1") !=
+        std::string::npos);
+  CHECK(json.find("{\"function\": \"inl\", \"module\": \"prog\", \"inlined\": true, \"calls\": "
+                  "1, \"total_ns\": 1") != std::string::npos);
 }
 
 }  // namespace

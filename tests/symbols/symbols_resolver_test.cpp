@@ -108,6 +108,8 @@ TEST_CASE("resolver: .gnu_debuglink beside the binary and in .debug/, CRC-32 che
     const ModuleFiles& files = resolver.Resolve(app, id);
     CHECK(files.code_path == app);
     CHECK(files.debug_path == debug);
+    CHECK(files.debug_origin == ".gnu_debuglink");
+    CHECK(files.dwp_path.empty());
     CHECK(resolver.notes().empty());
   }
   SUBCASE("in the .debug subdirectory") {
@@ -124,6 +126,7 @@ TEST_CASE("resolver: .gnu_debuglink beside the binary and in .debug/, CRC-32 che
     ModuleResolver resolver({});
     const ModuleFiles& files = resolver.Resolve(app, id);
     CHECK(files.debug_path == app);
+    CHECK(files.debug_origin == "code file");
     REQUIRE(resolver.notes().size() == 1);
     CHECK(resolver.notes()[0] == "stale debug file " + debug + ": CRC-32 " + changed_crc +
                                      ", but .gnu_debuglink in " + app + " wants " + link_crc +
@@ -146,6 +149,7 @@ TEST_CASE("resolver: recorded path, build-id dir, plain dir, rebuilt binary refu
     CHECK(files.code_path == prog);
     CHECK(files.debug_path == prog);
     CHECK(files.code_origin == "recorded path");
+    CHECK(files.debug_origin == "code file");
   }
   SUBCASE("a rebuilt binary at the recorded path is refused and reported") {
     ModuleResolver resolver({});
@@ -166,6 +170,7 @@ TEST_CASE("resolver: recorded path, build-id dir, plain dir, rebuilt binary refu
     CHECK(files.code_path == base);
     CHECK(files.debug_path == base + ".debug");
     CHECK(files.code_origin == "--symbols " + dir.path.string());
+    CHECK(files.debug_origin == "--symbols " + dir.path.string());
     CHECK_FALSE(files.code_elf.has_symtab);
 
     Symbolizer symbolizer;
@@ -185,8 +190,32 @@ TEST_CASE("resolver: recorded path, build-id dir, plain dir, rebuilt binary refu
     ModuleResolver resolver({dir.path.string()});
     const ModuleFiles& files = resolver.Resolve("/nonexistent/app", id);
     CHECK(files.code_path == (dir.path / "sub" / "renamed").string());
+    CHECK(files.debug_origin == "code file");
     CHECK(resolver.Resolve("/nonexistent/other", Bytes(std::string(40, 'a'))).code_path.empty());
   }
+}
+
+TEST_CASE("resolver: an unstripped copy in a plain --symbols directory names a stripped binary") {
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  std::vector<uint8_t> id = Bytes(ReadelfBuildId(prog));
+  TempDir dir;
+  fs::create_directories(dir.path / "syms");
+  std::string stripped = (dir.path / "app").string();
+  REQUIRE(std::system(("objcopy --strip-all '" + prog + "' '" + stripped + "'").c_str()) == 0);
+  fs::copy_file(prog, dir.path / "syms" / "app.full");
+  {
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(stripped, id);
+    CHECK(files.code_path == stripped);
+    CHECK(files.debug_path == stripped);
+    CHECK(files.debug_origin == "code file");
+  }
+  ModuleResolver resolver({(dir.path / "syms").string()});
+  const ModuleFiles& files = resolver.Resolve(stripped, id);
+  CHECK(files.code_path == stripped);
+  CHECK(files.code_origin == "recorded path");
+  CHECK(files.debug_path == (dir.path / "syms" / "app.full").string());
+  CHECK(files.debug_origin == "--symbols");
 }
 
 TEST_CASE("symbolizer: demangled C++ method, inlined frames, function start") {

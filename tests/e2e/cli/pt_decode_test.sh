@@ -42,8 +42,13 @@ bad-values)
     -- --threads 1 --threads abc in.ptar
   expect 2 "pt-decode: --summary and --format text contradict each other; give one of them" \
     -- --summary --format text in.ptar
-  expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns or summary" \
+  expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary or summary-json" \
     -- --format xml in.ptar
+  expect 2 "pt-decode: --format json is the summary's encoding: add --summary" \
+    -- --format json in.ptar
+  expect 2 "pt-decode: --summary and --format insns contradict each other; give one of them" \
+    -- --summary --format insns in.ptar
+  expect 2 "pt-decode: --list-modules lists one input, 2 given" -- --list-modules a.ptar b.ptar
   ;;
 good-values)
   # Well-formed values pass parsing: the sample archive (two threads) is decoded (not exit 2, no
@@ -51,7 +56,8 @@ good-values)
   "$make_archive" sample "$tmp/s.ptar" || { echo "make_archive failed"; exit 1; }
   for args in "--summary" "--format summary" "--threads 1,2 --threads 3" \
       "--time-range 2ms:" "--time-range :500us" "--time-range 1.5us:0.25s" "--time-range :" \
-      "--summary --format summary --threads 7 --time-range 0:1s"; do
+      "--summary --format summary --threads 7 --time-range 0:1s" "--summary --format json" \
+      "--format summary-json"; do
     # shellcheck disable=SC2086  # word splitting of $args is intended
     "$pt_decode" $args -o "$tmp/out.txt" "$tmp/s.ptar" >/dev/null 2>"$tmp/err"
     code=$?
@@ -71,7 +77,14 @@ good-values)
   cmp -s "$tmp/a.txt" "$tmp/b.txt" && cmp -s "$tmp/a.txt" "$tmp/c.summary.txt" ||
     fail "--summary, --format summary and .summary.txt differ"
   "$pt_decode" --help >"$tmp/help" 2>&1 || fail "--help failed"
-  for option in --summary --threads --time-range "perfetto|text|folded|insns|summary"; do
+  # --version names the build by pt-decode's own ELF build id (what ptscope-fleet keys on).
+  build_id=$(readelf -n "$pt_decode" | awk '/Build ID:/ {print $3}')
+  [ -n "$build_id" ] || fail "readelf finds no build id in $pt_decode"
+  "$pt_decode" --version >"$tmp/version" 2>&1 || fail "--version failed"
+  grep -qx "pt-decode [0-9][0-9.]* (build id $build_id)" "$tmp/version" ||
+    fail "--version: $(cat "$tmp/version"), want the build id $build_id"
+  for option in --summary --threads --time-range --list-modules --version \
+      "perfetto|text|folded|insns|summary|summary-json"; do
     grep -q -- "$option" "$tmp/help" || fail "--help does not mention $option"
   done
   ;;

@@ -15,8 +15,12 @@ ns under pt-emulate's clock, so times are instruction counts):
 - the instruction columns equal the time columns for the programs' own functions (same clock;
   not in general: a [syscall] slice takes time but retires no user instructions);
 - the per-thread table of the single thread equals the table over all threads;
-- --summary, --format summary and a *.summary.txt path give the same bytes.
+- --summary, --format summary and a *.summary.txt path give the same bytes;
+- the JSON summary (--summary --format json, --format summary-json and a *.summary.json path
+  give the same bytes) holds exactly the text tables' numbers, row by row and per thread, and
+  its capture totals: instructions = the ground truth's count, one thread, no gaps.
 """
+import json
 import os
 import subprocess
 import sys
@@ -90,7 +94,44 @@ def record_and_summarize(emulate, decode, program, work):
             outputs.append(f.read())
     if not outputs[0] == outputs[1] == outputs[2]:
         sys.exit(f'FAIL: {name}: --summary, --format summary and .summary.txt differ')
-    return parse(os.path.join(work, name + '.a.txt')), truth
+    tables = parse(os.path.join(work, name + '.a.txt'))
+    check_json(name, work, ptar, decode, tables, truth)
+    return tables, truth
+
+
+def check_json(name, work, ptar, decode, tables, truth):
+    outputs = []
+    for args, out in ((['--summary', '--format', 'json'], 'a.json'),
+                      (['--format', 'summary-json'], 'b.json'), ([], 'c.summary.json')):
+        path = os.path.join(work, name + '.' + out)
+        run([decode, *args, '-o', path, ptar])
+        with open(path, 'rb') as f:
+            outputs.append(f.read())
+    check(outputs[0] == outputs[1] == outputs[2],
+          f'{name}: --summary --format json, --format summary-json and .summary.json differ')
+    document = json.loads(outputs[0])
+    check((document['schema'], document['version'], document['times']) ==
+          ('ptscope-summary', 1, 'ns'), f'{name}: JSON header {list(document.items())[:3]}')
+
+    def rows(functions):
+        return {f['function'] + (' (inlined)' if f['inlined'] else ''):
+                (f['calls'], f['total_ns'], f['self_ns'], f['max_ns'], f['insns'],
+                 f['self_insns']) for f in functions}
+    titles = list(tables)
+    check(rows(document['functions']) == tables[titles[0]],
+          f'{name}: JSON functions differ from the text table over all threads')
+    check(len(document['threads']) == 1 and
+          rows(document['threads'][0]['functions']) == tables[titles[1]],
+          f'{name}: JSON per-thread functions differ from the text table of the thread')
+    with open(truth, encoding='utf-8') as f:
+        executed = sum(1 for line in f if line.strip())
+    capture = document['capture']
+    check(capture['instructions'] == executed and capture['threads'] == 1,
+          f'{name}: JSON capture {capture}, ground truth {executed} instructions in 1 thread')
+    check(set(capture['gaps'].values()) == {0} and capture['missing_modules'] == [],
+          f'{name}: JSON capture reports gaps or missing modules: {capture}')
+    check(capture['calls'] == sum(r[0] for r in tables[titles[0]].values()),
+          f'{name}: JSON capture calls {capture["calls"]} != the table\'s sum')
 
 
 def check(condition, message):
