@@ -30,6 +30,10 @@ def import_dask():
                          '/usr/bin/python3' % e)
 
 
+class SchedulerUnreachable(Exception):
+    pass
+
+
 @contextlib.contextmanager
 def connect(scheduler, local_workers, err):
     """A Client on `scheduler`, or on a LocalCluster of this machine when none is given: one
@@ -37,7 +41,13 @@ def connect(scheduler, local_workers, err):
     task's work happens in a pt-decode child process."""
     import distributed
     if scheduler:
-        with distributed.Client(scheduler, timeout='30s') as client:
+        try:
+            # Dask's own connect timeout (distributed.comm.timeouts.connect, 30 s by default).
+            client = distributed.Client(scheduler)
+        except (OSError, ValueError) as e:  # unreachable (a TimeoutError is an OSError), or bad
+            raise SchedulerUnreachable('cannot reach the Dask scheduler at %s: %s (is it running, '
+                                       'and is the address tcp://HOST:PORT?)' % (scheduler, e))
+        with client:
             yield client
         return
     with contextlib.ExitStack() as stack:
