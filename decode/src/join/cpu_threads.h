@@ -33,7 +33,7 @@ namespace ptscope::decode {
 class CpuThreads {
  public:
   CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
-             const SidebandTimeline& timeline, SymbolsFrameNamer& namer, SliceSink& sink,
+             const SidebandTimeline& timeline, SymbolsFrameNamer& namer, const FeedSinks& sinks,
              const std::vector<uint32_t>& selected_threads);
 
   // A consumed unit of stream `stream_name` (restatement and carried instructions applied): its
@@ -62,7 +62,7 @@ class CpuThreads {
   const DecoderSetup& setup_;
   const SidebandTimeline& timeline_;
   SymbolsFrameNamer& namer_;
-  SliceSink& sink_;
+  FeedSinks sinks_;
   const std::vector<uint32_t>& selected_;
   StackTrackerOptions tracker_options_;
   // By (first event time, plan index); equal keys (one unit, one instant) keep their order.
