@@ -35,7 +35,7 @@ class SchedulerUnreachable(Exception):
 
 
 @contextlib.contextmanager
-def connect(scheduler, local_workers, err):
+def connect(scheduler, local_workers):
     """A Client on `scheduler`, or on a LocalCluster of this machine when none is given: one
     worker process (its nanny restarts it if it dies) with a thread per task slot, since every
     task's work happens in a pt-decode child process."""
@@ -131,7 +131,7 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
     terminal = err.isatty() and not args.no_progress
     outcomes = []
     started = time.monotonic()
-    with connect(args.scheduler, args.local_workers, err) as client:
+    with connect(args.scheduler, args.local_workers) as client:
         workers = client.scheduler_info().get('workers', {})
         print('ptscope-fleet: %d archive%s on %s (%d worker%s, %d thread%s)' % (
             len(jobs), '' if len(jobs) == 1 else 's', client.scheduler.address, len(workers),

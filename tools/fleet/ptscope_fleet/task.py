@@ -265,10 +265,19 @@ def decode_outputs(job, started, archive_sha256, key, outputs, modules):
 
 
 def summary_instructions(path):
-    """Instructions decoded, from pt-decode's JSON summary (0 when unreadable)."""
+    """Instructions decoded, from pt-decode's JSON summary (0 when unreadable). pt-decode writes
+    the "capture" object before the function tables (docs/DECODE_JSON.md), so only the head of
+    a summary of any size is parsed; the whole file only if the head does not hold it."""
     try:
         with open(path, 'rb') as f:
-            return int(json.load(f).get('capture', {}).get('instructions', 0))
+            head = f.read(8192).decode('utf-8', 'replace')
+            at = head.find('"capture": {')
+            if at >= 0 and at < head.find('"functions"'):
+                capture, _ = json.JSONDecoder().raw_decode(head, at + len('"capture": '))
+            else:
+                f.seek(0)
+                capture = json.load(f).get('capture', {})
+        return int(capture.get('instructions', 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
 
