@@ -129,6 +129,21 @@ std::string Duration(uint64_t ns) {
   return text;
 }
 
+// The stats that are data loss, one line each with what a count means; "none" when all are 0.
+void PrintDataLoss(const ptscope::decode::DecodeStats& stats) {
+  using ptscope::decode::Stat;
+  bool any = false;
+  for (size_t i = 0; i < ptscope::decode::kStatCount; ++i) {
+    const Stat stat = static_cast<Stat>(i);
+    const ptscope::decode::StatDescription& d = ptscope::decode::Describe(stat);
+    if (d.severity != ptscope::decode::StatSeverity::kDataLoss || stats[stat] == 0) continue;
+    if (!any) std::fprintf(stderr, "  data loss:\n");
+    any = true;
+    std::fprintf(stderr, "    %s: %s (%s)\n", d.name, Count(stats[stat]).c_str(), d.explanation);
+  }
+  if (!any) std::fprintf(stderr, "  data loss: none\n");
+}
+
 void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary& s,
                   OutputFormat format) {
   std::fprintf(stderr, "pt-decode: %s: %s thread%s, %s instructions", input.c_str(),
@@ -141,14 +156,7 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
     std::fprintf(stderr, "  symbolized code: %.1f%% of decoded instructions\n",
                  100.0 * static_cast<double>(s.symbolized_instructions) / s.instructions);
   }
-  std::string gaps;
-  for (size_t i = 0; i < s.gaps.size(); ++i) {
-    if (s.gaps[i] == 0) continue;
-    if (!gaps.empty()) gaps += ", ";
-    gaps += Count(s.gaps[i]) + " " +
-            ptscope::decode::GapCauseName(static_cast<ptscope::decode::GapCause>(i));
-  }
-  std::fprintf(stderr, "  gaps: %s\n", gaps.empty() ? "none" : gaps.c_str());
+  PrintDataLoss(s.stats);
   for (const auto& missing : s.missing) {
     if (missing.path == "[vdso]") {
       std::fprintf(stderr, "  missing module: [vdso]: the capture holds no copy of its bytes, so "

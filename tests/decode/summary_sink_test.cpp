@@ -100,8 +100,8 @@ void WriteTwoThreads(SliceSink& sink) {
 }
 
 TEST_CASE("summary: calls, inclusive, self and max per function, per thread and overall") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) { WriteTwoThreads(sink); }, 0,
-                               true);
+  std::string text =
+      Summarize([](SliceSink& sink, testing::FakeNamer&) { WriteTwoThreads(sink); }, 0, true);
   // main: 100 inclusive, self 100 - 20 - 20 - 5 = 55. a: 20 + 20, self 10 + 20. b on thread 1:
   // 10 + 5, max 10; with thread 2's 50: 65 over all threads, max 50.
   CHECK(text == "pt-decode summary: 2 threads, 6 calls\n"
@@ -118,7 +118,7 @@ TEST_CASE("summary: calls, inclusive, self and max per function, per thread and 
 
 TEST_CASE("summary: recursion counts every call but the inclusive time once") {
   // rec [0,100] > rec [10,90] > rec [20,80]; then rec [200,210] alone.
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 0, Fn(0x6000), false);
     sink.Begin(t, 10, Fn(0x6000), false);
@@ -135,7 +135,7 @@ TEST_CASE("summary: recursion counts every call but the inclusive time once") {
 }
 
 TEST_CASE("summary: slices open at the end close at the thread's last time") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 5, Fn(0x1000), false);
     sink.Begin(t, 10, Fn(0x2000), false);
@@ -147,7 +147,7 @@ TEST_CASE("summary: slices open at the end close at the thread's last time") {
 }
 
 TEST_CASE("summary: ties sort by calls, then name; top N keeps the first rows") {
-  auto write = [](SliceSink& sink, FrameNamer&) {
+  auto write = [](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     // b and a: 10 ns each in one call; main 10 ns in two calls.
     sink.Begin(t, 0, Fn(0x3000), false);
@@ -182,7 +182,7 @@ FlowEvent Ev(K kind, uint64_t t, uint64_t from, uint64_t to, uint64_t insns) {
 }
 
 TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_count") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTracker tracker(t, namer, sink);
     // 3 instructions of main before the call at t=10, 4 in a before it calls b at t=20, 5 in b,
@@ -204,7 +204,7 @@ TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_
 }
 
 TEST_CASE("summary through the tracker: recursion past max_depth is counted, not folded") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTrackerOptions options;
     options.max_depth = 10;
@@ -258,8 +258,8 @@ TEST_CASE("summary JSON: the tables, the capture's totals, version 1, exact text
   totals.symbolized_instructions = 1000;
   totals.first_ns = 500;
   totals.last_ns = 600;
-  totals.gaps[static_cast<size_t>(GapCause::kOverflow)] = 1;
-  totals.gaps[static_cast<size_t>(GapCause::kMissingCode)] = 2;
+  totals.stats[Stat::kOverflowGaps] = 1;
+  totals.stats[Stat::kMissingCodeGaps] = 2;
   totals.missing.push_back(MissingModule{"/lib/libgone.so", {0xab, 0x01}});
   std::string json = SummarizeJson(namer, &totals, WriteTwoThreads);
   // The same numbers as the text table of the first test.

@@ -13,7 +13,6 @@
 #include "capture/decoder_setup.h"
 #include "events.h"
 #include "flow/flow_decoder.h"
-#include "names/frame_namer.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
 #include "stack/stack_tracker.h"
@@ -39,15 +38,15 @@ struct FeedSinks {
 // must be: a summary needs every nesting level, a trace folds those past max_depth).
 class ThreadFeed {
  public:
-  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, const FeedSinks& sinks,
+  ThreadFeed(const ThreadKey& key, CodeFacts& code, const FeedSinks& sinks,
              std::vector<TriggerMark> triggers, StackTrackerOptions tracker_options = {})
       : key_(key),
-        namer_(namer),
-        tracker_(key, namer, sinks.output, tracker_options),
+        code_(code),
+        tracker_(key, code, sinks.output, tracker_options),
         triggers_(std::move(triggers)) {
     if (sinks.summary != nullptr) {
       summary_tracker_ =
-          std::make_unique<StackTracker>(key, namer, *sinks.summary, tracker_options);
+          std::make_unique<StackTracker>(key, code, *sinks.summary, tracker_options);
     }
     NoteNextTrigger();
   }
@@ -79,12 +78,12 @@ class ThreadFeed {
   void AddStats(const FlowStats& stats) {
     stats_.instructions += stats.instructions;
     stats_.events += stats.events;
-    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
+    stats_.counts.Add(stats.counts);
     stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
     stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
     if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
   }
-  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
+  void CountGap(GapCause cause) { stats_.counts[GapStat(cause)]++; }
   // `end_ns`: when the thread's last traced instruction ran, if known (UnitEvents::end_ns); the
   // instructions after its last event ran until then, and a trigger due by then is shown.
   void Finish(uint64_t last_end_ip, uint64_t trailing_insns, uint64_t end_ns = 0) {
@@ -109,6 +108,7 @@ class ThreadFeed {
     if (summary_tracker_) summary_tracker_->Finish(end_time);
   }
   const FlowStats& stats() const { return stats_; }
+  const DecodeStats& tracker_stats() const { return tracker_.stats(); }
   uint64_t symbolized() const { return counting_.symbolized; }
   const ThreadKey& key() const { return key_; }
 
@@ -152,7 +152,7 @@ class ThreadFeed {
       c.symbolized += event.insn_count & c.symbolized_mask;
     } else if (event.insn_count != 0 && where != 0) {
       uint64_t start = 0, end = 0;  // the answer holds for a whole mapping
-      const bool symbolized = namer_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
+      const bool symbolized = code_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
       c.range_start = start;
       c.range_size = end > start ? end - start : 0;
       c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
@@ -161,7 +161,7 @@ class ThreadFeed {
   }
 
   ThreadKey key_;
-  SymbolsFrameNamer& namer_;
+  CodeFacts& code_;
   StackTracker tracker_;
   std::unique_ptr<StackTracker> summary_tracker_;  // with --summary-json only
   std::vector<TriggerMark> triggers_;
