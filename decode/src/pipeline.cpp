@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "join/cpu_threads.h"
 #include "ptscope/symbols.h"
@@ -108,13 +109,27 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   DecodeUnitWith(context, work, worker, false, out);
 }
 
-Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
-  SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
-                      : options.format == OutputFormat::kFolded  ? SinkFormat::kFolded
-                      : options.format == OutputFormat::kSummary ? SinkFormat::kSummary
-                      : options.format == OutputFormat::kSummaryJson ? SinkFormat::kSummaryJson
-                                                                     : SinkFormat::kPerfetto;
-  return CreateSink(format, options.output_path, namer);
+SinkFormat SinkFormatOf(OutputFormat format) {
+  return format == OutputFormat::kText          ? SinkFormat::kText
+         : format == OutputFormat::kFolded      ? SinkFormat::kFolded
+         : format == OutputFormat::kSummary     ? SinkFormat::kSummary
+         : format == OutputFormat::kSummaryJson ? SinkFormat::kSummaryJson
+                                                : SinkFormat::kPerfetto;
+}
+
+// One output file's sink, behind the --time-range window when there is one.
+struct OutputSink {
+  std::unique_ptr<SliceSink> file;
+  std::unique_ptr<WindowSink> window;
+  SliceSink& sink() { return window ? *window : *file; }
+};
+
+Result<OutputSink> OpenOutput(SinkFormat format, const std::string& path, FrameNamer& namer,
+                              bool windowed, uint64_t from_ns, uint64_t to_ns) {
+  OutputSink output;
+  PTSCOPE_ASSIGN_OR_RETURN(output.file, CreateSink(format, path, namer));
+  if (windowed) output.window = std::make_unique<WindowSink>(*output.file, from_ns, to_ns);
+  return output;
 }
 
 }  // namespace
@@ -180,6 +195,10 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   summary.missing = images.missing();
 
   if (options.format == OutputFormat::kInsns) {
+    if (!options.summary_json_path.empty()) {
+      return Unexpected(Errc::kInvalidArgument, "an instruction listing has no call slices to "
+                                                "summarize: --summary-json needs another format");
+    }
     summary.threads = streams.size();
     PTSCOPE_ASSIGN_OR_RETURN(
         summary, RunInsns(streams, archive.path, setup, images, timeline, options,
@@ -191,10 +210,16 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   symbols::Symbolizer symbolizer;
   SymbolsFrameNamer namer(timeline.address_space(), resolver, symbolizer);
   if (!jit.empty()) namer.SetJitCode(&jit);
-  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SliceSink> output_sink, MakeSink(options, namer));
-  std::unique_ptr<WindowSink> window_sink;
-  if (windowed) window_sink = std::make_unique<WindowSink>(*output_sink, window_from, window_to);
-  SliceSink& sink = windowed ? static_cast<SliceSink&>(*window_sink) : *output_sink;
+  PTSCOPE_ASSIGN_OR_RETURN(OutputSink output, OpenOutput(SinkFormatOf(options.format),
+                                                         options.output_path, namer, windowed,
+                                                         window_from, window_to));
+  std::optional<OutputSink> summary_output;  // --summary-json: the same decode's summary
+  if (!options.summary_json_path.empty()) {
+    PTSCOPE_ASSIGN_OR_RETURN(summary_output, OpenOutput(SinkFormat::kSummaryJson,
+                                                        options.summary_json_path, namer,
+                                                        windowed, window_from, window_to));
+  }
+  const FeedSinks sinks{output.sink(), summary_output ? &summary_output->sink() : nullptr};
 
   UnitPlanner planner(streams, setup, config, unit_bytes, archive.path, window_from, window_to);
   const unsigned jobs = std::max(1u, options.jobs);
@@ -230,7 +255,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     feed.reset();
   };
   // Per-CPU streams: their threads are delivered as the units come (see cpu_threads.h).
-  CpuThreads cpu_threads(archive, setup, timeline, namer, sink, options.threads);
+  CpuThreads cpu_threads(archive, setup, timeline, namer, sinks, options.threads);
 
   // Each stream's last consumed unit and its end state: the inlined-depth restatement and the
   // carried instructions at a join (per-CPU units of several streams interleave).
@@ -281,9 +306,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       finish_feed();
       feed_stream = work.stream;
       feed_piece = SIZE_MAX;
-      sink.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
-                       timeline.ThreadName(stream.key.tid));
-      feed = std::make_unique<ThreadFeed>(stream.key, namer, sink, stream.triggers);
+      sinks.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
+                        timeline.ThreadName(stream.key.tid));
+      feed = std::make_unique<ThreadFeed>(stream.key, namer, sinks, stream.triggers);
     }
     if (work.piece != feed_piece) {
       feed_piece = work.piece;
@@ -318,9 +343,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     const bool decoded = planner.planned(s);
     std::unique_ptr<ThreadFeed> empty;
     if (!decoded && stream.cpu < 0 && !windowed) {
-      sink.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
-                       timeline.ThreadName(stream.key.tid));
-      empty = std::make_unique<ThreadFeed>(stream.key, namer, sink, std::vector<TriggerMark>{});
+      sinks.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
+                        timeline.ThreadName(stream.key.tid));
+      empty = std::make_unique<ThreadFeed>(stream.key, namer, sinks, std::vector<TriggerMark>{});
       ++summary.threads;
     }
     for (const Piece& piece : stream.pieces) {
@@ -359,10 +384,13 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                             std::to_string(context.units) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
   }
-  sink.SetCaptureTotals(summary);
-  sink.Finish();
-  std::string output_error = sink.OutputError();
-  if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  for (SliceSink* sink : {&sinks.output, sinks.summary}) {
+    if (sink == nullptr) continue;
+    sink->SetCaptureTotals(summary);
+    sink->Finish();
+    std::string output_error = sink->OutputError();
+    if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  }
   for (const std::string& failure : symbolizer.failures()) {
     summary.notes.push_back("cannot load symbols: " + failure);
   }
