@@ -14,6 +14,7 @@
 // window, not by the capture.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "capture/capture_view.h"
@@ -31,7 +32,26 @@
 
 namespace ptscope::decode {
 namespace {
+
 constexpr size_t kDefaultUnitBytes = 16 * 1024;
+
+// One output file's sink, behind the --time-range window when there is one.
+struct OutputSink {
+  std::unique_ptr<SliceSink> file;
+  std::unique_ptr<WindowSink> window;
+  SliceSink& sink() { return window ? *window : *file; }
+};
+
+Result<OutputSink> OpenOutput(SinkFormat format, const std::string& path, FrameNamer& namer,
+                              const TimeWindow& window) {
+  OutputSink output;
+  PTSCOPE_ASSIGN_OR_RETURN(output.file, CreateSink(format, path, namer));
+  if (window.active) {
+    output.window = std::make_unique<WindowSink>(*output.file, window.from_ns, window.to_ns);
+  }
+  return output;
+}
+
 }  // namespace
 
 Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options) {
@@ -49,6 +69,10 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   summary.missing = images[0]->missing();
 
   if (options.format == OutputFormat::kInsns) {
+    if (!options.summary_json_path.empty()) {
+      return Unexpected(Errc::kInvalidArgument, "an instruction listing has no call slices to "
+                                                "summarize: --summary-json needs another format");
+    }
     summary.threads = view.streams.size();
     PTSCOPE_ASSIGN_OR_RETURN(summary, RunInsns(view.streams, archive.path, view.setup, *images[0],
                                                view.timeline, options, std::move(summary)));
@@ -59,13 +83,14 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   symbols::Symbolizer symbolizer;
   SymbolsFrameNamer namer(view.timeline.address_space(), resolver, symbolizer);
   if (!jit.empty()) namer.SetJitCode(&jit);
-  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SliceSink> output_sink,
-                           CreateSink(SinkFormatOf(options.format), options.output_path, namer));
-  std::unique_ptr<WindowSink> window_sink;
-  if (window.active) {
-    window_sink = std::make_unique<WindowSink>(*output_sink, window.from_ns, window.to_ns);
+  PTSCOPE_ASSIGN_OR_RETURN(OutputSink output, OpenOutput(SinkFormatOf(options.format),
+                                                         options.output_path, namer, window));
+  std::optional<OutputSink> summary_output;  // --summary-json: the same decode's summary
+  if (!options.summary_json_path.empty()) {
+    PTSCOPE_ASSIGN_OR_RETURN(summary_output, OpenOutput(SinkFormat::kSummaryJson,
+                                                        options.summary_json_path, namer, window));
   }
-  SliceSink& sink = window.active ? static_cast<SliceSink&>(*window_sink) : *output_sink;
+  const FeedSinks sinks{output.sink(), summary_output ? &summary_output->sink() : nullptr};
 
   const size_t unit_bytes = options.unit_bytes != 0 ? options.unit_bytes : kDefaultUnitBytes;
   UnitPlanner planner(view.streams, view.setup, view.config, unit_bytes, archive.path,
@@ -74,7 +99,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   for (const auto& image : images) worker_images.push_back(image.get());
   UnitDecoder decoder(view.setup, view.timeline, view.streams, std::move(worker_images), &namer,
                       options.walker);
-  ThreadAssembler assembler(archive, view.setup, view.timeline, view.streams, namer, sink,
+  ThreadAssembler assembler(archive, view.setup, view.timeline, view.streams, namer, sinks,
                             options.threads, summary);
   const size_t in_flight = 2 * static_cast<size_t>(jobs) + 2;
   std::vector<WorkUnit> plan(in_flight);  // unit i in plan[i % in_flight] (see RunOrdered)
@@ -97,10 +122,13 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                             std::to_string(decoder.units()) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
   }
-  sink.SetCaptureTotals(summary);
-  sink.Finish();
-  std::string output_error = sink.OutputError();
-  if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  for (SliceSink* sink : {&sinks.output, sinks.summary}) {
+    if (sink == nullptr) continue;
+    sink->SetCaptureTotals(summary);
+    sink->Finish();
+    std::string output_error = sink->OutputError();
+    if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  }
   for (const std::string& failure : symbolizer.failures()) {
     summary.notes.push_back("cannot load symbols: " + failure);
   }

@@ -7,18 +7,18 @@ namespace ptscope::decode {
 
 ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSetup& setup,
                                  const SidebandTimeline& timeline, std::vector<Stream>& streams,
-                                 CodeFacts& code, SliceSink& sink,
+                                 CodeFacts& code, const FeedSinks& sinks,
                                  const std::vector<uint32_t>& selected, DecodeSummary& summary)
     : timeline_(timeline),
       streams_(streams),
       code_(code),
-      sink_(sink),
+      sinks_(sinks),
       joins_(streams.size()),
       summary_(summary),
-      cpu_threads_(archive, setup, timeline, code, sink, selected) {}
+      cpu_threads_(archive, setup, timeline, code, sinks, selected) {}
 
 void ThreadAssembler::BeginThread(const Stream& stream) {
-  sink_.BeginThread(stream.key, timeline_.ProcessName(stream.key.pid),
+  sinks_.BeginThread(stream.key, timeline_.ProcessName(stream.key.pid),
                     timeline_.ThreadName(stream.key.tid));
 }
 
@@ -47,7 +47,7 @@ void ThreadAssembler::Consume(size_t index, const WorkUnit& work, UnitEvents& ev
     feed_stream_ = work.stream;
     feed_piece_ = SIZE_MAX;
     BeginThread(stream);
-    feed_ = std::make_unique<ThreadFeed>(stream.key, code_, sink_, stream.triggers);
+    feed_ = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, stream.triggers);
   }
   if (work.piece != feed_piece_) {
     feed_piece_ = work.piece;
@@ -73,7 +73,7 @@ void ThreadAssembler::Finish(const std::function<bool(size_t)>& decoded, bool wi
     std::unique_ptr<ThreadFeed> empty;
     if (!decoded(s) && stream.cpu < 0 && !windowed) {
       BeginThread(stream);
-      empty = std::make_unique<ThreadFeed>(stream.key, code_, sink_, std::vector<TriggerMark>{});
+      empty = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, std::vector<TriggerMark>{});
       ++summary_.threads;
     }
     for (const Piece& piece : stream.pieces) {

@@ -29,7 +29,8 @@ class ThreadAssembler {
   // and first errors go to `summary` as they end.
   ThreadAssembler(const format::Archive& archive, const DecoderSetup& setup,
                   const SidebandTimeline& timeline, std::vector<Stream>& streams, CodeFacts& code,
-                  SliceSink& sink, const std::vector<uint32_t>& selected, DecodeSummary& summary);
+                  const FeedSinks& sinks, const std::vector<uint32_t>& selected,
+                  DecodeSummary& summary);
 
   // The next unit in plan order, the `index`th (its events are taken).
   void Consume(size_t index, const WorkUnit& work, UnitEvents& events);
@@ -45,7 +46,7 @@ class ThreadAssembler {
   const SidebandTimeline& timeline_;
   std::vector<Stream>& streams_;
   CodeFacts& code_;
-  SliceSink& sink_;
+  FeedSinks sinks_;
   std::vector<UnitJoin> joins_;  // per stream
   // The per-thread stream being fed (they come one after another) and its piece.
   std::unique_ptr<ThreadFeed> feed_;
