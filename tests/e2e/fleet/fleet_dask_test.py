@@ -277,7 +277,8 @@ def phase_debuginfod(a, tmp, scheduler, program):
     with DebuginfodServer(served, build_id) as url:
         env = dict(os.environ, DEBUGINFOD_CACHE_PATH=os.path.join(tmp, 'ref-cache'))
         os.makedirs(ref)
-        for args in (['--summary', '--format', 'json', '-o', os.path.join(ref, 'gone.summary.json')],
+        for args in (['--summary', '--format', 'json', '-o',
+                      os.path.join(ref, 'gone.summary.json')],
                      ['-o', os.path.join(ref, 'gone.pftrace')]):
             run_ok([a.decode, '-j1', '--debuginfod', url] + args + [archive], env=env)
         for attempt, want in (('first', 'decoded'), ('again', 'skipped')):
@@ -363,7 +364,8 @@ def phase_kill(a, tmp, cluster):
     for archive in archives:
         name = os.path.basename(archive)[:-len('.ptar')]
         for suffix in ('.summary.json', '.pftrace'):
-            check(same_bytes(os.path.join(out, name + suffix), os.path.join(ref, 'walk-0' + suffix)),
+            check(same_bytes(os.path.join(out, name + suffix),
+                             os.path.join(ref, 'walk-0' + suffix)),
                   'kill: %s%s differs from pt-decode alone' % (name, suffix))
     time.sleep(0.5)  # a pt-decode of the killed worker would have been killed with it
     check(not temporaries(out), 'kill: temporary files left: %s' % temporaries(out))

@@ -126,7 +126,8 @@ def main():
             check(sorted(outcomes) == ['calls.ptar', 'recursion.ptar'],
                   'local %s: archives %s' % (trace, sorted(outcomes)))
             for name in ('calls', 'recursion'):
-                check(outcomes[name + '.ptar']['state'] == 'decoded', 'local: %s not decoded' % name)
+                check(outcomes[name + '.ptar']['state'] == 'decoded',
+                      'local: %s not decoded' % name)
                 for f in (name + '.summary.json', name + suffix):
                     check(same_bytes(os.path.join(out, f), os.path.join(ref, f)),
                           'local %s: %s differs from pt-decode alone' % (trace, f))

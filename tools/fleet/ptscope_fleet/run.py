@@ -100,8 +100,8 @@ def outcome_of(future, job):
         import distributed
         if isinstance(e, distributed.scheduler.KilledWorker):
             message = ('every worker that ran this task died (%d attempts, Dask\'s '
-                       'distributed.scheduler.allowed-failures + 1): pt-decode or the worker may be '
-                       'running out of memory on it (KilledWorker)' % (e.args[2] + 1))
+                       'distributed.scheduler.allowed-failures + 1): pt-decode or the worker '
+                       'may be running out of memory on it (KilledWorker)' % (e.args[2] + 1))
         else:
             message = '%s: %s' % (type(e).__name__, e)
         return {'archive': job['archive'], 'name': job['name'], 'state': 'failed', 'status': 1,
