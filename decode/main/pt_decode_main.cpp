@@ -44,7 +44,7 @@ constexpr const char* kExitStatusHelp =
 
 struct Options {
   std::vector<std::string> inputs;
-  std::string output, output_dir, format;
+  std::string output, output_dir, format, summary_json;
   std::vector<std::string> symbol_dirs;
   std::vector<std::string> debuginfod_urls;
   std::string jobs_text, unit_bytes_text;
@@ -140,6 +140,21 @@ std::string Duration(uint64_t ns) {
   return text;
 }
 
+// The stats that are data loss, one line each with what a count means; "none" when all are 0.
+void PrintDataLoss(const ptscope::decode::DecodeStats& stats) {
+  using ptscope::decode::Stat;
+  bool any = false;
+  for (size_t i = 0; i < ptscope::decode::kStatCount; ++i) {
+    const Stat stat = static_cast<Stat>(i);
+    const ptscope::decode::StatDescription& d = ptscope::decode::Describe(stat);
+    if (d.severity != ptscope::decode::StatSeverity::kDataLoss || stats[stat] == 0) continue;
+    if (!any) std::fprintf(stderr, "  data loss:\n");
+    any = true;
+    std::fprintf(stderr, "    %s: %s (%s)\n", d.name, Count(stats[stat]).c_str(), d.explanation);
+  }
+  if (!any) std::fprintf(stderr, "  data loss: none\n");
+}
+
 void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary& s,
                   OutputFormat format) {
   std::fprintf(stderr, "pt-decode: %s: %s thread%s, %s instructions", input.c_str(),
@@ -152,14 +167,7 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
     std::fprintf(stderr, "  symbolized code: %.1f%% of decoded instructions\n",
                  100.0 * static_cast<double>(s.symbolized_instructions) / s.instructions);
   }
-  std::string gaps;
-  for (size_t i = 0; i < s.gaps.size(); ++i) {
-    if (s.gaps[i] == 0) continue;
-    if (!gaps.empty()) gaps += ", ";
-    gaps += Count(s.gaps[i]) + " " +
-            ptscope::decode::GapCauseName(static_cast<ptscope::decode::GapCause>(i));
-  }
-  std::fprintf(stderr, "  gaps: %s\n", gaps.empty() ? "none" : gaps.c_str());
+  PrintDataLoss(s.stats);
   for (const auto& missing : s.missing) {
     if (missing.path == "[vdso]") {
       std::fprintf(stderr, "  missing module: [vdso]: the capture holds no copy of its bytes, so "
@@ -290,6 +298,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   pipeline.walker = !options.libipt_blocks;
   pipeline.format = format;
   pipeline.output_path = output;
+  pipeline.summary_json_path = options.summary_json;
   pipeline.threads = options.thread_ids;
   pipeline.time_from_ns = options.window.from_ns;
   pipeline.time_to_ns = options.window.to_ns;
@@ -347,6 +356,9 @@ int main(int argc, char** argv) {
       ("summary", po::bool_switch(&options.summary), "per-function calls, inclusive/self/max "
        "times and instructions as a sorted table instead of slices (= --format summary); with "
        "--format json as JSON (docs/DECODE_JSON.md; = --format summary-json, *.summary.json)")
+      ("summary-json", po::value(&options.summary_json), "also write the JSON summary of the "
+       "same decode to FILE: one decode, both outputs (as --summary --format json alone would "
+       "write it); one input")
       ("list-modules", po::bool_switch(&options.list_modules), "decode nothing: print as JSON "
        "every module the capture maps and the files a decode with the same --symbols and "
        "--debuginfod uses for it (docs/DECODE_JSON.md)")
@@ -418,6 +430,11 @@ int main(int argc, char** argv) {
     }
     options.unit_bytes = *bytes;
   }
+  if (!options.summary_json.empty() && options.inputs.size() > 1) {
+    std::fprintf(stderr, "pt-decode: --summary-json names one file but %zu inputs were given\n",
+                 options.inputs.size());
+    return kUsageError;
+  }
   if (options.summary) {
     if (options.format == "json") options.format = "summary-json";
     if (!options.format.empty() && options.format != "summary" &&
@@ -468,6 +485,11 @@ int main(int argc, char** argv) {
     }
   } else if (!options.output.empty()) {
     format = FormatFromPath(options.output);
+  }
+  if (!options.summary_json.empty() && format == OutputFormat::kInsns) {
+    std::fprintf(stderr, "pt-decode: --summary-json: an instruction listing has no call slices "
+                 "to summarize; use it with perfetto, text, folded or summary\n");
+    return kUsageError;
   }
   // Before any thread: libdebuginfod reads DEBUGINFOD_URLS, and setenv is not thread-safe.
   ptscope::symbols::DebuginfodFetcher::SetUpProcess(

@@ -79,28 +79,29 @@ const std::string kInsnHeader =
     "     calls       total_ns        self_ns         max_ns          insns     self_insns  "
     "function [module]\n";
 
+// Thread 1/1: main [0,100] > a [10,30] > b [15,25]; a [40,60]; b [70,75].
+// Thread 1/2: b [0,50].
+void WriteTwoThreads(SliceSink& sink) {
+  ThreadKey t1{1, 1}, t2{1, 2};
+  sink.BeginThread(t1, "prog", "main");
+  sink.Begin(t1, 0, Fn(0x1000), true);
+  sink.Begin(t1, 10, Fn(0x2000), false);
+  sink.Begin(t1, 15, Fn(0x3000), false);
+  sink.End(t1, 25);
+  sink.End(t1, 30);
+  sink.Begin(t1, 40, Fn(0x2000), false);
+  sink.End(t1, 60);
+  sink.Instant(t1, 65, "[trigger]");
+  sink.Begin(t1, 70, Fn(0x3000), false);
+  sink.End(t1, 75);
+  sink.End(t1, 100);
+  sink.Begin(t2, 0, Fn(0x3000), false);
+  sink.End(t2, 50);
+}
+
 TEST_CASE("summary: calls, inclusive, self and max per function, per thread and overall") {
-  // Thread 1/1: main [0,100] > a [10,30] > b [15,25]; a [40,60]; b [70,75].
-  // Thread 1/2: b [0,50].
-  std::string text = Summarize(
-      [](SliceSink& sink, FrameNamer&) {
-        ThreadKey t1{1, 1}, t2{1, 2};
-        sink.BeginThread(t1, "prog", "main");
-        sink.Begin(t1, 0, Fn(0x1000), true);
-        sink.Begin(t1, 10, Fn(0x2000), false);
-        sink.Begin(t1, 15, Fn(0x3000), false);
-        sink.End(t1, 25);
-        sink.End(t1, 30);
-        sink.Begin(t1, 40, Fn(0x2000), false);
-        sink.End(t1, 60);
-        sink.Instant(t1, 65, "[trigger]");
-        sink.Begin(t1, 70, Fn(0x3000), false);
-        sink.End(t1, 75);
-        sink.End(t1, 100);
-        sink.Begin(t2, 0, Fn(0x3000), false);
-        sink.End(t2, 50);
-      },
-      0, true);
+  std::string text =
+      Summarize([](SliceSink& sink, testing::FakeNamer&) { WriteTwoThreads(sink); }, 0, true);
   // main: 100 inclusive, self 100 - 20 - 20 - 5 = 55. a: 20 + 20, self 10 + 20. b on thread 1:
   // 10 + 5, max 10; with thread 2's 50: 65 over all threads, max 50.
   CHECK(text == "pt-decode summary: 2 threads, 6 calls\n"
@@ -117,7 +118,7 @@ TEST_CASE("summary: calls, inclusive, self and max per function, per thread and 
 
 TEST_CASE("summary: recursion counts every call but the inclusive time once") {
   // rec [0,100] > rec [10,90] > rec [20,80]; then rec [200,210] alone.
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 0, Fn(0x6000), false);
     sink.Begin(t, 10, Fn(0x6000), false);
@@ -134,7 +135,7 @@ TEST_CASE("summary: recursion counts every call but the inclusive time once") {
 }
 
 TEST_CASE("summary: slices open at the end close at the thread's last time") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 5, Fn(0x1000), false);
     sink.Begin(t, 10, Fn(0x2000), false);
@@ -146,7 +147,7 @@ TEST_CASE("summary: slices open at the end close at the thread's last time") {
 }
 
 TEST_CASE("summary: ties sort by calls, then name; top N keeps the first rows") {
-  auto write = [](SliceSink& sink, FrameNamer&) {
+  auto write = [](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     // b and a: 10 ns each in one call; main 10 ns in two calls.
     sink.Begin(t, 0, Fn(0x3000), false);
@@ -181,7 +182,7 @@ FlowEvent Ev(K kind, uint64_t t, uint64_t from, uint64_t to, uint64_t insns) {
 }
 
 TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_count") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTracker tracker(t, namer, sink);
     // 3 instructions of main before the call at t=10, 4 in a before it calls b at t=20, 5 in b,
@@ -203,7 +204,7 @@ TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_
 }
 
 TEST_CASE("summary through the tracker: recursion past max_depth is counted, not folded") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTrackerOptions options;
     options.max_depth = 10;
@@ -224,12 +225,6 @@ TEST_CASE("summary through the tracker: recursion past max_depth is counted, not
   CHECK(text == "all threads\n" + kInsnHeader + rows + "\nthread 1/1 \"\" \"\"\n" + kInsnHeader +
                     rows);
 }
-
-}  // namespace
-}  // namespace ptscope::decode
-
-namespace ptscope::decode {
-namespace {
 
 // The JSON encoding (docs/DECODE_JSON.md): the first test's slices again, with capture totals.
 std::string SummarizeJson(testing::FakeNamer& namer, const DecodeSummary* totals,
@@ -263,25 +258,10 @@ TEST_CASE("summary JSON: the tables, the capture's totals, version 1, exact text
   totals.symbolized_instructions = 1000;
   totals.first_ns = 500;
   totals.last_ns = 600;
-  totals.gaps[static_cast<size_t>(GapCause::kOverflow)] = 1;
-  totals.gaps[static_cast<size_t>(GapCause::kMissingCode)] = 2;
+  totals.stats[Stat::kOverflowGaps] = 1;
+  totals.stats[Stat::kMissingCodeGaps] = 2;
   totals.missing.push_back(MissingModule{"/lib/libgone.so", {0xab, 0x01}});
-  std::string json = SummarizeJson(namer, &totals, [](SliceSink& sink) {
-    ThreadKey t1{1, 1}, t2{1, 2};
-    sink.BeginThread(t1, "prog", "main");
-    sink.Begin(t1, 0, Fn(0x1000), true);
-    sink.Begin(t1, 10, Fn(0x2000), false);
-    sink.Begin(t1, 15, Fn(0x3000), false);
-    sink.End(t1, 25);
-    sink.End(t1, 30);
-    sink.Begin(t1, 40, Fn(0x2000), false);
-    sink.End(t1, 60);
-    sink.Begin(t1, 70, Fn(0x3000), false);
-    sink.End(t1, 75);
-    sink.End(t1, 100);
-    sink.Begin(t2, 0, Fn(0x3000), false);
-    sink.End(t2, 50);
-  });
+  std::string json = SummarizeJson(namer, &totals, WriteTwoThreads);
   // The same numbers as the text table of the first test.
   CHECK(json ==
         "{\"schema\": \"ptscope-summary\", \"version\": 1, \"times\": \"ns\",\n"

@@ -10,13 +10,13 @@
 namespace ptscope::decode {
 
 CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
-                       const SidebandTimeline& timeline, SymbolsFrameNamer& namer,
-                       SliceSink& sink, const std::vector<uint32_t>& selected_threads)
+                       const SidebandTimeline& timeline, CodeFacts& code,
+                       const FeedSinks& sinks, const std::vector<uint32_t>& selected_threads)
     : archive_(archive),
       setup_(setup),
       timeline_(timeline),
-      namer_(namer),
-      sink_(sink),
+      code_(code),
+      sinks_(sinks),
       selected_(selected_threads) {
   // At least 2^14 records each: below that, callers found late would start late too often.
   const size_t threads = std::max<size_t>(1, timeline.ScheduledThreadCount());
@@ -26,7 +26,7 @@ CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup
 
 void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, UnitEvents& events) {
   instructions_ += events.stats.instructions;
-  for (size_t i = 0; i < gaps_.size(); ++i) gaps_[i] += events.stats.gaps[i];
+  counts_.Add(events.stats.counts);
   if (events.stats.events != 0) {
     first_ns_ = std::min(first_ns_, events.stats.first_ns);
     last_ns_ = std::max(last_ns_, events.stats.last_ns);
@@ -39,7 +39,9 @@ void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, Unit
     size_t end = r + 1 < events.runs.size() ? events.runs[r + 1].first : events.events.size();
     if (run.first >= end) continue;
     if (run.thread.tid == 0 || !Selected(selected_, run.thread)) {
-      for (size_t e = run.first; e < end; ++e) idle_instructions_ += events.events[e].insn_count;
+      for (size_t e = run.first; e < end; ++e) {
+        counts_[Stat::kUnattributedInstructions] += events.events[e].insn_count;
+      }
       continue;
     }
     keys_[run.thread.tid] = run.thread;
@@ -47,9 +49,7 @@ void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, Unit
     waiting.tid = run.thread.tid;
     waiting.end_ip = events.events[end - 1].from;
     waiting.events.reserve(end - run.first);
-    for (size_t e = run.first; e < end; ++e) {
-      if (e != events.restate_index) waiting.events.push_back(std::move(events.events[e]));
-    }
+    waiting.events.assign(events.events.begin() + run.first, events.events.begin() + end);
     waiting_.emplace(std::make_pair(events.events[run.first].time_ns, plan_index),
                      std::move(waiting));
   }
@@ -66,12 +66,12 @@ void CpuThreads::Deliver(Run& run) {
   Thread& thread = threads_[run.tid];
   if (thread.feed == nullptr) {
     const ThreadKey& key = keys_.at(run.tid);
-    sink_.BeginThread(key, timeline_.ProcessName(key.pid), timeline_.ThreadName(key.tid));
-    thread.feed = std::make_unique<ThreadFeed>(key, namer_, sink_,
+    sinks_.BeginThread(key, timeline_.ProcessName(key.pid), timeline_.ThreadName(key.tid));
+    thread.feed = std::make_unique<ThreadFeed>(key, code_, sinks_,
                                                TriggersOf(archive_, setup_, key.tid),
                                                tracker_options_);
   }
-  thread.feed->DeliverRun(run.events, nullptr);
+  thread.feed->DeliverRun(run.events);
   thread.end_ip = run.end_ip;
 }
 
@@ -86,7 +86,7 @@ void CpuThreads::Finish(DecodeSummary& summary) {
   threads_.clear();
   // Instructions and gaps of per-CPU units count once, whoever ran them.
   summary.instructions += instructions_;
-  for (size_t i = 0; i < gaps_.size(); ++i) summary.gaps[i] += gaps_[i];
+  summary.stats.Add(counts_);
   if (first_ns_ != UINT64_MAX) {
     summary.first_ns = std::min(summary.first_ns, first_ns_);
     summary.last_ns = std::max(summary.last_ns, last_ns_);

@@ -3,25 +3,12 @@
 
 namespace ptscope::decode {
 
-std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
-                                    uint32_t tid) {
-  std::vector<TriggerMark> triggers;
-  for (const format::MarkerChunk& marker : archive.markers) {
-    if (marker.kind != format::MarkerKind::kTrigger) continue;
-    if (marker.tid != 0 && marker.tid != tid) continue;
-    triggers.push_back(
-        TriggerMark{setup.time.ToNs(marker.tsc), marker.value, "trigger: " + marker.text});
-  }
-  std::stable_sort(triggers.begin(), triggers.end(),
-                   [](const TriggerMark& a, const TriggerMark& b) { return a.time_ns < b.time_ns; });
-  return triggers;
-}
-
 void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary) {
   const FlowStats& stats = feed.stats();
   summary.instructions += stats.instructions;
   summary.symbolized_instructions += feed.symbolized();
-  for (size_t i = 0; i < stats.gaps.size(); ++i) summary.gaps[i] += stats.gaps[i];
+  summary.stats.Add(stats.counts);
+  summary.stats.Add(feed.tracker_stats());
   if (stats.events != 0) {
     summary.first_ns = std::min(summary.first_ns, stats.first_ns);
     summary.last_ns = std::max(summary.last_ns, stats.last_ns);

@@ -4,31 +4,67 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "capture/decoder_setup.h"
+#include "capture/streams.h"
 #include "events.h"
-#include "flow/flow_decoder.h"
-#include "names/frame_namer.h"
+#include "flow/unit_events.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
 #include "stack/stack_tracker.h"
 
 namespace ptscope::decode {
 
+// Hands `out` a kTrigger event for every mark of `triggers` (sorted by time) from *next on that
+// is due by `time_ns`, never earlier than `floor_ns` (the thread's last event time).
+template <typename Out>
+void DeliverDueTriggers(const std::vector<TriggerMark>& triggers, size_t* next, uint64_t time_ns,
+                        uint64_t floor_ns, Out&& out) {
+  while (*next < triggers.size() && triggers[*next].time_ns <= time_ns) {
+    FlowEvent trigger;
+    trigger.kind = FlowEvent::Kind::kTrigger;
+    trigger.time_ns = std::max(triggers[*next].time_ns, floor_ns);
+    trigger.to = triggers[*next].address;
+    trigger.detail = triggers[*next].text;
+    ++*next;
+    out(trigger);
+  }
+}
+
+// What a decode writes: its output and, with pt-decode --summary-json, the JSON summary of the
+// same decode beside it.
+struct FeedSinks {
+  SliceSink& output;
+  SliceSink* summary = nullptr;
+  void BeginThread(const ThreadKey& key, const std::string& process_name,
+                   const std::string& thread_name) const {
+    output.BeginThread(key, process_name, thread_name);
+    if (summary != nullptr) summary->BeginThread(key, process_name, thread_name);
+  }
+};
+
 // Feeds one thread's stitched events to its StackTracker: triggers in time order among them,
 // lost-data gaps between pieces, the end; counts instructions in modules with symbols.
+// With a summary sink the same events also go to a second StackTracker writing to it: one
+// decode, two outputs, each exactly what it would be alone (the trackers are independent, as they
+// must be: a summary needs every nesting level, a trace folds those past max_depth).
 class ThreadFeed {
  public:
-  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, SliceSink& sink,
+  ThreadFeed(const ThreadKey& key, CodeFacts& code, const FeedSinks& sinks,
              std::vector<TriggerMark> triggers, StackTrackerOptions tracker_options = {})
       : key_(key),
-        namer_(namer),
-        tracker_(key, namer, sink, tracker_options),
+        code_(code),
+        tracker_(key, code, sinks.output, tracker_options),
         triggers_(std::move(triggers)) {
+    if (sinks.summary != nullptr) {
+      summary_tracker_ =
+          std::make_unique<StackTracker>(key, code, *sinks.summary, tracker_options);
+    }
     NoteNextTrigger();
   }
 
@@ -37,14 +73,12 @@ class ThreadFeed {
     Step(counting, event);
     counting_ = counting;
   }
-  // Deliver for each of `events` but `skip`, with the per-event state in a local for the run:
-  // as members, the tracker's calls could change them for all the compiler knows, so each would
-  // be loaded and stored again per event.
-  void DeliverRun(std::span<FlowEvent> events, const FlowEvent* skip) {
+  // Deliver for each of `events`, with the per-event state in a local for the run: as members,
+  // the tracker's calls could change them for all the compiler knows, so each would be loaded
+  // and stored again per event.
+  void DeliverRun(std::span<FlowEvent> events) {
     Counting counting = counting_;
-    for (FlowEvent& event : events) {
-      if (&event != skip) Step(counting, event);
-    }
+    for (FlowEvent& event : events) Step(counting, event);
     counting_ = counting;
   }
   void Gap(GapCause cause, std::string detail, uint64_t insn_count) {
@@ -59,12 +93,12 @@ class ThreadFeed {
   void AddStats(const FlowStats& stats) {
     stats_.instructions += stats.instructions;
     stats_.events += stats.events;
-    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
+    stats_.counts.Add(stats.counts);
     stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
     stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
     if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
   }
-  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
+  void CountGap(GapCause cause) { stats_.counts[GapStat(cause)]++; }
   // `end_ns`: when the thread's last traced instruction ran, if known (UnitEvents::end_ns); the
   // instructions after its last event ran until then, and a trigger due by then is shown.
   void Finish(uint64_t last_end_ip, uint64_t trailing_insns, uint64_t end_ns = 0) {
@@ -82,11 +116,14 @@ class ThreadFeed {
     // Triggers after the thread's last instruction (typically the one that stopped the capture)
     // are still shown at their own time, after its slices have closed.
     DeliverDueTriggers(triggers_, &next_trigger_, UINT64_MAX, end.time_ns,
-                       [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
+                       [this](FlowEvent& trigger) { Track(trigger); });
     NoteNextTrigger();
-    tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns));
+    const uint64_t end_time = std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns);
+    tracker_.Finish(end_time);
+    if (summary_tracker_) summary_tracker_->Finish(end_time);
   }
   const FlowStats& stats() const { return stats_; }
+  const DecodeStats& tracker_stats() const { return tracker_.stats(); }
   uint64_t symbolized() const { return counting_.symbolized; }
   const ThreadKey& key() const { return key_; }
 
@@ -110,12 +147,16 @@ class ThreadFeed {
     // Tested here: GCC leaves the template's call out of line, and most threads have no trigger.
     if (next_trigger_ns_ <= event.time_ns) [[unlikely]] {
       DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, c.last_ns,
-                         [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
+                         [this](FlowEvent& trigger) { Track(trigger); });
       NoteNextTrigger();
     }
     CountSymbolized(c, event);
     c.last_ns = event.time_ns;
+    Track(event);
+  }
+  [[gnu::always_inline]] void Track(const FlowEvent& event) {
     tracker_.OnEvent(event);
+    if (summary_tracker_) [[unlikely]] summary_tracker_->OnEvent(event);
   }
   void CountSymbolized(Counting& c, const FlowEvent& event) {
     uint64_t where = event.from != 0 ? event.from : c.last_to;
@@ -126,7 +167,7 @@ class ThreadFeed {
       c.symbolized += event.insn_count & c.symbolized_mask;
     } else if (event.insn_count != 0 && where != 0) {
       uint64_t start = 0, end = 0;  // the answer holds for a whole mapping
-      const bool symbolized = namer_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
+      const bool symbolized = code_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
       c.range_start = start;
       c.range_size = end > start ? end - start : 0;
       c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
@@ -135,18 +176,15 @@ class ThreadFeed {
   }
 
   ThreadKey key_;
-  SymbolsFrameNamer& namer_;
+  CodeFacts& code_;
   StackTracker tracker_;
+  std::unique_ptr<StackTracker> summary_tracker_;  // with --summary-json only
   std::vector<TriggerMark> triggers_;
   size_t next_trigger_ = 0;
   uint64_t next_trigger_ns_ = UINT64_MAX;  // triggers_[next_trigger_].time_ns, if any
   FlowStats stats_;
   Counting counting_;
 };
-
-// The archive's trigger markers for thread `tid` (or for every thread), in time order.
-std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
-                                    uint32_t tid);
 
 // Adds a finished thread's counts, time span and first decode error to the summary.
 void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary);

@@ -192,11 +192,6 @@ uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64
   return start;
 }
 
-bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns) {
-  uint64_t start = 0, end = 0;
-  return InSymbolizedModule(pid, address, time_ns, &start, &end);
-}
-
 bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns,
                                            uint64_t* start, uint64_t* end) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -18,7 +18,9 @@
 
 namespace ptscope::decode {
 
-class SymbolsFrameNamer : public FrameNamer {
+// Both the CodeFacts of the decode stages and the FrameNamer of the sinks: one object, so that an
+// address is located and symbolized once for both (the stages see only CodeFacts).
+class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
  public:
   SymbolsFrameNamer(const symbols::AddressSpace& address_space,
                     symbols::ModuleResolver& resolver, symbols::Symbolizer& symbolizer)
@@ -28,13 +30,8 @@ class SymbolsFrameNamer : public FrameNamer {
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) override;
-  // Whether `address` lies in a module with a symbol table or debug info (for the summary).
-  bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns);
-  // The same answer for the whole mapping around `address`: [*start, *end) (for a caller that
-  // caches by range instead of asking per page). Outside every mapping: false and the range
-  // [address, address + 1).
   bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
-                          uint64_t* end);
+                          uint64_t* end) override;
   // Names JIT code (jitdump, then perf map) outside file-backed mappings.
   void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
   // One summary note per module whose code ran without symbols (named module+offset), saying

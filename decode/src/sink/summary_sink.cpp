@@ -246,7 +246,7 @@ std::string SummarySink::Json(const Rows& all, const std::vector<Rows>& per_thre
   for (const auto& [cause, key] : kGapKeys) {
     if (cause != GapCause::kOverflow) out += ", ";
     AppendJsonKey(out, key);
-    out += std::to_string(c.gaps[static_cast<size_t>(cause)]);
+    out += std::to_string(c.stats[GapStat(cause)]);
   }
   out += "}, \"missing_modules\": [";
   for (size_t i = 0; i < c.missing.size(); ++i) {
@@ -264,7 +264,8 @@ std::string SummarySink::Json(const Rows& all, const std::vector<Rows>& per_thre
   size_t i = 0;
   for (const auto& [key, state] : threads_) {
     out += i == 0 ? "\n  {" : ",\n  {";
-    out += "\"pid\": " + std::to_string(key.first) + ", \"tid\": " + std::to_string(key.second) + ", ";
+    out += "\"pid\": " + std::to_string(key.first) + ", \"tid\": " +
+           std::to_string(key.second) + ", ";
     AppendJsonKey(out, "process");
     AppendJsonString(out, state->process_name);
     out += ", ";

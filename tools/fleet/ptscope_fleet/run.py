@@ -30,14 +30,24 @@ def import_dask():
                          '/usr/bin/python3' % e)
 
 
+class SchedulerUnreachable(Exception):
+    pass
+
+
 @contextlib.contextmanager
-def connect(scheduler, local_workers, err):
+def connect(scheduler, local_workers):
     """A Client on `scheduler`, or on a LocalCluster of this machine when none is given: one
     worker process (its nanny restarts it if it dies) with a thread per task slot, since every
     task's work happens in a pt-decode child process."""
     import distributed
     if scheduler:
-        with distributed.Client(scheduler, timeout='30s') as client:
+        try:
+            # Dask's own connect timeout (distributed.comm.timeouts.connect, 30 s by default).
+            client = distributed.Client(scheduler)
+        except (OSError, ValueError) as e:  # unreachable (a TimeoutError is an OSError), or bad
+            raise SchedulerUnreachable('cannot reach the Dask scheduler at %s: %s (is it running, '
+                                       'and is the address tcp://HOST:PORT?)' % (scheduler, e))
+        with client:
             yield client
         return
     with contextlib.ExitStack() as stack:
@@ -90,8 +100,8 @@ def outcome_of(future, job):
         import distributed
         if isinstance(e, distributed.scheduler.KilledWorker):
             message = ('every worker that ran this task died (%d attempts, Dask\'s '
-                       'distributed.scheduler.allowed-failures + 1): pt-decode or the worker may be '
-                       'running out of memory on it (KilledWorker)' % (e.args[2] + 1))
+                       'distributed.scheduler.allowed-failures + 1): pt-decode or the worker '
+                       'may be running out of memory on it (KilledWorker)' % (e.args[2] + 1))
         else:
             message = '%s: %s' % (type(e).__name__, e)
         return {'archive': job['archive'], 'name': job['name'], 'state': 'failed', 'status': 1,
@@ -123,7 +133,7 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
     terminal = err.isatty() and not args.no_progress
     outcomes = []
     started = time.monotonic()
-    with connect(args.scheduler, args.local_workers, err) as client:
+    with connect(args.scheduler, args.local_workers) as client:
         workers = client.scheduler_info().get('workers', {})
         print('ptscope-fleet: %d archive%s on %s (%d worker%s, %d thread%s)' % (
             len(jobs), '' if len(jobs) == 1 else 's', client.scheduler.address, len(workers),
@@ -135,6 +145,7 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
         print_dashboard(client, err)
         progress = Progress(len(jobs), err, terminal)
         progress.start()
+        futures, interrupted = [], False
         try:
             futures = client.map(task.decode_archive, jobs, key=[task_key(j) for j in jobs],
                                  pure=False)
@@ -144,12 +155,21 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
                 outcomes.append(outcome)
                 progress.update(outcome)
                 future.release()
+        except KeyboardInterrupt:
+            # Tasks not started are dropped; one already running finishes its archive whole (its
+            # outputs appear atomically, or not at all when its worker is stopped with us).
+            interrupted = True
+            client.cancel(futures)
         finally:
             progress.close()
             remove_temporaries(args.output_dir, run_id)
     order = {job['archive']: i for i, job in enumerate(jobs)}
     outcomes.sort(key=lambda o: order[o['archive']])
     status = report(outcomes, time.monotonic() - started, err)
+    if interrupted:
+        print('ptscope-fleet: interrupted after %d of %d archives; the finished ones are kept: '
+              'the same command decodes the rest' % (len(outcomes), len(jobs)), file=err)
+        status = worst([status, 1])
     if args.report:
         write_report(args.report, outcomes, status)
     return status
