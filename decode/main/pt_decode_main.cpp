@@ -213,14 +213,14 @@ std::vector<std::string> PartialReasons(const ptscope::format::Archive& archive,
     reasons.push_back("the capture was cut off (no end marker): what is there is decoded");
   }
   // Code that ran, not modules that were only mapped (those are listed, but lose nothing).
-  const uint64_t missing_code = s.gaps[static_cast<size_t>(GapCause::kMissingCode)];
+  const uint64_t missing_code = s.stats[ptscope::decode::GapStat(GapCause::kMissingCode)];
   if (missing_code != 0) {
     reasons.push_back("executed code was not found (" + Count(missing_code) + " gap" +
                       (missing_code == 1 ? "" : "s") +
                       " in the trace): its instructions are missing; the lines above say which "
                       "modules and where to put them");
   }
-  const uint64_t errors = s.gaps[static_cast<size_t>(GapCause::kDecodeError)];
+  const uint64_t errors = s.stats[ptscope::decode::GapStat(GapCause::kDecodeError)];
   if (errors != 0) {
     reasons.push_back(Count(errors) + " decode error" + (errors == 1 ? "" : "s") +
                       ": the trace could not be followed there (damaged PT, or code that is not "
