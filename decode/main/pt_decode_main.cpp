@@ -133,7 +133,8 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   }
   std::fprintf(stderr, "\n");
   if (format != OutputFormat::kInsns && s.instructions != 0) {
-    std::fprintf(stderr, "  symbolized code: %.1f%% of decoded instructions\n",
+    std::fprintf(stderr, "  symbolized code: %.1f%% of decoded instructions ran in named "
+                 "functions\n",
                  100.0 * static_cast<double>(s.symbolized_instructions) / s.instructions);
   }
   std::string gaps;
@@ -142,6 +143,19 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
     if (!gaps.empty()) gaps += ", ";
     gaps += Count(s.gaps[i]) + " " +
             ptscope::decode::GapCauseName(static_cast<ptscope::decode::GapCause>(i));
+  }
+  if (!gaps.empty() && s.traced_ns != 0 && format != OutputFormat::kInsns) {
+    // What was lost is time: the instructions of a gap are unknown (and not counted above).
+    gaps += "; " + Duration(s.gap_ns) + " of the threads' " + Duration(s.traced_ns);
+    char share[48];
+    std::snprintf(share, sizeof share, " (%.1f%%)",
+                  100.0 * static_cast<double>(s.gap_ns) / static_cast<double>(s.traced_ns));
+    gaps += std::string(share) + " lie in gaps, their instructions unknown";
+    if (s.threads_ending_in_gap != 0) {
+      gaps += "; " + Count(s.threads_ending_in_gap) +
+              (s.threads_ending_in_gap == 1 ? " thread's trace ends" : " threads' traces end") +
+              " in a gap of unknown length";
+    }
   }
   std::fprintf(stderr, "  gaps: %s\n", gaps.empty() ? "none" : gaps.c_str());
   for (const auto& missing : s.missing) {

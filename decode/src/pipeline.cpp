@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "join/cpu_threads.h"
 #include "ptscope/symbols.h"
@@ -240,8 +241,13 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     uint64_t trailing_insns = 0;  // per-CPU units: for the next unit of the piece
   };
   std::vector<JoinState> last_of_stream(streams.size());
+  std::set<uint64_t> missing_code_ips;  // of every unit: which missing modules ran
   auto consume = [&](size_t index, UnitEvents& events) {
     const WorkUnit& work = plan[index % window];
+    if (missing_code_ips.size() < 4096) {
+      missing_code_ips.insert(events.stats.missing_code_ips.begin(),
+                              events.stats.missing_code_ips.end());
+    }
     Stream& stream = streams[work.stream];
     JoinState& previous = last_of_stream[work.stream];
     bool follows = previous.valid && previous.piece == work.piece && previous.unit + 1 == work.unit;
@@ -338,6 +344,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   }
 
   cpu_threads.Finish(summary);
+  // A module nobody ran code of made no gap: it is not reported missing.
+  summary.missing = images.MissingThatRan({missing_code_ips.begin(), missing_code_ips.end()});
   if (windowed) {
     // The counts above are of the decoded units (those overlapping the window); say what the
     // output holds, and when the window misses the capture altogether.

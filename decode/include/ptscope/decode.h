@@ -62,7 +62,11 @@ struct MissingModule {
 struct DecodeSummary {
   uint64_t threads = 0;
   uint64_t instructions = 0;
-  uint64_t symbolized_instructions = 0;   // instructions retired in modules with symbols
+  uint64_t symbolized_instructions = 0;   // instructions retired in named functions
+  // Summed over threads: the time from each thread's first event to its last, and the part of
+  // it in gaps (from a gap to the next event: trace lost, instructions unknown).
+  uint64_t traced_ns = 0, gap_ns = 0;
+  uint64_t threads_ending_in_gap = 0;     // their last gap's length is unknown (not in gap_ns)
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
   std::array<uint64_t, 5> gaps{};         // by GapCause
   std::vector<MissingModule> missing;     // modules whose code was not found

@@ -21,6 +21,9 @@ void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary) {
   const FlowStats& stats = feed.stats();
   summary.instructions += stats.instructions;
   summary.symbolized_instructions += feed.symbolized();
+  summary.traced_ns += feed.traced_ns();
+  summary.gap_ns += feed.gap_ns();
+  summary.threads_ending_in_gap += feed.ends_in_gap() ? 1 : 0;
   for (size_t i = 0; i < stats.gaps.size(); ++i) summary.gaps[i] += stats.gaps[i];
   if (stats.events != 0) {
     summary.first_ns = std::min(summary.first_ns, stats.first_ns);
