@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -39,6 +41,7 @@ struct Options {
   unsigned jobs = 0;  // 0: every core
   size_t unit_bytes = 0;
   bool summary = false;
+  bool list_modules = false;
   bool libipt_blocks = false;
   std::vector<std::string> threads;  // --threads values, each a comma-separated list
   std::string time_range;
@@ -53,6 +56,7 @@ const char* Extension(OutputFormat format) {
     case OutputFormat::kFolded: return ".folded";
     case OutputFormat::kInsns: return ".insns";
     case OutputFormat::kSummary: return ".summary.txt";
+    case OutputFormat::kSummaryJson: return ".summary.json";
     default: return ".pftrace";
   }
 }
@@ -63,6 +67,7 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 
 OutputFormat FormatFromPath(const std::string& path) {
   if (EndsWith(path, ".summary.txt")) return OutputFormat::kSummary;
+  if (EndsWith(path, ".summary.json")) return OutputFormat::kSummaryJson;
   if (EndsWith(path, ".txt")) return OutputFormat::kText;
   if (EndsWith(path, ".folded")) return OutputFormat::kFolded;
   if (EndsWith(path, ".insns")) return OutputFormat::kInsns;
@@ -181,6 +186,44 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   }
 }
 
+ptscope::decode::PipelineOptions SymbolOptions(const Options& options) {
+  ptscope::decode::PipelineOptions pipeline;
+  pipeline.symbol_dirs = options.symbol_dirs;
+  pipeline.debuginfod_urls = options.debuginfod_urls;
+  return pipeline;
+}
+
+// pt-decode's own ELF build id: with the version, what names this decoder in --list-modules
+// (ptscope-fleet keys its outputs on it) and --version.
+std::vector<uint8_t> OwnBuildId() {
+  auto elf = ptscope::symbols::ReadElfInfo("/proc/self/exe");
+  return elf ? elf->build_id : std::vector<uint8_t>{};
+}
+
+// --list-modules: the JSON listing on stdout (or -o FILE). 0, or 3 when the archive is damaged
+// or unfinished (modules mapped after the damage are not listed), 1 when it cannot be read.
+int ListModules(const std::string& input, const std::string& output, const Options& options) {
+  auto archive = LoadInput(input);
+  if (!archive) {
+    std::fprintf(stderr, "pt-decode: %s\n", archive.error().message.c_str());
+    return 1;
+  }
+  auto json = ptscope::decode::ListModulesJson(*archive, SymbolOptions(options), PTSCOPE_VERSION,
+                                               OwnBuildId());
+  if (!json) {
+    std::fprintf(stderr, "pt-decode: %s\n", json.error().message.c_str());
+    return 1;
+  }
+  std::FILE* out = output.empty() || output == "-" ? stdout : std::fopen(output.c_str(), "w");
+  if (out == nullptr || std::fwrite(json->data(), 1, json->size(), out) != json->size() ||
+      std::fflush(out) != 0 || (out != stdout && std::fclose(out) != 0)) {
+    std::fprintf(stderr, "pt-decode: cannot write %s: %s\n", output.empty() ? "stdout" :
+                 output.c_str(), std::strerror(errno));
+    return 1;
+  }
+  return archive->damage || !archive->complete ? 3 : 0;
+}
+
 // Decodes one input; returns the exit status contribution (0 ok, 1 unusable input).
 int DecodeOne(const std::string& input, const std::string& output, OutputFormat format,
               const Options& options) {
@@ -198,9 +241,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
     std::fprintf(stderr, "pt-decode: %s: the capture has no end marker (the recorder was "
                  "stopped early?); decoding what is there\n", input.c_str());
   }
-  ptscope::decode::PipelineOptions pipeline;
-  pipeline.symbol_dirs = options.symbol_dirs;
-  pipeline.debuginfod_urls = options.debuginfod_urls;
+  ptscope::decode::PipelineOptions pipeline = SymbolOptions(options);
   pipeline.jobs = options.jobs;
   pipeline.unit_bytes = options.unit_bytes;
   pipeline.walker = !options.libipt_blocks;
@@ -242,10 +283,16 @@ int main(int argc, char** argv) {
       ("output,o", po::value(&options.output), "output file (one input); default: the input "
        "name with the format's extension (.pftrace for perfetto)")
       ("output-dir", po::value(&options.output_dir), "output directory (several inputs)")
-      ("format", po::value(&options.format), "perfetto|text|folded|insns|summary; default from "
-       "the output's extension (.summary.txt, .txt, .folded, .insns), else perfetto")
+      ("format", po::value(&options.format), "perfetto|text|folded|insns|summary|summary-json; "
+       "default from the output's extension (.summary.txt, .summary.json, .txt, .folded, "
+       ".insns), else perfetto")
       ("summary", po::bool_switch(&options.summary), "per-function calls, inclusive/self/max "
-       "times and instructions as a sorted table instead of slices (= --format summary)")
+       "times and instructions as a sorted table instead of slices (= --format summary); with "
+       "--format json as JSON (docs/DECODE_JSON.md; = --format summary-json, *.summary.json)")
+      ("list-modules", po::bool_switch(&options.list_modules), "decode nothing: print as JSON "
+       "every module the capture maps and the files a decode with the same --symbols and "
+       "--debuginfod uses for it (docs/DECODE_JSON.md)")
+      ("version", "print pt-decode's version and build id")
       ("threads", po::value(&options.threads), "decode only these threads or processes: "
        "comma-separated tids or pids, e.g. 1234,1240; repeatable")
       ("time-range", po::value(&options.time_range), "decode only START:END, relative to the "
@@ -280,6 +327,11 @@ int main(int argc, char** argv) {
     std::cout << kUsage << visible;
     return 0;
   }
+  if (vm.count("version")) {
+    std::printf("pt-decode %s (build id %s)\n", PTSCOPE_VERSION,
+                ptscope::format::ToHex(OwnBuildId()).c_str());
+    return 0;
+  }
   if (options.inputs.empty()) {
     std::fprintf(stderr, "pt-decode: no input given\n%s(try --help)\n", kUsage);
     return 2;
@@ -291,12 +343,17 @@ int main(int argc, char** argv) {
   }
   if (options.jobs == 0) options.jobs = std::max(1u, std::thread::hardware_concurrency());
   if (options.summary) {
-    if (!options.format.empty() && options.format != "summary") {
+    if (options.format == "json") options.format = "summary-json";
+    if (!options.format.empty() && options.format != "summary" &&
+        options.format != "summary-json") {
       std::fprintf(stderr, "pt-decode: --summary and --format %s contradict each other; give "
                    "one of them\n", options.format.c_str());
       return 2;
     }
-    options.format = "summary";
+    if (options.format.empty()) options.format = "summary";
+  } else if (options.format == "json") {
+    std::fprintf(stderr, "pt-decode: --format json is the summary's encoding: add --summary\n");
+    return 2;
   }
   for (const std::string& list : options.threads) {
     auto ids = ptscope::decode::ParseThreadList(list);
@@ -327,9 +384,10 @@ int main(int argc, char** argv) {
     else if (options.format == "folded") format = OutputFormat::kFolded;
     else if (options.format == "insns") format = OutputFormat::kInsns;
     else if (options.format == "summary") format = OutputFormat::kSummary;
+    else if (options.format == "summary-json") format = OutputFormat::kSummaryJson;
     else {
-      std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded, insns or "
-                   "summary\n", options.format.c_str());
+      std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded, insns, "
+                   "summary or summary-json\n", options.format.c_str());
       return 2;
     }
   } else if (!options.output.empty()) {
@@ -340,6 +398,14 @@ int main(int argc, char** argv) {
       options.debuginfod_urls, ::isatty(2) ? [](const ptscope::symbols::DebuginfodProgress& p) {
         std::fputs(ptscope::symbols::DebuginfodProgressLine(p).c_str(), stderr);
       } : ptscope::symbols::DebuginfodProgressFn());
+  if (options.list_modules) {
+    if (options.inputs.size() != 1) {
+      std::fprintf(stderr, "pt-decode: --list-modules lists one input, %zu given\n",
+                   options.inputs.size());
+      return 2;
+    }
+    return ListModules(options.inputs[0], options.output, options);
+  }
   int status = 0;
   for (const std::string& input : options.inputs) {
     std::string output = !options.output.empty()

@@ -199,6 +199,9 @@ class SliceSink {
   // True when the sink needs every nesting level (per-function totals): the StackTracker then
   // emits all levels instead of folding those past its max_depth.
   virtual bool WantsEveryLevel() const { return false; }
+  // The decode's totals (instructions, gaps, missing modules), given once just before Finish;
+  // the JSON summary writes them, the other sinks have no place for them.
+  virtual void SetCaptureTotals(const DecodeSummary&) {}
   // Called once after all threads are done.
   virtual void Finish() = 0;
   // After Finish: empty when every byte reached the output, else a one-line message naming the

@@ -26,6 +26,7 @@
 #include "ptscope/symbols.h"
 #include "capture/decoder_setup.h"
 #include "flow/flow_decoder.h"
+#include "names/capture_resolver.h"
 #include "names/frame_namer.h"
 #include "listing/insn_listing.h"
 #include "parallel/psb_units.h"
@@ -112,7 +113,8 @@ Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, Fram
   SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
                       : options.format == OutputFormat::kFolded  ? SinkFormat::kFolded
                       : options.format == OutputFormat::kSummary ? SinkFormat::kSummary
-                                                                 : SinkFormat::kPerfetto;
+                      : options.format == OutputFormat::kSummaryJson ? SinkFormat::kSummaryJson
+                                                                     : SinkFormat::kPerfetto;
   return CreateSink(format, options.output_path, namer);
 }
 
@@ -125,6 +127,7 @@ const char* OutputFormatName(OutputFormat format) {
     case OutputFormat::kFolded: return "folded";
     case OutputFormat::kInsns: return "insns";
     case OutputFormat::kSummary: return "summary";
+    case OutputFormat::kSummaryJson: return "summary-json";
   }
   return "?";
 }
@@ -163,11 +166,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                                  ? UINT64_MAX
                                  : capture_start_ns + options.time_to_ns;
 
-  symbols::ModuleResolver resolver(options.symbol_dirs);
-  for (const format::BlobChunk& blob : archive.blobs) PTSCOPE_TRY(resolver.AddBlob(blob));
-  symbols::DebuginfodFetcher debuginfod =
-      symbols::DebuginfodFetcher::FromEnvironment({options.debuginfod_urls, 30});
-  if (debuginfod.enabled()) resolver.SetDebuginfod(&debuginfod);
+  CaptureResolver capture_resolver(options);
+  PTSCOPE_TRY(capture_resolver.AddArchiveBlobs(archive));
+  symbols::ModuleResolver& resolver = capture_resolver.resolver();
   symbols::JitCodeStore jit = symbols::JitCodeStore::FromArchive(archive, summary.notes);
   CodeImages images(timeline.address_space(), resolver);
   if (!jit.empty()) images.SetJitCode(&jit);
@@ -370,6 +371,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                             " instructions of per-CPU trace ran while the sideband names no "
                             "(selected) thread on that CPU: not attributed");
   }
+  sink.SetCaptureTotals(summary);
   sink.Finish();
   std::string output_error = sink.OutputError();
   if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);

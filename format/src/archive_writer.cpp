@@ -1,13 +1,9 @@
 // ArchiveWriter: every chunk is assembled in memory (header + payload + padding) and handed to
 // the kernel in one write(2), so a writer killed at any instant leaves whole chunks plus at most
-// one torn tail that readers detect by its size or checksums.
-#include <fcntl.h>
+// one torn tail that readers detect by its size or checksums. A write that fails (no space, I/O
+// error) is cut off again: the file stays a readable prefix of the capture, without an End chunk.
 #include <lz4.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 
 #include "archive_layout.h"
@@ -15,31 +11,13 @@
 #include "chunk_codec.h"
 #include "crc32c.h"
 #include "ptscope/format.h"
+#include "ptscope/output_file.h"
 
 namespace ptscope::format {
 namespace {
 
 // Below this, lz4 framing overhead rarely pays off.
 constexpr size_t kMinCompressSize = 64;
-
-Error ErrnoError(const std::string& path, const char* what, int err) {
-  Errc code = ErrcFromErrno(err);
-  return MakeError(code, path + ": " + what + ": " + std::strerror(err));
-}
-
-// Writes all of `bytes` (one write(2) in practice; loops only on short writes / EINTR).
-Status WriteAll(int fd, const std::string& path, const uint8_t* bytes, size_t size) {
-  while (size > 0) {
-    ssize_t n = ::write(fd, bytes, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(path, "write failed", errno);
-    }
-    bytes += n;
-    size -= static_cast<size_t>(n);
-  }
-  return Ok();
-}
 
 std::vector<uint8_t> EncodeFileHeader(const FileHeader& h) {
   std::vector<uint8_t> out;
@@ -81,45 +59,37 @@ void FinishChunk(std::vector<uint8_t>& buf, ChunkType type, uint16_t flags, uint
 
 }  // namespace
 
-ArchiveWriter::ArchiveWriter(std::string path, int fd, WriterOptions options)
-    : path_(std::move(path)), fd_(fd), options_(options) {}
+ArchiveWriter::ArchiveWriter(std::unique_ptr<OutputFile> file, WriterOptions options)
+    : file_(std::move(file)), options_(options) {}
 
-ArchiveWriter::~ArchiveWriter() {
-  if (fd_ >= 0) ::close(fd_);  // no End chunk: the archive reads back as incomplete
-}
+// Without Close() there is no End chunk: the archive reads back as incomplete.
+ArchiveWriter::~ArchiveWriter() = default;
+
+const std::string& ArchiveWriter::path() const { return file_->path(); }
 
 Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path,
                                                              const WriterOptions& options) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return ErrnoError(path, "cannot create archive", errno);
-  // An existing file keeps its old mode through O_TRUNC; captures may hold secrets, so force 0600.
-  if (::fchmod(fd, 0600) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoError(path, "cannot set mode 0600", err);
-  }
+  PTSCOPE_ASSIGN_OR_RETURN(OutputFile created, OutputFile::CreateInPlace(path, 0600));
+  auto file = std::make_unique<OutputFile>(std::move(created));
   FileHeader header;
   header.features = options.features;
   header.created_unix_ns = options.created_unix_ns ? options.created_unix_ns : NowUnixNs();
   std::vector<uint8_t> bytes = EncodeFileHeader(header);
-  Status written = WriteAll(fd, path, bytes.data(), bytes.size());
-  if (!written) {
-    ::close(fd);
+  if (Status written = file->Write(bytes.data(), bytes.size()); !written) {
+    file->Discard();  // not even a header: nothing a reader could use
     return std::move(written).error();
   }
-  std::unique_ptr<ArchiveWriter> writer(new ArchiveWriter(path, fd, options));
-  writer->bytes_written_ = bytes.size();
-  return writer;
+  return std::unique_ptr<ArchiveWriter>(new ArchiveWriter(std::move(file), options));
 }
 
 Status ArchiveWriter::Write(const Chunk& chunk) {
-  if (fd_ < 0) return MakeError(Errc::kInvalidArgument, path_ + ": archive already closed");
+  if (!file_->is_open()) return MakeError(Errc::kInvalidArgument, path() + ": archive already closed");
   std::vector<uint8_t> buf(layout::kChunkHeaderSize);
   EncodePayload(chunk, buf);
   uint64_t raw_size = buf.size() - layout::kChunkHeaderSize;
   if (raw_size > layout::kMaxChunkRawSize) {
     return MakeError(Errc::kInvalidArgument,
-                     path_ + ": " + ChunkTypeName(TypeOf(chunk)) + " chunk of " +
+                     path() + ": " + ChunkTypeName(TypeOf(chunk)) + " chunk of " +
                          std::to_string(raw_size) + " bytes exceeds the 1 GiB chunk limit; " +
                          "split the data into several chunks");
   }
@@ -138,40 +108,36 @@ Status ArchiveWriter::Write(const Chunk& chunk) {
     }
   }
   FinishChunk(buf, TypeOf(chunk), flags, raw_size);
-  if (Status written = WriteAll(fd_, path_, buf.data(), buf.size()); !written) {
+  const uint64_t before = file_->bytes_written();
+  if (Status written = file_->Write(buf.data(), buf.size()); !written) {
     // Cut a partly written chunk off again (e.g. after ENOSPC), so that chunks written later by
     // a caller that retries do not land behind a torn one where readers would never reach them.
-    if (::ftruncate(fd_, static_cast<off_t>(bytes_written_)) == 0) {
-      ::lseek(fd_, static_cast<off_t>(bytes_written_), SEEK_SET);
-    }
-    return written;
+    (void)file_->TruncateTo(before);
+    return MakeError(written.error().code,
+                     written.error().message + "; the " + std::to_string(chunks_written_) +
+                         (chunks_written_ == 1 ? " chunk written before stays"
+                                               : " chunks written before stay") +
+                         " readable (the archive is incomplete)");
   }
-  if (options_.sync_each_chunk && ::fdatasync(fd_) != 0) {
-    return ErrnoError(path_, "fdatasync failed", errno);
-  }
+  if (options_.sync_each_chunk) PTSCOPE_TRY(file_->Sync());
   ++chunks_written_;
-  bytes_written_ += buf.size();
   return Ok();
 }
 
+uint64_t ArchiveWriter::bytes_written() const { return file_->bytes_written(); }
+
 Status ArchiveWriter::Flush() {
-  if (fd_ < 0) return MakeError(Errc::kInvalidArgument, path_ + ": archive already closed");
-  if (::fdatasync(fd_) != 0) return ErrnoError(path_, "fdatasync failed", errno);
-  return Ok();
+  if (!file_->is_open()) return MakeError(Errc::kInvalidArgument, path() + ": archive already closed");
+  return file_->Sync();
 }
 
 Status ArchiveWriter::Close() {
-  if (fd_ < 0) return MakeError(Errc::kInvalidArgument, path_ + ": archive already closed");
+  if (!file_->is_open()) return MakeError(Errc::kInvalidArgument, path() + ": archive already closed");
   PTSCOPE_TRY(Write(EndChunk{chunks_written_}));
-  int fd = fd_;
-  fd_ = -1;
-  if (options_.sync_each_chunk && ::fdatasync(fd) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoError(path_, "fdatasync failed", err);
-  }
-  if (::close(fd) != 0) return ErrnoError(path_, "close failed", errno);
-  return Ok();
+  if (options_.sync_each_chunk) PTSCOPE_TRY(file_->Sync());
+  return file_->Commit();
 }
+
+void ArchiveWriter::Discard() { file_->Discard(); }
 
 }  // namespace ptscope::format

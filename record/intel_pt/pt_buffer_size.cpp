@@ -1,7 +1,7 @@
 #include <charconv>
 
 #include "perf_event.h"
-#include "pt_session.h"
+#include "kernel_source.h"
 
 namespace ptscope::record {
 

@@ -120,7 +120,7 @@ perf_event_attr BuildPtAttr(const PtConfig& config, const PtAttrRequest& request
   attr.size = sizeof attr;
   attr.type = request.pmu_type;
   attr.config = EncodePtConfig(config);
-  attr.sample_type = kPtEventSampleType;
+  attr.sample_type = kSidebandSampleType;  // its AUX/ITRACE_START records join the sideband
   attr.sample_id_all = 1;
   attr.disabled = 1;
   attr.enable_on_exec = request.enable_on_exec ? 1 : 0;

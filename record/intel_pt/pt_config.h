@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ptscope/result.h"
+#include "sideband_layout.h"
 
 namespace ptscope::record {
 
@@ -58,9 +59,6 @@ Result<PtConfig> ResolvePtConfig(const PtOptions& options,
                                  const std::map<std::string, std::string>& caps);
 uint64_t EncodePtConfig(const PtConfig& config);
 
-// sample_type of the intel_pt event: its AUX/ITRACE_START records join the sideband (0x10086).
-inline constexpr uint64_t kPtEventSampleType =
-    PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER;
 
 struct PtAttrRequest {
   uint32_t pmu_type = 0;

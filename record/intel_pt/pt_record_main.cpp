@@ -8,8 +8,9 @@
 #include <vector>
 
 #include "host_info.h"
-#include "pt_session.h"
-#include "pt_target.h"
+#include "kernel_source.h"
+#include "session.h"
+#include "target.h"
 
 namespace po = boost::program_options;
 using namespace ptscope;
@@ -17,6 +18,7 @@ using namespace ptscope::record;
 
 namespace {
 
+constexpr const char* kToolVersion = "0.1.0";
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitNoPt = 2;
@@ -73,10 +75,19 @@ int RunCheck(const HostFacts& facts, const po::variables_map& vm) {
   return ok ? kExitOk : kExitNoPt;
 }
 
-Result<RecordOptions> BuildOptions(const po::variables_map& vm, std::vector<std::string> program,
-                                   const std::string& command_line) {
-  RecordOptions o;
+struct Options {
+  SessionOptions session;
+  KernelSourceOptions source;
+};
+
+Result<Options> BuildOptions(const po::variables_map& vm, std::vector<std::string> program,
+                             const std::string& command_line) {
+  Options options;
+  SessionOptions& o = options.session;
+  KernelSourceOptions& k = options.source;
   o.command_line = command_line;
+  o.tool_version = kToolVersion;
+  o.drop_privileges = true;
   int modes = (program.empty() ? 0 : 1) + (vm.count("pid") ? 1 : 0) + (vm.count("all-cpus") ? 1 : 0);
   if (modes != 1)
     return MakeError(Errc::kInvalidArgument,
@@ -84,28 +95,28 @@ Result<RecordOptions> BuildOptions(const po::variables_map& vm, std::vector<std:
   if (!vm.count("output")) return MakeError(Errc::kInvalidArgument, "-o OUT.ptar is required");
   o.output = vm["output"].as<std::string>();
   if (!program.empty()) {
-    o.mode = RecordOptions::Mode::kRun;
+    o.mode = SourceSettings::Mode::kRun;
     o.argv = std::move(program);
   } else if (vm.count("pid")) {
-    o.mode = RecordOptions::Mode::kAttach;
+    o.mode = SourceSettings::Mode::kAttach;
     PTSCOPE_ASSIGN_OR_RETURN(o.pids, ParsePidList(vm["pid"].as<std::string>()));
   } else {
-    o.mode = RecordOptions::Mode::kAllCpus;
+    o.mode = SourceSettings::Mode::kAllCpus;
   }
-  o.full = vm.count("full") > 0;
-  o.sideband_only = vm.count("sideband-only") > 0;
+  k.sideband_only = vm.count("sideband-only") > 0;
+  o.snapshot = vm.count("full") == 0 && !k.sideband_only;
   o.embed_binaries = vm.count("embed-binaries") > 0;
   o.multi_snapshot = vm.count("multi-snapshot") > 0;
   if (vm.count("snapshot-size")) {
-    PTSCOPE_ASSIGN_OR_RETURN(o.aux_bytes, ParseBufferSize(vm["snapshot-size"].as<std::string>()));
+    PTSCOPE_ASSIGN_OR_RETURN(k.aux_bytes, ParseBufferSize(vm["snapshot-size"].as<std::string>()));
   }
-  PTSCOPE_ASSIGN_OR_RETURN(o.pt.timing, ParseTiming(vm["timing"].as<std::string>()));
-  if (vm.count("psb-period")) o.pt.psb_period = vm["psb-period"].as<uint32_t>();
-  if (vm.count("mtc-period")) o.pt.mtc_period = vm["mtc-period"].as<uint32_t>();
-  if (vm.count("cyc-thresh")) o.pt.cyc_thresh = vm["cyc-thresh"].as<uint32_t>();
-  o.pt.no_retcomp = vm.count("no-retcomp") > 0;
-  o.pt.kernel = vm.count("kernel") > 0;
-  if (vm.count("filter")) o.filter = vm["filter"].as<std::string>();
+  PTSCOPE_ASSIGN_OR_RETURN(k.pt.timing, ParseTiming(vm["timing"].as<std::string>()));
+  if (vm.count("psb-period")) k.pt.psb_period = vm["psb-period"].as<uint32_t>();
+  if (vm.count("mtc-period")) k.pt.mtc_period = vm["mtc-period"].as<uint32_t>();
+  if (vm.count("cyc-thresh")) k.pt.cyc_thresh = vm["cyc-thresh"].as<uint32_t>();
+  k.pt.no_retcomp = vm.count("no-retcomp") > 0;
+  k.pt.kernel = vm.count("kernel") > 0;
+  if (vm.count("filter")) k.filter = vm["filter"].as<std::string>();
   if (vm.count("trigger")) {
     PTSCOPE_ASSIGN_OR_RETURN(TriggerSpec spec, ParseTriggerSpec(vm["trigger"].as<std::string>()));
     o.trigger = spec;
@@ -117,9 +128,9 @@ Result<RecordOptions> BuildOptions(const po::variables_map& vm, std::vector<std:
     if (!(d > 0)) return MakeError(Errc::kInvalidArgument, "--duration must be > 0 seconds");
     o.duration_s = d;
   }
-  if (o.mode == RecordOptions::Mode::kAllCpus && o.trigger)
+  if (o.mode == SourceSettings::Mode::kAllCpus && o.trigger)
     return MakeError(Errc::kInvalidArgument, "--trigger needs a program or -p, not -a");
-  return o;
+  return options;
 }
 
 }  // namespace
@@ -154,7 +165,14 @@ int main(int argc, char** argv) {
     return kExitError;
   }
   auto note = [](const std::string& line) { std::fprintf(stderr, "pt-record: %s\n", line.c_str()); };
-  auto summary = RunRecording(*options, facts, note);
+  if (!options->source.sideband_only) {
+    if (auto missing = NoIntelPtMessage(facts)) {
+      std::fprintf(stderr, "pt-record: %s\n", missing->c_str());
+      return kExitNoPt;
+    }
+  }
+  KernelPtSource source(SystemPerfKernel(), facts, options->source, note);
+  auto summary = RunSession(options->session, source);
   if (!summary) {
     std::fprintf(stderr, "pt-record: %s\n", summary.error().message.c_str());
     return summary.error().code == Errc::kUnsupported ? kExitNoPt : kExitError;
@@ -163,8 +181,9 @@ int main(int argc, char** argv) {
   std::fprintf(stderr,
                "pt-record: wrote %s (%llu bytes): %u modules, %llu sideband bytes, %llu PT bytes, "
                "%u snapshots; stopped by %s\n",
-               options->output.c_str(), static_cast<unsigned long long>(summary->archive_bytes),
-               summary->modules, static_cast<unsigned long long>(summary->sideband_bytes),
+               options->session.output.c_str(),
+               static_cast<unsigned long long>(summary->archive_bytes), summary->modules,
+               static_cast<unsigned long long>(summary->sideband_bytes),
                static_cast<unsigned long long>(summary->pt_bytes), summary->snapshots,
                summary->reason.c_str());
   return kExitOk;

@@ -1,39 +1,38 @@
 #include "capture_writer.h"
 
 #include <sys/mman.h>
-#include <sys/stat.h>
-
-#include "elf_file.h"
 
 namespace ptscope::record {
 namespace {
 
+// Sideband waits in memory until this much is buffered (or PT is written, or a flush is asked):
+// one chunk per 64 KiB instead of one per record.
 constexpr size_t kSidebandChunkBytes = 64 * 1024;
-
-perf::RecordLayout Layout() {
-  perf::RecordLayout layout;
-  layout.sample_type = kSidebandSampleType;
-  layout.sample_id_all = true;
-  return layout;
-}
 
 }  // namespace
 
-CaptureWriter::CaptureWriter(std::unique_ptr<format::ArchiveWriter> writer)
-    : writer_(std::move(writer)) {}
+CaptureWriter::CaptureWriter(std::unique_ptr<format::ArchiveWriter> writer,
+                             const CaptureOptions& options)
+    : writer_(std::move(writer)),
+      built_id_(options.sideband_ids.empty() ? kBuiltRecordSampleId : options.sideband_ids[0]),
+      embed_binaries_(options.embed_binaries) {}
 
 CaptureWriter::~CaptureWriter() = default;
 
 Result<std::unique_ptr<CaptureWriter>> CaptureWriter::Create(const std::string& path,
-                                                             const format::WriterOptions& options) {
-  PTSCOPE_ASSIGN_OR_RETURN(auto archive, format::ArchiveWriter::Create(path, options));
-  std::unique_ptr<CaptureWriter> writer(new CaptureWriter(std::move(archive)));
+                                                             const CaptureOptions& options) {
+  PTSCOPE_ASSIGN_OR_RETURN(auto archive, format::ArchiveWriter::Create(path, options.archive));
+  std::unique_ptr<CaptureWriter> writer(new CaptureWriter(std::move(archive), options));
   format::SidebandAttrChunk attr;
   attr.attr_id = kSidebandAttrId;
   attr.sample_type = kSidebandSampleType;
   attr.sample_id_all = true;
-  attr.ids = {kSidebandSampleId};
-  PTSCOPE_TRY(writer->writer_->Write(attr));
+  attr.ids = options.sideband_ids;
+  attr.raw_attr = options.raw_attr;
+  if (Status written = writer->writer_->Write(attr); !written) {
+    writer->Discard();
+    return std::move(written).error();
+  }
   return writer;
 }
 
@@ -43,6 +42,35 @@ Status CaptureWriter::WriteMetadata(std::vector<std::pair<std::string, std::stri
   return writer_->Write(chunk);
 }
 
+Status CaptureWriter::Buffer(int32_t cpu, std::span<const uint8_t> records) {
+  modules_.Scan(records);
+  PTSCOPE_TRY(WriteNewModules());
+  std::vector<uint8_t>& pending = pending_[cpu];
+  pending.insert(pending.end(), records.begin(), records.end());
+  pending_bytes_ += records.size();
+  sideband_bytes_ += records.size();
+  if (pending_bytes_ >= kSidebandChunkBytes) return FlushSideband();
+  return Ok();
+}
+
+Status CaptureWriter::WriteNewModules() {
+  for (auto& [path, build_id] : modules_.TakeNewFiles()) {
+    if (!modules_written_.insert(path).second) continue;
+    format::ModuleChunk module = DescribeModule(path, build_id, &build_ids_);
+    if (embed_binaries_) {
+      Result<format::BlobChunk> blob = EmbedModule(module);
+      if (blob) {
+        PTSCOPE_TRY(writer_->Write(*blob));
+        module.embedded = true;
+      } else {
+        warnings_.push_back(blob.error().message);
+      }
+    }
+    PTSCOPE_TRY(writer_->Write(module));
+  }
+  return Ok();
+}
+
 Status CaptureWriter::AddRecord(const perf::Record& record, uint32_t pid, uint32_t tid,
                                 uint64_t time, uint32_t cpu) {
   perf::Record copy = record;
@@ -50,14 +78,17 @@ Status CaptureWriter::AddRecord(const perf::Record& record, uint32_t pid, uint32
   id.pid = pid;
   id.tid = tid;
   id.time = time;
-  id.id = kSidebandSampleId;
+  id.id = built_id_;
   id.cpu = cpu;
   copy.sample_id = id;
-  const std::vector<uint8_t> bytes = perf::BuildRecord(copy, Layout());
-  sideband_.insert(sideband_.end(), bytes.begin(), bytes.end());
+  const std::vector<uint8_t> bytes = perf::BuildRecord(copy, SidebandLayout());
   ++sideband_records_;
-  if (sideband_.size() >= kSidebandChunkBytes) return FlushSideband();
-  return Ok();
+  return Buffer(-1, bytes);
+}
+
+Status CaptureWriter::AddRawRecords(std::span<const uint8_t> records, int32_t cpu) {
+  if (records.empty()) return Ok();
+  return Buffer(cpu, records);
 }
 
 Status CaptureWriter::AddComm(uint32_t pid, uint32_t tid, const std::string& comm, bool exec,
@@ -85,20 +116,6 @@ Status CaptureWriter::AddExit(uint32_t pid, uint32_t ppid, uint32_t tid, uint32_
   return AddRecord(record, pid, tid, time);
 }
 
-const ModuleInfo& CaptureWriter::Module(const std::string& path) {
-  auto it = modules_.find(path);
-  if (it != modules_.end()) return it->second;
-  ModuleInfo info;
-  info.path = path;
-  struct stat st {};
-  if (stat(path.c_str(), &st) == 0) {
-    info.size = static_cast<uint64_t>(st.st_size);
-    info.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  }
-  if (auto elf = ElfFile::Open(path)) info.build_id = elf->build_id();
-  return modules_.emplace(path, std::move(info)).first->second;
-}
-
 Status CaptureWriter::AddMapping(uint32_t pid, uint32_t tid, const MapEntry& map, uint64_t time) {
   perf::MmapRecord mmap;
   mmap.pid = pid;
@@ -114,18 +131,8 @@ Status CaptureWriter::AddMapping(uint32_t pid, uint32_t tid, const MapEntry& map
   record.type = perf::kRecordMmap2;
   record.misc = perf::kMiscUser;
   if (map.is_file()) {
-    const ModuleInfo& module = Module(map.path);
-    mmap.build_id = module.build_id;
-    if (!module.build_id.empty()) record.misc |= perf::kMiscMmapBuildId;
-    if (!module_written_[map.path] && map.exec) {
-      module_written_[map.path] = true;
-      format::ModuleChunk chunk;
-      chunk.path = module.path;
-      chunk.build_id = module.build_id;
-      chunk.size = module.size;
-      chunk.mtime_ns = module.mtime_ns;
-      PTSCOPE_TRY(writer_->Write(chunk));
-    }
+    mmap.build_id = build_ids_.Get(map.path, static_cast<int>(pid), &map);
+    if (!mmap.build_id.empty()) record.misc |= perf::kMiscMmapBuildId;
   }
   if (mmap.build_id.empty()) {
     mmap.maj = map.dev_major;
@@ -136,7 +143,8 @@ Status CaptureWriter::AddMapping(uint32_t pid, uint32_t tid, const MapEntry& map
   return AddRecord(record, pid, tid, time);
 }
 
-Status CaptureWriter::WritePtData(const format::PtDataChunk& chunk) {
+Status CaptureWriter::WritePt(const format::PtDataChunk& chunk) {
+  PTSCOPE_TRY(FlushSideband());
   pt_bytes_ += chunk.data.size();
   return writer_->Write(chunk);
 }
@@ -144,18 +152,24 @@ Status CaptureWriter::WritePtData(const format::PtDataChunk& chunk) {
 Status CaptureWriter::WriteChunk(const format::Chunk& chunk) { return writer_->Write(chunk); }
 
 Status CaptureWriter::FlushSideband() {
-  if (sideband_.empty()) return Ok();
-  format::SidebandChunk chunk;
-  chunk.attr_id = kSidebandAttrId;
-  chunk.cpu = -1;
-  chunk.records = std::move(sideband_);
-  sideband_.clear();
-  return writer_->Write(chunk);
+  for (auto& [cpu, records] : pending_) {
+    if (records.empty()) continue;
+    format::SidebandChunk chunk;
+    chunk.attr_id = kSidebandAttrId;
+    chunk.cpu = cpu;
+    chunk.records = std::move(records);
+    records.clear();
+    PTSCOPE_TRY(writer_->Write(chunk));
+  }
+  pending_bytes_ = 0;
+  return Ok();
 }
 
 Status CaptureWriter::Close() {
   PTSCOPE_TRY(FlushSideband());
   return writer_->Close();
 }
+
+void CaptureWriter::Discard() { writer_->Discard(); }
 
 }  // namespace ptscope::record

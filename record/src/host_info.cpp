@@ -289,6 +289,25 @@ CheckLine ContainerLine(const HostFacts& f) {
 
 }  // namespace
 
+std::vector<std::pair<std::string, std::string>> CpuMetadata(const CpuIdentity& cpu) {
+  return {{"cpu.vendor", cpu.vendor},
+          {"cpu.family", std::to_string(cpu.family)},
+          {"cpu.model", std::to_string(cpu.model)},
+          {"cpu.stepping", std::to_string(cpu.stepping)}};
+}
+
+std::vector<std::pair<std::string, std::string>> PtHostMetadata(const HostFacts& f) {
+  std::vector<std::pair<std::string, std::string>> m;
+  if (f.cpu.leaf15) {
+    m.emplace_back("pt.cpuid15_eax", std::to_string(f.cpu.leaf15->eax));
+    m.emplace_back("pt.cpuid15_ebx", std::to_string(f.cpu.leaf15->ebx));
+  }
+  if (f.pt.max_nonturbo_ratio)
+    m.emplace_back("pt.max_nonturbo_ratio", std::to_string(*f.pt.max_nonturbo_ratio));
+  for (const auto& [name, value] : f.pt.caps) m.emplace_back("pt.caps." + name, value);
+  return m;
+}
+
 std::vector<CheckLine> EvaluateHost(const HostFacts& f, const RecordingNeeds& needs) {
   return {CpuLine(f),       HypervisorLine(f),      PmuLine(f),       KernelLine(f),
           ParanoidLine(f, needs), PrivilegeLine(f), MlockLine(f, needs), ContainerLine(f)};

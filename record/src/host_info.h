@@ -94,6 +94,11 @@ std::string FormatCheckLine(const CheckLine& line);   // "OK      name: detail" 
 // pt-emulate; nullopt when the PMU is there.
 std::optional<std::string> NoIntelPtMessage(const HostFacts& facts);
 
+// Archive metadata: cpu.vendor, cpu.family, cpu.model, cpu.stepping.
+std::vector<std::pair<std::string, std::string>> CpuMetadata(const CpuIdentity& cpu);
+// Archive metadata of the host's Intel PT: pt.cpuid15_*, pt.max_nonturbo_ratio, pt.caps.*.
+std::vector<std::pair<std::string, std::string>> PtHostMetadata(const HostFacts& facts);
+
 // Kernel version "6.1.0-18-amd64" → {6, 1}; {0, 0} when unparsable.
 std::pair<int, int> KernelVersion(const std::string& release);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "perf_kernel.h"
 #include "perf_ring.h"
 #include "ptscope/result.h"
 
@@ -15,8 +16,9 @@ namespace ptscope::record {
 class PerfEvent {
  public:
   // `what` names the event in messages ("intel_pt for tid 123"). pid -1 = every task (needs cpu).
-  static Result<PerfEvent> Open(const perf_event_attr& attr, int pid, int cpu,
-                                const std::string& what);
+  // On failure `*open_errno` (if given) receives the call's errno (ESRCH, EMFILE, EINVAL...).
+  static Result<PerfEvent> Open(PerfKernel& kernel, const perf_event_attr& attr, int pid,
+                                int cpu, const std::string& what, int* open_errno = nullptr);
   PerfEvent() = default;
   PerfEvent(PerfEvent&& other) noexcept;
   PerfEvent& operator=(PerfEvent&& other) noexcept;
@@ -33,6 +35,8 @@ class PerfEvent {
 
   Status Enable();
   Status Disable();
+  // PERF_EVENT_IOC_SET_FILTER (Intel PT address filters).
+  Status SetFilter(const std::string& filter);
   Result<uint64_t> Id() const;  // PERF_EVENT_IOC_ID: the sample id in IDENTIFIER
 
   int fd() const { return fd_; }
@@ -45,6 +49,7 @@ class PerfEvent {
 
  private:
   void Release();
+  PerfKernel* kernel_ = nullptr;
   int fd_ = -1;
   std::string what_;
   void* base_ = nullptr;

@@ -9,20 +9,13 @@
 
 namespace ptscope::record {
 
-perf::RecordLayout SidebandLayout() {
-  perf::RecordLayout layout;
-  layout.sample_type = kSidebandSampleTypeBits;
-  layout.sample_id_all = true;
-  return layout;
-}
-
 perf_event_attr BuildSidebandAttr(const SidebandAttrOptions& options) {
   perf_event_attr attr;
   std::memset(&attr, 0, sizeof attr);
   attr.size = sizeof attr;
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_DUMMY;
-  attr.sample_type = kSidebandSampleTypeBits;
+  attr.sample_type = kSidebandSampleType;
   attr.sample_id_all = 1;
   attr.mmap = 1;
   attr.mmap2 = 1;

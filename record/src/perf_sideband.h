@@ -15,13 +15,10 @@
 #include "proc_maps.h"
 #include "ptscope/perf_records.h"
 #include "ptscope/result.h"
+#include "sideband_layout.h"
 
 namespace ptscope::record {
 
-// TID|TIME|CPU|IDENTIFIER: the agreed sideband layout (0x10086), sample_id_all set.
-inline constexpr uint64_t kSidebandSampleTypeBits =
-    PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER;
-perf::RecordLayout SidebandLayout();
 
 struct SidebandAttrOptions {
   bool inherit = true;         // follow threads and children created later (needs cpu >= 0)

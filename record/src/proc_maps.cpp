@@ -226,4 +226,17 @@ const MapEntry* FindMapping(const std::vector<MapEntry>& maps, uint64_t address)
   return nullptr;
 }
 
+Result<std::string> ProcessExePath(int pid) {
+  std::string link = ProcDir(pid) + "/exe";
+  char buf[4096];
+  ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
+  if (n <= 0) return MakeError(Errc::kPermission, link + ": " + std::strerror(errno));
+  std::string path(buf, static_cast<size_t>(n));
+  const std::string deleted = " (deleted)";
+  if (path.size() > deleted.size() &&
+      path.compare(path.size() - deleted.size(), deleted.size(), deleted) == 0)
+    path.resize(path.size() - deleted.size());
+  return path;
+}
+
 }  // namespace ptscope::record

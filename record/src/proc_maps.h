@@ -50,6 +50,9 @@ std::vector<int> ListProcesses();
 // The online CPUs from /sys/devices/system/cpu/online ("0-3,6").
 Result<std::vector<int>> OnlineCpus();
 
+// The executable of process `pid` (/proc/PID/exe, without the kernel's " (deleted)" suffix).
+Result<std::string> ProcessExePath(int pid);
+
 // The first "[vdso]" mapping, or nullptr.
 const MapEntry* FindVdso(const std::vector<MapEntry>& maps);
 

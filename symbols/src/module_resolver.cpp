@@ -239,16 +239,17 @@ std::string ModuleResolver::FindDebuglinkFile(const Candidate& code,
 
 std::string ModuleResolver::FindDebugFile(const Candidate& code,
                                           const std::vector<uint8_t>& build_id,
-                                          const std::string& recorded_path) {
+                                          const std::string& recorded_path, std::string& origin) {
   std::string hex = format::ToHex(build_id);
   auto embedded = embedded_debug_.find(hex);
+  origin = "archive";
   if (!hex.empty() && embedded != embedded_debug_.end()) return embedded->second;
   std::vector<std::string> dirs = symbol_dirs_;
   dirs.push_back("/usr/lib/debug");
   std::string relative = BuildIdRelative(hex);
-  for (const std::string& dir : dirs) {
-    if (relative.empty()) break;
-    if (auto found = Probe(dir + "/" + relative + ".debug", build_id, true)) return found->path;
+  for (size_t i = 0; i < dirs.size() && !relative.empty(); ++i) {
+    origin = i < symbol_dirs_.size() ? "--symbols " + dirs[i] : dirs[i];
+    if (auto found = Probe(dirs[i] + "/" + relative + ".debug", build_id, true)) return found->path;
   }
   ScanSymbolDirs();
   auto range = scanned_files_.equal_range(hex);
@@ -259,21 +260,25 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
                   (found->elf.code_is_nobits || !code.elf.has_symtab ||
                    (found->elf.has_debug_info && !code.elf.has_debug_info));
     if (better && found->path != code.path) {
+      origin = "--symbols";
       return found->path;
     }
   }
   if (std::string linked = FindDebuglinkFile(code, build_id, recorded_path); !linked.empty()) {
+    origin = ".gnu_debuglink";
     return linked;
   }
   if (debuginfod_ != nullptr && !hex.empty() && !code.elf.has_debug_info) {
     Result<std::string> fetched = debuginfod_->FetchDebugInfo(build_id, recorded_path);
     if (fetched) {
+      origin = "debuginfod";
       if (auto found = Probe(*fetched, build_id, true)) return found->path;
     } else if (fetched.error().code != Errc::kNotFound) {
       Note(fetched.error().message);
     }
   }
   if (!code.elf.has_symtab && !code.elf.has_debug_info) NoteRefusedByName(recorded_path, build_id);
+  origin = "code file";
   return code.path;  // the binary itself: its symbol table (and DWARF, if not stripped)
 }
 
@@ -285,8 +290,12 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
 // ids do not match the skeleton units. (.dwo files are only looked up at DW_AT_comp_dir.)
 std::string ModuleResolver::AttachDwp(const std::string& debug_path, const std::string& hex,
                                       const std::string& recorded_path,
-                                      const std::string& code_path) {
-  if (debug_path.empty() || IsRegularFile(debug_path + ".dwp")) return debug_path;
+                                      const std::string& code_path, std::string& dwp_path) {
+  if (debug_path.empty()) return debug_path;
+  if (IsRegularFile(debug_path + ".dwp")) {
+    dwp_path = debug_path + ".dwp";
+    return debug_path;
+  }
   std::vector<std::string> candidates;
   if (!recorded_path.empty()) candidates.push_back(recorded_path + ".dwp");
   candidates.push_back(code_path + ".dwp");
@@ -302,7 +311,10 @@ std::string ModuleResolver::AttachDwp(const std::string& debug_path, const std::
     if (!IsRegularFile(dwp) || !EnsureTempDir()) continue;
     std::error_code ec;
     std::string link = temp_dir_ + "/" + (hex.empty() ? std::string("nobuildid") : hex) + ".split";
-    if (fs::is_symlink(link + ".dwp", ec)) return link;  // same build id, attached before
+    if (fs::is_symlink(link + ".dwp", ec)) {  // same build id, attached before
+      dwp_path = fs::read_symlink(link + ".dwp", ec).string();
+      return link;
+    }
     fs::create_symlink(fs::absolute(debug_path, ec), link, ec);
     if (!ec) fs::create_symlink(fs::absolute(dwp, ec), link + ".dwp", ec);
     if (ec) {
@@ -310,6 +322,7 @@ std::string ModuleResolver::AttachDwp(const std::string& debug_path, const std::
            "); inlined frames and lines of split DWARF units are missing");
       return debug_path;
     }
+    dwp_path = fs::absolute(dwp, ec).string();
     return link;
   }
   return debug_path;
@@ -358,8 +371,9 @@ const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
   ModuleFiles files;
   if (!code) NoteRefusedByName(recorded_path, build_id);
   if (code) {
-    files.debug_path = FindDebugFile(*code, build_id, recorded_path);
-    files.debug_path = AttachDwp(files.debug_path, hex, recorded_path, code->path);
+    files.debug_path = FindDebugFile(*code, build_id, recorded_path, files.debug_origin);
+    files.debug_path =
+        AttachDwp(files.debug_path, hex, recorded_path, code->path, files.dwp_path);
     files.code_path = code->path;
     files.code_elf = std::move(code->elf);
     files.code_origin = origin;

@@ -42,7 +42,7 @@ Status StreamOutput::Flush(uint64_t reference_tsc) {
   chunk.data = std::move(pending_);
   pending_.clear();
   pending_offset_ = total_;
-  return writer_->WritePtData(chunk);
+  return writer_->WritePt(chunk);
 }
 
 Status StreamOutput::WriteSnapshot(uint32_t index, uint64_t reference_tsc) {
@@ -53,7 +53,7 @@ Status StreamOutput::WriteSnapshot(uint32_t index, uint64_t reference_tsc) {
   chunk.flags = format::kPtSnapshot | (ring_.start_offset() > 0 ? uint32_t{format::kPtOverwritten} : 0u);
   chunk.snapshot_index = index;
   chunk.data.assign(bytes.begin(), bytes.end());
-  return writer_->WritePtData(chunk);
+  return writer_->WritePt(chunk);
 }
 
 }  // namespace ptscope::emulate

@@ -17,9 +17,6 @@
 
 namespace ptscope::emulate {
 
-volatile std::sig_atomic_t g_stop_requested = 0;
-volatile std::sig_atomic_t g_snapshot_requested = 0;
-
 namespace {
 
 constexpr unsigned kPtraceOptions = PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC |
@@ -157,57 +154,9 @@ Status Tracer::StartProcess(pid_t pid, pid_t tid, bool exec) {
   return Ok();
 }
 
-Status Tracer::Launch() {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return MakeError(Errc::kIo, "pipe2 failed");
-  const pid_t pid = fork();
-  if (pid < 0) return MakeError(Errc::kIo, std::string("fork failed: ") + std::strerror(errno));
-  if (pid == 0) {
-    close(pipe_fds[0]);
-    raise(SIGSTOP);  // wait here until the parent has seized us
-    std::vector<char*> argv;
-    for (const auto& arg : options_.command) argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    const int err = errno;
-    (void)!write(pipe_fds[1], &err, sizeof(err));
-    _exit(127);
-  }
-  close(pipe_fds[1]);
+Status Tracer::AdoptLaunched(pid_t pid) {
   launched_pid_ = pid;
-  int status = 0;
-  if (waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
-    close(pipe_fds[0]);
-    return MakeError(Errc::kInternal, "the child process did not start");
-  }
-  if (ptrace(PTRACE_SEIZE, pid, nullptr, PtraceOptions()) != 0) {
-    Error err = PtraceError("cannot trace child", pid);
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    close(pipe_fds[0]);
-    return err;
-  }
-  kill(pid, SIGCONT);
-  // Let it run (untraced) until its exec completes.
-  for (;;) {
-    if (waitpid(pid, &status, __WALL) != pid) {
-      if (errno == EINTR) continue;
-      close(pipe_fds[0]);
-      return MakeError(Errc::kInternal, "waitpid on the child failed");
-    }
-    if (WIFEXITED(status) || WIFSIGNALED(status)) {
-      int err = 0;
-      const bool got = read(pipe_fds[0], &err, sizeof(err)) == sizeof(err);
-      close(pipe_fds[0]);
-      return MakeError(Errc::kNotFound, "cannot run " + options_.command[0] + ": " +
-                                            (got ? std::strerror(err) : "it exited before exec"));
-    }
-    if ((status >> 16) == PTRACE_EVENT_EXEC) break;
-    const int sig = WSTOPSIG(status);
-    const bool deliver = (status >> 16) == 0 && sig != SIGCONT && sig != SIGSTOP;
-    ptrace(PTRACE_CONT, pid, nullptr, deliver ? sig : 0);
-  }
-  close(pipe_fds[0]);
+  started_ns_ = MonotonicNs();
   PTSCOPE_TRY(StartProcess(pid, pid, true));
   Thread& t = AddThread(pid, pid);
   ptrace(PTRACE_GETREGS, pid, nullptr, &t.regs);
@@ -220,36 +169,39 @@ Status Tracer::Launch() {
   return Ok();
 }
 
-Status Tracer::Attach() {
-  for (pid_t pid : options_.pids) {
-    // Seize every thread; list again until no new thread appeared meanwhile.
-    std::vector<int> seized;
-    for (int round = 0; round < 10; ++round) {
-      PTSCOPE_ASSIGN_OR_RETURN(auto tids, record::ListThreads(pid));
-      bool added = false;
-      for (int tid : tids) {
-        if (std::find(seized.begin(), seized.end(), tid) != seized.end()) continue;
-        if (ptrace(PTRACE_SEIZE, tid, nullptr, PtraceOptions() & ~PTRACE_O_EXITKILL) != 0) {
-          if (errno == ESRCH && !seized.empty()) continue;  // that thread just exited
-          return PtraceError("cannot attach to", tid);
-        }
-        ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
-        seized.push_back(tid);
-        added = true;
+Result<std::vector<int>> SeizeThreads(pid_t pid, unsigned ptrace_options) {
+  // Seize every thread; list again until no new thread appeared meanwhile.
+  std::vector<int> seized;
+  for (int round = 0; round < 10; ++round) {
+    PTSCOPE_ASSIGN_OR_RETURN(auto tids, record::ListThreads(pid));
+    bool added = false;
+    for (int tid : tids) {
+      if (std::find(seized.begin(), seized.end(), tid) != seized.end()) continue;
+      if (ptrace(PTRACE_SEIZE, tid, nullptr, ptrace_options & ~PTRACE_O_EXITKILL) != 0) {
+        if (errno == ESRCH && !seized.empty()) continue;  // that thread just exited
+        return PtraceError("cannot attach to", tid);
       }
-      if (!added) break;
+      ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
+      seized.push_back(tid);
+      added = true;
     }
-    PTSCOPE_TRY(StartProcess(pid, pid, false));
-    for (int tid : seized) {
-      Thread& t = AddThread(tid, pid);
-      t.running = true;  // its interrupt stop is on the way
-      if (tid != pid) {
-        PTSCOPE_TRY(writer_->AddComm(static_cast<uint32_t>(pid), static_cast<uint32_t>(tid),
-                                     Comm(pid, tid), false, Ns()));
-      }
-    }
-    if (!stepping_ && !seized.empty()) PTSCOPE_TRY(ArmStartAt(*Process(pid), *threads_[pid]));
+    if (!added) break;
   }
+  return seized;
+}
+
+Status Tracer::AdoptAttached(pid_t pid, const std::vector<int>& tids) {
+  if (started_ns_ == 0) started_ns_ = MonotonicNs();
+  PTSCOPE_TRY(StartProcess(pid, pid, false));
+  for (int tid : tids) {
+    Thread& t = AddThread(tid, pid);
+    t.running = true;  // its interrupt stop is on the way
+    if (tid != pid) {
+      PTSCOPE_TRY(writer_->AddComm(static_cast<uint32_t>(pid), static_cast<uint32_t>(tid),
+                                   Comm(pid, tid), false, Ns()));
+    }
+  }
+  if (!stepping_ && !tids.empty()) PTSCOPE_TRY(ArmStartAt(*Process(pid), *threads_[pid]));
   return Ok();
 }
 
@@ -272,12 +224,14 @@ Status Tracer::ArmStartAt(ProcessState& process, Thread& t) {
   return Ok();
 }
 
-unsigned Tracer::PtraceOptions() const {
+unsigned PtraceOptionsFor(const EmulateOptions& options) {
   // Per-CPU mode resumes a thread at a syscall with PTRACE_SYSCALL: its entry stop switches it
   // out (TRACESYSGOOD tells that stop from a step trap).
-  return kPtraceOptions | (options_.follow_fork ? PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK : 0) |
-         (per_cpu() ? PTRACE_O_TRACESYSGOOD : 0);
+  return kPtraceOptions | (options.follow_fork ? PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK : 0) |
+         (options.cpus > 0 ? PTRACE_O_TRACESYSGOOD : 0);
 }
+
+unsigned Tracer::PtraceOptions() const { return PtraceOptionsFor(options_); }
 
 void Tracer::Resume(Thread& t, int signal) {
   if (stopping_) {  // leave it stopped for the detach; its signal goes with the detach
@@ -300,7 +254,7 @@ void Tracer::CountRetired(Thread& t) {
 }
 
 void Tracer::SampleTimeSync() {
-  summary_.time_sync.push_back({clock_, MonotonicNs()});
+  time_sync_.push_back({clock_, MonotonicNs()});
   next_time_sync_ = summary_.instructions + kTimeSyncEvery;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "capture_writer.h"
+#include "pt_source.h"
 #include "cpu_scheduler.h"
 #include "process_state.h"
 #include "pt_encoder_model.h"
@@ -24,19 +25,17 @@
 
 namespace ptscope::emulate {
 
+// pt-emulate's own options; the session's (output, target, --full, --trigger...) are in
+// record::SessionOptions.
 struct EmulateOptions {
-  std::vector<std::string> command;  // run mode
-  std::vector<pid_t> pids;           // attach mode
-  std::string output;
   uint64_t snapshot_size = 4u << 20;  // 0: --full
-  std::string trigger;
+  const record::TriggerSpec* trigger = nullptr;
   bool multi_snapshot = false;
   std::string start_at;
   uint64_t max_instructions = 0;
   EncoderConfig encoder;
   double virtual_ghz = 1.0;
   bool follow_fork = false;
-  std::string ground_truth;
   uint32_t cpus = 0;            // 0: per-thread streams; N: N virtual CPUs, per-CPU streams
   uint64_t timeslice = 20000;   // per-CPU mode: instructions a thread runs before preemption
 };
@@ -48,10 +47,6 @@ struct TimeConversion {
   uint64_t zero = 0;
   uint64_t ToNs(uint64_t tsc) const { return perf::PerfTime{shift, mult, zero}.TscToNs(tsc); }
 };
-
-// Set from pt-emulate's signal handlers.
-extern volatile std::sig_atomic_t g_stop_requested;      // SIGINT/SIGTERM
-extern volatile std::sig_atomic_t g_snapshot_requested;  // SIGUSR2
 
 // Buffered "TID 0xADDRESS" lines.
 class GroundTruthWriter {
@@ -77,9 +72,14 @@ struct TraceSummary {
   uint64_t snapshots = 0;
   uint64_t unexpected_flow = 0;  // next ip impossible for the instruction: encoded as async
   double seconds = 0;
-  std::string stop_reason = "exit";
-  std::vector<std::pair<uint64_t, uint64_t>> time_sync;  // (virtual tsc, CLOCK_MONOTONIC ns)
 };
+
+// The PTRACE_O_* options the tracer works with.
+unsigned PtraceOptionsFor(const EmulateOptions& options);
+
+// PTRACE_SEIZEs every thread of process `pid` (and interrupts it), listing the threads again
+// until no new one appeared; a thread that exits meanwhile is skipped. For attach mode.
+Result<std::vector<int>> SeizeThreads(pid_t pid, unsigned ptrace_options);
 
 class Tracer {
  public:
@@ -89,9 +89,24 @@ class Tracer {
          TimeConversion time);
   ~Tracer();
 
-  Status Launch();  // fork + exec options.command under ptrace
-  Status Attach();  // PTRACE_SEIZE every thread of options.pids
-  Status Run();     // until every traced thread is gone, or tracing stops; then writes PT data
+  // PTRACE_O_* for a launched program (record::Target seizes it with them).
+  unsigned PtraceOptions() const;
+  // A launched program, seized and stopped at its exec.
+  Status AdoptLaunched(pid_t pid);
+  // An attached process whose threads SeizeThreads() seized.
+  Status AdoptAttached(pid_t pid, const std::vector<int>& tids);
+  // Steps the threads until `deadline_ns`, until a session signal arrives, or until the trigger
+  // fires (the thread that hit it stays stopped until the next call) or --max-instructions is
+  // reached (then no thread is resumed any more).
+  Result<record::SourceEvents> Run(uint64_t deadline_ns);
+  // Writes every stream's ring as snapshot `index`. `final`: tracing stops with it (at the
+  // trigger: right there; otherwise once every thread's step in flight has completed).
+  Status Snapshot(uint32_t index, bool final);
+  // Stops tracing, detaches every thread (they go on untraced), writes what is buffered.
+  Status Finish();
+  // Finish() without writing: after an error, leave the target running. Best effort.
+  void Abort();
+  uint64_t clock() const { return clock_; }
   const TraceSummary& summary() const { return summary_; }
 
  private:
@@ -140,12 +155,15 @@ class Tracer {
   Thread& AddThread(pid_t tid, pid_t pid);
   ProcessState* Process(pid_t pid);
   void Resume(Thread& t, int signal);
-  unsigned PtraceOptions() const;
-  Status TakeSnapshot(const std::string& reason, uint64_t address);
-  Status BeginStop(const std::string& reason);
+  Status TakeSnapshot(uint32_t index);
+  void BeginStop();
+  // Waits (handling stops) until no thread runs.
+  Status Quiesce();
+  Result<bool> WaitAndHandle();
   Status DetachAll();
   void DrainStepTrap(Thread& t);
-  Status WriteStreams();
+  Status WriteTimeSync();
+  uint64_t ResolveTrigger(ProcessState& process) const;
   Status ArmStartAt(ProcessState& process, Thread& t);
   Status CheckDeferred();
   void SampleTimeSync();
@@ -184,14 +202,26 @@ class Tracer {
   bool stepping_ = true;    // false until --start-at's breakpoint is hit
   bool stopping_ = false;   // detaching: resume nothing, detach when all are stopped
   bool trigger_done_ = false;
+  // The trigger fired and the session has not acted on it yet: `trigger_thread_` waits, stopped,
+  // with the signal it is to be resumed with.
+  bool trigger_pending_ = false;
+  Thread* trigger_thread_ = nullptr;
+  int trigger_signal_ = 0;
+  uint64_t trigger_ip_ = 0;
+  bool limit_reached_ = false;
   // The trigger's snapshot ended the capture: a thread whose single step was in flight then
   // completes it afterwards, but its trace stopped before that instruction (TakeSnapshot), so
   // the ground truth must stop there too.
   bool capture_ended_ = false;
+  bool done_ = false;  // Finish() or Abort() ran
+  uint64_t started_ns_ = 0;  // CLOCK_MONOTONIC when tracing began (summary: seconds)
+  std::vector<std::pair<uint64_t, uint64_t>> time_sync_;  // (virtual tsc, CLOCK_MONOTONIC ns)
+  size_t time_sync_written_ = 0;
   uint64_t start_at_address_ = 0;
   long start_at_saved_word_ = 0;
   pid_t start_at_pid_ = 0;
   uint64_t next_time_sync_ = 0;
+  uint64_t deferred_checked_at_ = 0;
   pid_t launched_pid_ = 0;
   TraceSummary summary_;
   std::vector<VirtualCpu> cpus_;

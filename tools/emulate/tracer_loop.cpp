@@ -1,6 +1,7 @@
 // The stepping loop: one waitpid per stop, one PTRACE_GETREGS, a cached decode, the encoder, and
 // PTRACE_SINGLESTEP. Everything else (maps re-reads, /proc reads) happens only at rare events.
 #include <sys/ptrace.h>
+#include <sys/time.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,59 +11,119 @@
 #include <chrono>
 #include <cstring>
 
+#include "session.h"
 #include "tracer.h"
 #include "tracer_util.h"
 
 namespace ptscope::emulate {
 
+
 namespace {
 
-std::optional<std::string> ReadWhole(const std::string& path) {
-  auto text = record::ReadProcFile(path);
-  if (!text) return std::nullopt;
-  return *text;
-}
+extern "C" void WakeOnDeadline(int) {}  // only to interrupt waitpid
+
+// While alive: the session's signals are unblocked (a blocking waitpid returns EINTR for them)
+// and SIGALRM interrupts the wait at the deadline.
+class RunWindow {
+ public:
+  explicit RunWindow(uint64_t deadline_ns) {
+    struct sigaction sa {};
+    sa.sa_handler = WakeOnDeadline;  // no SA_RESTART
+    sigaction(SIGALRM, &sa, &old_alarm_);
+    const uint64_t now = MonotonicNs();
+    const uint64_t wait = deadline_ns > now ? deadline_ns - now : 1000;
+    itimerval timer{};
+    timer.it_value.tv_sec = static_cast<time_t>(wait / 1000000000);
+    timer.it_value.tv_usec = static_cast<suseconds_t>(std::max<uint64_t>(1, wait % 1000000000 / 1000));
+    setitimer(ITIMER_REAL, &timer, nullptr);
+    sigset_t wait_mask = record::SessionSignals::WaitMask();
+    sigdelset(&wait_mask, SIGALRM);
+    sigaddset(&wait_mask, SIGCHLD);  // the per-CPU wait reads it from a signalfd
+    sigprocmask(SIG_SETMASK, &wait_mask, &old_mask_);
+  }
+  ~RunWindow() {
+    itimerval off{};
+    setitimer(ITIMER_REAL, &off, nullptr);
+    sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+    sigaction(SIGALRM, &old_alarm_, nullptr);
+  }
+
+ private:
+  sigset_t old_mask_{};
+  struct sigaction old_alarm_ {};
+};
 
 }  // namespace
 
-Status Tracer::Run() {
-  const auto start = std::chrono::steady_clock::now();
-  SampleTimeSync();
-  if (per_cpu()) PTSCOPE_TRY(OpenSigchldFd());
-  uint64_t checked_at = 0;
+Result<record::SourceEvents> Tracer::Run(uint64_t deadline_ns) {
+  if (next_time_sync_ == 0) SampleTimeSync();
+  if (per_cpu() && sigchld_fd_ < 0) PTSCOPE_TRY(OpenSigchldFd());
+  record::SourceEvents events;
+  if (trigger_pending_) {  // the session acted on the trigger: the thread that hit it goes on
+    trigger_pending_ = false;
+    if (trigger_thread_ != nullptr) Resume(*trigger_thread_, trigger_signal_);
+    trigger_thread_ = nullptr;
+  }
+  RunWindow window(deadline_ns);
+  uint64_t steps = 0;
   while (!threads_.empty()) {
-    if (g_stop_requested && !stopping_) PTSCOPE_TRY(BeginStop("signal"));
-    if (g_snapshot_requested) {
-      g_snapshot_requested = 0;
-      PTSCOPE_TRY(TakeSnapshot("usr2", 0));
-    }
+    if (record::SessionSignals::Pending()) break;
     if (stopping_ && std::none_of(threads_.begin(), threads_.end(),
                                   [](const auto& t) { return t.second->running; })) {
-      PTSCOPE_TRY(DetachAll());
+      break;  // quiesced: the session decides what follows (snapshot, finish)
+    }
+    if ((++steps & 255) == 0 && MonotonicNs() >= deadline_ns) break;
+    Result<bool> waited = WaitAndHandle();
+    if (!waited) return std::move(waited).error();
+    if (!*waited && MonotonicNs() >= deadline_ns) break;
+    if (trigger_pending_) {
+      events.trigger_hit = true;
+      events.trigger_address = trigger_ip_;
       break;
     }
-    int status = 0;
-    const pid_t tid = per_cpu() ? WaitPerCpu(&status) : waitpid(-1, &status, __WALL);
-    if (tid < 0) {
-      if (errno == EINTR) {
-        PTSCOPE_TRY(first_status_);
-        continue;
-      }
-      if (errno == ECHILD) break;
-      return MakeError(Errc::kInternal, std::string("waitpid failed: ") + std::strerror(errno));
-    }
-    PTSCOPE_TRY(HandleStop(tid, status));
-    PTSCOPE_TRY(first_status_);
-    if (summary_.instructions - checked_at >= 65536) {
-      checked_at = summary_.instructions;
-      PTSCOPE_TRY(CheckDeferred());
+    if (limit_reached_) {
+      limit_reached_ = false;
+      events.instruction_limit = true;
+      break;
     }
   }
-  summary_.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  SampleTimeSync();
-  PTSCOPE_TRY(CheckDeferred());
-  return WriteStreams();
+  if (threads_.empty()) events.target_gone = true;
+  return events;
+}
+
+// One wait: a stop handled (true), or an interrupted wait (false: a signal or the deadline).
+Result<bool> Tracer::WaitAndHandle() {
+  int status = 0;
+  const pid_t tid = per_cpu() ? WaitPerCpu(&status) : waitpid(-1, &status, __WALL);
+  if (tid < 0) {
+    if (errno == EINTR) {
+      PTSCOPE_TRY(first_status_);
+      return false;
+    }
+    if (errno == ECHILD) {  // nothing left to wait for: every thread is gone
+      for (auto& [id, t] : threads_) finished_.push_back(std::move(t));
+      threads_.clear();
+      return false;
+    }
+    return MakeError(Errc::kInternal, std::string("waitpid failed: ") + std::strerror(errno));
+  }
+  PTSCOPE_TRY(HandleStop(tid, status));
+  PTSCOPE_TRY(first_status_);
+  if (summary_.instructions - deferred_checked_at_ >= 65536) {
+    deferred_checked_at_ = summary_.instructions;
+    PTSCOPE_TRY(CheckDeferred());
+  }
+  return true;
+}
+
+Status Tracer::Quiesce() {
+  if (!stopping_) BeginStop();
+  while (std::any_of(threads_.begin(), threads_.end(),
+                     [](const auto& t) { return t.second->running; })) {
+    Result<bool> waited = WaitAndHandle();
+    if (!waited) return std::move(waited).error();
+  }
+  return Ok();
 }
 
 Status Tracer::CheckDeferred() {
@@ -243,13 +304,16 @@ Status Tracer::HandleStepTrap(Thread& t) {
     }
   }
   if (summary_.instructions >= next_time_sync_) SampleTimeSync();
-  if (t.process->trigger_address == ip && (!trigger_done_ || options_.multi_snapshot)) {
+  if (options_.trigger != nullptr && t.process->trigger_address == ip &&
+      (!trigger_done_ || options_.multi_snapshot)) {
+    // The session decides (snapshot, stop); this thread waits, stopped, until it has.
     trigger_done_ = true;
-    PTSCOPE_TRY(TakeSnapshot("trigger", ip));
-    if (!options_.multi_snapshot && options_.snapshot_size != 0) {
-      capture_ended_ = true;
-      PTSCOPE_TRY(BeginStop("trigger"));
-    }
+    trigger_pending_ = true;
+    trigger_thread_ = &t;
+    trigger_signal_ = signal;
+    trigger_ip_ = ip;
+    PTSCOPE_TRY(CheckLimits());
+    return Ok();
   }
   PTSCOPE_TRY(CheckLimits());
   Resume(t, signal);
@@ -261,7 +325,8 @@ Status Tracer::CheckLimits() {
   if (summary_.instructions >= next_time_sync_) SampleTimeSync();
   if (options_.max_instructions != 0 && summary_.instructions >= options_.max_instructions &&
       !stopping_) {
-    PTSCOPE_TRY(BeginStop("max-instructions"));
+    BeginStop();  // no thread is resumed any more; the session stops the capture
+    limit_reached_ = true;
   }
   return Ok();
 }
@@ -270,8 +335,7 @@ Status Tracer::OnSyscallRetired(Thread& t, uint64_t nr) {
   ProcessState& process = *t.process;
   if (ChangesMappings(nr)) {
     PTSCOPE_TRY(process.RefreshMaps(writer_, t.tid, Ns(), false));
-    if (!options_.trigger.empty() && process.trigger_address == 0)
-      process.trigger_address = process.ResolveSymbol(options_.trigger).value_or(0);
+    if (process.trigger_address == 0) process.trigger_address = ResolveTrigger(process);
   } else if (nr == 157) {  // prctl: PR_SET_NAME may have renamed the thread
     const std::string comm = Comm(t.pid, t.tid);
     if (!comm.empty() && comm != process.comm) {
@@ -308,8 +372,7 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
   t->syscall_done = false;
   PTSCOPE_TRY(StartProcess(t->pid, t->tid, true));
   t->process = Process(t->pid);
-  if (!options_.trigger.empty())
-    t->process->trigger_address = t->process->ResolveSymbol(options_.trigger).value_or(0);
+  t->process->trigger_address = ResolveTrigger(*t->process);
   t->ip = regs.rip;
   t->exec_trap = true;
   t->started = true;
@@ -338,17 +401,17 @@ Status Tracer::OnThreadExit(Thread& t) {
                           static_cast<uint32_t>(t.tid), static_cast<uint32_t>(t.tid), Ns());
 }
 
-Status Tracer::TakeSnapshot(const std::string& reason, uint64_t address) {
-  if (reason == "trigger") {
-    format::MarkerChunk marker;
-    marker.kind = format::MarkerKind::kTrigger;
-    marker.tsc = clock_;
-    marker.value = address;
-    marker.text = options_.trigger;
-    PTSCOPE_TRY(writer_->WriteChunk(marker));
-  }
-  if (options_.snapshot_size == 0) return Ok();  // full mode: the marker is all
-  const uint32_t index = static_cast<uint32_t>(summary_.snapshots++);
+// The trigger's run-time address in `process` (0: not mapped there, or no trigger).
+uint64_t Tracer::ResolveTrigger(ProcessState& process) const {
+  if (options_.trigger == nullptr) return 0;
+  auto exe = record::ProcessExePath(process.pid());
+  auto resolved = record::ResolveTrigger(*options_.trigger, exe ? *exe : std::string(),
+                                         process.maps());
+  return resolved ? resolved->address : 0;
+}
+
+Status Tracer::TakeSnapshot(uint32_t index) {
+  ++summary_.snapshots;
   // Taking a snapshot stops every thread's trace (a trigger is a breakpoint; perf interrupts the
   // other CPUs to stop their events): each running thread enters the kernel, untraced with
   // user-only tracing, before its next instruction. That is an asynchronous disable there, FUP
@@ -365,13 +428,24 @@ Status Tracer::TakeSnapshot(const std::string& reason, uint64_t address) {
   return writer_->FlushSideband();
 }
 
-Status Tracer::BeginStop(const std::string& reason) {
+Status Tracer::Snapshot(uint32_t index, bool final) {
+  if (final && trigger_pending_) {
+    // At the trigger: the trace ends right there. A step still in flight in another thread
+    // completes after the snapshot; its instruction is in neither the trace nor the ground truth.
+    capture_ended_ = true;
+    BeginStop();
+  } else if (final) {
+    PTSCOPE_TRY(Quiesce());  // every step in flight retires first, into trace and ground truth
+  }
+  return TakeSnapshot(index);
+}
+
+void Tracer::BeginStop() {
+  if (stopping_) return;
   stopping_ = true;
-  summary_.stop_reason = reason;
   for (auto& [tid, t] : threads_) {
     if (t->running) ptrace(PTRACE_INTERRUPT, tid, nullptr, nullptr);
   }
-  return Ok();
 }
 
 // Leaves every thread running as if we had never been there.
@@ -410,37 +484,47 @@ void Tracer::DrainStepTrap(Thread& t) {
   if ((wait_status >> 16) == 0 && sig != SIGTRAP) t.pending_signal = sig;  // someone else's
 }
 
-Status Tracer::WriteStreams() {
+// The time sync pairs sampled since the last call, as one TimeSync chunk.
+Status Tracer::WriteTimeSync() {
+  if (time_sync_written_ == time_sync_.size()) return Ok();
+  format::TimeSyncChunk sync;
+  sync.clock_id = 1;
+  sync.tsc_and_clock_ns.assign(time_sync_.begin() + static_cast<ptrdiff_t>(time_sync_written_),
+                               time_sync_.end());
+  time_sync_written_ = time_sync_.size();
+  return writer_->WriteChunk(sync);
+}
+
+Status Tracer::Finish() {
+  if (done_) return Ok();
+  done_ = true;
+  PTSCOPE_TRY(Quiesce());
+  if (trigger_pending_ && trigger_thread_ != nullptr) trigger_thread_->pending_signal = trigger_signal_;
+  trigger_pending_ = false;
+  PTSCOPE_TRY(DetachAll());
+  summary_.seconds = static_cast<double>(MonotonicNs() - started_ns_) / 1e9;
+  SampleTimeSync();
+  PTSCOPE_TRY(CheckDeferred());
   if (options_.snapshot_size == 0) {
-    PTSCOPE_TRY(ForEachStream([&](PtEncoderModel&, StreamOutput& output) { return output.Flush(clock_); }));
-  } else if (options_.trigger.empty() || summary_.snapshots == 0) {
-    PTSCOPE_TRY(TakeSnapshot(summary_.stop_reason, 0));
+    PTSCOPE_TRY(ForEachStream([&](PtEncoderModel&, StreamOutput& output) {
+      return output.Flush(clock_);
+    }));
   }
   PTSCOPE_TRY(ForEachStream([&](PtEncoderModel&, StreamOutput& output) {
     summary_.pt_bytes += output.total_bytes();
     return Ok();
   }));
-  format::TimeSyncChunk sync;
-  sync.clock_id = 1;
-  sync.tsc_and_clock_ns = summary_.time_sync;
-  PTSCOPE_TRY(writer_->WriteChunk(sync));
-  // jitdump files and perf maps the targets wrote, so JIT code can be named later.
-  for (const auto& [pid, process] : processes_) {
-    std::vector<std::pair<format::BlobKind, std::string>> files;
-    for (const auto& path : process->jitdumps()) files.push_back({format::BlobKind::kJitdump, path});
-    files.push_back({format::BlobKind::kPerfMap, "/tmp/perf-" + std::to_string(pid) + ".map"});
-    for (const auto& [kind, path] : files) {
-      auto text = ReadWhole(path);
-      if (!text) continue;
-      format::BlobChunk blob;
-      blob.kind = kind;
-      blob.name = path;
-      blob.pid = static_cast<uint32_t>(pid);
-      blob.data.assign(text->begin(), text->end());
-      PTSCOPE_TRY(writer_->WriteChunk(blob));
-    }
-  }
+  PTSCOPE_TRY(WriteTimeSync());
   return writer_->FlushSideband();
+}
+
+void Tracer::Abort() {
+  if (done_) return;
+  done_ = true;
+  // Detach cleanly so that no thread is left with a pending single-step trap (which would kill
+  // it): interrupt everyone, let the steps in flight complete, then detach.
+  if (Status quiet = Quiesce(); !quiet) return;
+  (void)DetachAll();
 }
 
 }  // namespace ptscope::emulate

@@ -1,5 +1,5 @@
 // pt-synth: large, valid Intel PT captures from random walks over a real binary's code, for
-// benchmarks (scripts/bench) and property tests (tests/synth). See synth_capture.h and walker.h.
+// benchmarks (scripts/bench) and property tests (tests/e2e/synth). See synth_capture.h and walker.h.
 #include <boost/program_options.hpp>
 
 #include <cstdio>

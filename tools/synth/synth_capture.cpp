@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "capture_writer.h"
 #include "code_graph.h"
 #include "elf_code.h"
 #include "ptscope/format.h"
@@ -17,16 +18,13 @@ namespace {
 
 constexpr uint32_t kPid = 4242;
 constexpr uint64_t kTscBase = 1000000000;  // the virtual clock starts here, as pt-emulate's
-constexpr uint64_t kSampleType = 0x10086;  // TID|TIME|CPU|IDENTIFIER
-constexpr uint32_t kAttrId = 1;
-constexpr uint64_t kSampleId = 1;
 constexpr uint16_t kTimeShift = 20;        // ns = (tsc * mult) >> shift: 1 tick = 1 ns
 constexpr uint32_t kTimeMult = 1u << 20;
 
 // Collects one thread's PT bytes and writes a PtDataChunk whenever piece_size bytes are full.
 class PieceWriter : public ByteSink {
  public:
-  PieceWriter(format::ArchiveWriter* writer, uint32_t stream_id, uint32_t tid, uint64_t piece_size)
+  PieceWriter(record::CaptureWriter* writer, uint32_t stream_id, uint32_t tid, uint64_t piece_size)
       : writer_(writer), piece_size_(piece_size) {
     chunk_.stream_id = stream_id;
     chunk_.pid = kPid;
@@ -46,11 +44,11 @@ class PieceWriter : public ByteSink {
  private:
   void WritePiece() {
     chunk_.reference_tsc = reference_tsc_;
-    if (status_) status_ = writer_->Write(chunk_);  // Append cannot return it: kept for Finish
+    if (status_) status_ = writer_->WritePt(chunk_);  // Append cannot return it: kept for Finish
     chunk_.stream_offset += chunk_.data.size();
     chunk_.data.clear();
   }
-  format::ArchiveWriter* writer_;
+  record::CaptureWriter* writer_;
   uint64_t piece_size_;
   uint64_t reference_tsc_ = kTscBase;
   format::PtDataChunk chunk_;
@@ -85,29 +83,20 @@ std::vector<std::pair<std::string, std::string>> Metadata(const SynthOptions& o)
   };
 }
 
-std::vector<uint8_t> Record(uint32_t type, perf::RecordBody body, uint32_t tid, uint64_t time) {
+perf::Record Record(uint32_t type, perf::RecordBody body) {
   perf::Record record;
   record.type = type;
   record.misc = perf::kMiscUser;
   record.body = std::move(body);
-  perf::SampleId id;
-  id.pid = kPid;
-  id.tid = tid;
-  id.time = time;  // ns == tsc under this clock
-  id.id = kSampleId;
-  record.sample_id = id;
-  return perf::BuildRecord(record, perf::RecordLayout{kSampleType, true});
+  return record;
 }
 
-// COMM(exec), one MMAP2 per executable segment (build id form), a FORK per extra thread.
-format::SidebandChunk StartSideband(const ElfCode& elf, uint32_t threads) {
-  format::SidebandChunk chunk;
-  chunk.attr_id = kAttrId;
-  auto add = [&chunk](const std::vector<uint8_t>& r) {
-    chunk.records.insert(chunk.records.end(), r.begin(), r.end());
-  };
+// COMM(exec), one MMAP2 per executable segment (build id form), a FORK per extra thread; times
+// are ns, equal to the TSC under this clock.
+Status WriteStartSideband(record::CaptureWriter& writer, const ElfCode& elf, uint32_t threads) {
   const std::string comm = elf.path.substr(elf.path.rfind('/') + 1).substr(0, 15);
-  add(Record(perf::kRecordComm, perf::CommRecord{kPid, kPid, comm, true}, kPid, kTscBase - 100));
+  PTSCOPE_TRY(writer.AddRecord(Record(perf::kRecordComm, perf::CommRecord{kPid, kPid, comm, true}),
+                               kPid, kPid, kTscBase - 100));
   for (const ExecSegment& seg : elf.segments) {
     perf::MmapRecord m;
     m.pid = kPid;
@@ -119,13 +108,14 @@ format::SidebandChunk StartSideband(const ElfCode& elf, uint32_t threads) {
     m.prot = 5;   // PROT_READ | PROT_EXEC
     m.flags = 2;  // MAP_PRIVATE
     m.filename = elf.path;
-    add(Record(perf::kRecordMmap2, std::move(m), kPid, kTscBase - 50));
+    PTSCOPE_TRY(writer.AddRecord(Record(perf::kRecordMmap2, std::move(m)), kPid, kPid,
+                                 kTscBase - 50));
   }
   for (uint32_t t = 1; t < threads; ++t) {
     perf::TaskRecord fork{kPid, kPid, kPid + t, kPid, kTscBase - 10, false};
-    add(Record(perf::kRecordFork, fork, kPid + t, kTscBase - 10));
+    PTSCOPE_TRY(writer.AddRecord(Record(perf::kRecordFork, fork), kPid, kPid + t, kTscBase - 10));
   }
-  return chunk;
+  return Ok();
 }
 
 }  // namespace
@@ -143,23 +133,13 @@ Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
   if (!o.ground_truth.empty()) {
     PTSCOPE_ASSIGN_OR_RETURN(truth, GroundTruthWriter::Create(o.ground_truth));
   }
-  format::WriterOptions writer_options;
-  writer_options.features = format::kFeatureEmulated;
-  PTSCOPE_ASSIGN_OR_RETURN(auto writer, format::ArchiveWriter::Create(o.output, writer_options));
-  format::MetadataChunk metadata;
-  metadata.entries = Metadata(o);
-  PTSCOPE_TRY(writer->Write(metadata));
-  format::SidebandAttrChunk attr;
-  attr.attr_id = kAttrId;
-  attr.sample_type = kSampleType;
-  attr.sample_id_all = true;
-  attr.ids = {kSampleId};
-  PTSCOPE_TRY(writer->Write(attr));
-  PTSCOPE_TRY(writer->Write(StartSideband(elf, o.threads)));
-  PTSCOPE_TRY(writer->Write(format::ModuleChunk{elf.path, elf.build_id, elf.bytes.size(),
-                                                elf.mtime_ns, false}));
+  record::CaptureOptions capture;
+  capture.archive.features = format::kFeatureEmulated;
+  PTSCOPE_ASSIGN_OR_RETURN(auto writer, record::CaptureWriter::Create(o.output, capture));
+  PTSCOPE_TRY(writer->WriteMetadata(Metadata(o)));
+  PTSCOPE_TRY(WriteStartSideband(*writer, elf, o.threads));
   SynthSummary summary;
-  std::vector<std::pair<uint64_t, std::vector<uint8_t>>> exits;  // (time, EXIT record)
+  std::vector<std::pair<uint64_t, uint32_t>> exits;  // (time, tid)
   for (uint32_t t = 0; t < o.threads; ++t) {
     const uint32_t tid = kPid + t;
     PieceWriter pieces(writer.get(), t + 1, tid, o.piece_size);
@@ -181,17 +161,14 @@ Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
     summary.pt_bytes += encoder.stats().bytes;
     summary.psbs += encoder.stats().psbs;
     summary.compressed_returns += encoder.stats().compressed_returns;
-    perf::TaskRecord exit{kPid, kPid, tid, kPid, stats.end_tsc, true};
-    exits.emplace_back(stats.end_tsc, Record(perf::kRecordExit, exit, tid, stats.end_tsc));
+    exits.emplace_back(stats.end_tsc, tid);
   }
   std::stable_sort(exits.begin(), exits.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  format::SidebandChunk end_sideband;  // sideband records stay in time order
-  end_sideband.attr_id = kAttrId;
-  for (const auto& [time, record] : exits) {
-    end_sideband.records.insert(end_sideband.records.end(), record.begin(), record.end());
+  for (const auto& [time, tid] : exits) {  // sideband records stay in time order
+    perf::TaskRecord exit{kPid, kPid, tid, kPid, time, true};
+    PTSCOPE_TRY(writer->AddRecord(Record(perf::kRecordExit, exit), kPid, tid, time));
   }
-  PTSCOPE_TRY(writer->Write(end_sideband));
   if (truth) PTSCOPE_TRY(truth->Close());
   PTSCOPE_TRY(writer->Close());
   summary.blocks_decoded = graph.block_count();

@@ -16,7 +16,8 @@
 namespace ptscope::decode {
 
 // kSummary: per-function call counts and times (no slices written); the fast overview.
-enum class OutputFormat { kPerfetto, kText, kFolded, kInsns, kSummary };
+// kSummaryJson: the same as JSON, with the decode's totals (docs/DECODE_JSON.md).
+enum class OutputFormat { kPerfetto, kText, kFolded, kInsns, kSummary, kSummaryJson };
 const char* OutputFormatName(OutputFormat format);
 
 struct PipelineOptions {
@@ -82,5 +83,15 @@ struct DecodeSummary {
 // longer reads ends its piece with an in-band decode-error gap. The rest of the archive is left as
 // it was.
 Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options);
+
+// `pt-decode --list-modules`: every module the archive's sideband maps, with the files a decode
+// with `options` (symbol_dirs, debuginfod_urls) uses for it, found by the same resolver, as JSON
+// text in the schema docs/DECODE_JSON.md specifies. `decoder_version` and `decoder_build_id`
+// name the decoder (pt-decode's version and its own ELF build id). Fails only as ReadArchive
+// would; a module whose files are not found is listed with nulls.
+inline constexpr int kModuleListingJsonVersion = 1;
+Result<std::string> ListModulesJson(format::Archive& archive, const PipelineOptions& options,
+                                    const std::string& decoder_version,
+                                    const std::vector<uint8_t>& decoder_build_id);
 
 }  // namespace ptscope::decode

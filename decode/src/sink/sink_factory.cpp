@@ -18,13 +18,16 @@ Result<SinkFormat> ParseSinkFormat(const std::string& name) {
   if (name == "text" || name == "txt") return SinkFormat::kText;
   if (name == "folded") return SinkFormat::kFolded;
   if (name == "summary") return SinkFormat::kSummary;
+  if (name == "summary-json") return SinkFormat::kSummaryJson;
   return Unexpected(Errc::kInvalidArgument,
-                    "output format '" + name + "' is unknown: use perfetto, text, folded or summary");
+                    "output format '" + name +
+                        "' is unknown: use perfetto, text, folded, summary or summary-json");
 }
 
 SinkFormat SinkFormatForPath(const std::string& path) {
   std::string p = EndsWith(path, ".gz") ? path.substr(0, path.size() - 3) : path;
   if (EndsWith(p, ".summary.txt")) return SinkFormat::kSummary;
+  if (EndsWith(p, ".summary.json")) return SinkFormat::kSummaryJson;
   if (EndsWith(p, ".txt")) return SinkFormat::kText;
   if (EndsWith(p, ".folded")) return SinkFormat::kFolded;
   return SinkFormat::kPerfetto;
@@ -40,6 +43,10 @@ Result<std::unique_ptr<SliceSink>> CreateSink(SinkFormat format, const std::stri
     case SinkFormat::kFolded: sink = std::make_unique<FoldedSink>(std::move(out), namer); break;
     case SinkFormat::kSummary:
       sink = std::make_unique<SummarySink>(std::move(out), namer, options.summary_top);
+      break;
+    case SinkFormat::kSummaryJson:
+      sink = std::make_unique<SummarySink>(std::move(out), namer, options.summary_top,
+                                           SummarySink::Encoding::kJson);
       break;
   }
   return sink;

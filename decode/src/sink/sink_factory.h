@@ -10,13 +10,14 @@
 
 namespace ptscope::decode {
 
-enum class SinkFormat { kPerfetto, kText, kFolded, kSummary };
+enum class SinkFormat { kPerfetto, kText, kFolded, kSummary, kSummaryJson };
 
-// "perfetto" (also "pftrace", "proto"), "text", "folded", "summary". Errors name the value and
-// the choices. The names of OutputFormatName (ptscope/decode.h) parse to their sink format.
+// "perfetto" (also "pftrace", "proto"), "text", "folded", "summary", "summary-json". Errors name
+// the value and the choices. The names of OutputFormatName (ptscope/decode.h) parse to their
+// sink format.
 Result<SinkFormat> ParseSinkFormat(const std::string& name);
-// Format implied by an output path: *.summary.txt -> summary, *.txt -> text, *.folded -> folded,
-// anything else perfetto (.gz is looked through).
+// Format implied by an output path: *.summary.txt -> summary, *.summary.json -> summary-json,
+// *.txt -> text, *.folded -> folded, anything else perfetto (.gz is looked through).
 SinkFormat SinkFormatForPath(const std::string& path);
 
 struct SinkOptions {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <tuple>
 
+#include "sink/json_text.h"
+
 namespace ptscope::decode {
 namespace {
 
@@ -26,8 +28,14 @@ void SummarySink::Totals::Add(const Totals& o) {
   self_insns += o.self_insns;
 }
 
-SummarySink::SummarySink(std::unique_ptr<OutputFile> out, FrameNamer& namer, size_t top)
-    : out_(std::move(out)), names_(namer), top_(top) {}
+SummarySink::SummarySink(std::unique_ptr<OutputFile> out, FrameNamer& namer, size_t top,
+                         Encoding encoding)
+    : out_(std::move(out)), names_(namer), top_(top), encoding_(encoding) {}
+
+void SummarySink::SetCaptureTotals(const DecodeSummary& totals) {
+  std::lock_guard lock(mutex_);
+  totals_ = totals;
+}
 
 SummarySink::ThreadState& SummarySink::StateFor(const ThreadKey& thread) {
   if (last_state_ != nullptr && last_state_->key == thread) return *last_state_;
@@ -136,8 +144,7 @@ void SummarySink::AddRows(ThreadState& state, Rows& rows) {
   }
 }
 
-std::string SummarySink::Table(const Rows& rows) const {
-  using Row = std::pair<const Rows::key_type*, const Totals*>;
+std::vector<SummarySink::Row> SummarySink::Sorted(const Rows& rows) const {
   std::vector<Row> order;
   for (const auto& [key, totals] : rows) order.emplace_back(&key, &totals);
   std::stable_sort(order.begin(), order.end(), [](const Row& a, const Row& b) {
@@ -146,6 +153,11 @@ std::string SummarySink::Table(const Rows& rows) const {
     return *a.first < *b.first;  // name, inlined, module
   });
   if (top_ != 0 && order.size() > top_) order.resize(top_);
+  return order;
+}
+
+std::string SummarySink::Table(const Rows& rows) const {
+  std::vector<Row> order = Sorted(rows);
   std::string text;
   char line[256];
   if (have_instructions_) {
@@ -176,6 +188,94 @@ std::string SummarySink::Table(const Rows& rows) const {
   return text;
 }
 
+namespace {
+
+void AppendNumber(std::string& out, const char* key, uint64_t value) {
+  out += ", \"";
+  out += key;
+  out += "\": ";
+  out += std::to_string(value);
+}
+
+}  // namespace
+
+// One row per line, so that the file reads (and diffs) like the text table.
+std::string SummarySink::JsonRows(const Rows& rows, const std::string& indent) const {
+  std::string out = "[";
+  bool first = true;
+  for (const auto& [key, t] : Sorted(rows)) {
+    const auto& [name, inlined, module] = *key;
+    out += first ? "\n" : ",\n";
+    first = false;
+    out += indent + "{";
+    AppendJsonKey(out, "function");
+    AppendJsonString(out, name);
+    out += ", ";
+    AppendJsonKey(out, "module");
+    AppendJsonString(out, module);
+    out += inlined ? ", \"inlined\": true" : ", \"inlined\": false";
+    AppendNumber(out, "calls", t->calls);
+    AppendNumber(out, "total_ns", t->total_ns);
+    AppendNumber(out, "self_ns", t->self_ns);
+    AppendNumber(out, "max_ns", t->max_ns);
+    AppendNumber(out, "insns", t->insns);
+    AppendNumber(out, "self_insns", t->self_insns);
+    out += "}";
+  }
+  if (!first) out += "\n" + indent.substr(0, indent.size() - 1);
+  out += "]";
+  return out;
+}
+
+std::string SummarySink::Json(const Rows& all, const std::vector<Rows>& per_thread,
+                              uint64_t calls) const {
+  static constexpr std::pair<GapCause, const char*> kGapKeys[] = {
+      {GapCause::kOverflow, "overflow"},
+      {GapCause::kLostData, "lost_data"},
+      {GapCause::kDecodeError, "decode_error"},
+      {GapCause::kMissingCode, "missing_code"}};
+  const DecodeSummary& c = totals_;
+  std::string out = "{\"schema\": \"ptscope-summary\", \"version\": " +
+                    std::to_string(kSummaryJsonVersion) + ", \"times\": \"ns\",\n \"capture\": {";
+  out += "\"threads\": " + std::to_string(c.threads);
+  AppendNumber(out, "instructions", c.instructions);
+  AppendNumber(out, "symbolized_instructions", c.symbolized_instructions);
+  AppendNumber(out, "span_ns", c.first_ns <= c.last_ns ? c.last_ns - c.first_ns : 0);
+  AppendNumber(out, "calls", calls);
+  out += ", \"gaps\": {";
+  for (const auto& [cause, key] : kGapKeys) {
+    if (cause != GapCause::kOverflow) out += ", ";
+    AppendJsonKey(out, key);
+    out += std::to_string(c.gaps[static_cast<size_t>(cause)]);
+  }
+  out += "}, \"missing_modules\": [";
+  for (size_t i = 0; i < c.missing.size(); ++i) {
+    out += i == 0 ? "{" : ", {";
+    AppendJsonKey(out, "path");
+    AppendJsonString(out, c.missing[i].path);
+    out += ", ";
+    AppendJsonKey(out, "build_id");
+    AppendJsonHex(out, c.missing[i].build_id);
+    out += "}";
+  }
+  out += "]},\n \"instructions_counted\": ";
+  out += have_instructions_ ? "true" : "false";
+  out += ",\n \"functions\": " + JsonRows(all, "  ") + ",\n \"threads\": [";
+  size_t i = 0;
+  for (const auto& [key, state] : threads_) {
+    out += i == 0 ? "\n  {" : ",\n  {";
+    out += "\"pid\": " + std::to_string(key.first) + ", \"tid\": " + std::to_string(key.second) + ", ";
+    AppendJsonKey(out, "process");
+    AppendJsonString(out, state->process_name);
+    out += ", ";
+    AppendJsonKey(out, "thread");
+    AppendJsonString(out, state->thread_name);
+    out += ", \"functions\": " + JsonRows(per_thread[i++], "   ") + "}";
+  }
+  out += threads_.empty() ? "]\n}\n" : "\n ]\n}\n";
+  return out;
+}
+
 void SummarySink::Finish() {
   std::lock_guard lock(mutex_);
   if (finished_) return;
@@ -193,6 +293,11 @@ void SummarySink::Finish() {
     }
   }
   // Over all threads a function's max is the longest single call anywhere (Add keeps the max).
+  if (encoding_ == Encoding::kJson) {
+    out_->Write(Json(all, per_thread, calls));
+    error_ = out_->Close();
+    return;
+  }
   std::string text = "pt-decode summary: " + std::to_string(threads_.size()) + " thread" +
                      (threads_.size() == 1 ? "" : "s") + ", " + std::to_string(calls) + " calls";
   if (top_ != 0) text += ", top " + std::to_string(top_) + " functions per table";

@@ -12,9 +12,11 @@
 //                       are left out
 // Slices still open when a thread ends are closed at the thread's last time.
 //
-// Output (plain text, written at Finish): a header, the table over all threads, then one table
-// per thread in (pid, tid) order. Rows are sorted by total_ns, then calls (both descending), then
-// name and module, so the output is deterministic. `top` (0 = all) limits the rows per table.
+// Output (written at Finish), as text: a header, the table over all threads, then one table per
+// thread in (pid, tid) order; as JSON (`--summary --format json`): the same tables and the
+// decode's totals (SetCaptureTotals), in the schema docs/DECODE_JSON.md specifies (its version is
+// kSummaryJsonVersion). Rows are sorted by total_ns, then calls (both descending), then name and
+// module, so the output is deterministic. `top` (0 = all) limits the rows per table.
 // Rows merge slices with the same name, inlined flag and module: in the table over all threads
 // the same function in several processes is one row. Memory grows with the number of distinct
 // functions and the stack depth, not with the trace length.
@@ -35,9 +37,13 @@
 
 namespace ptscope::decode {
 
+inline constexpr int kSummaryJsonVersion = 1;
+
 class SummarySink : public SliceSink {
  public:
-  SummarySink(std::unique_ptr<OutputFile> out, FrameNamer& namer, size_t top = 0);
+  enum class Encoding { kText, kJson };
+  SummarySink(std::unique_ptr<OutputFile> out, FrameNamer& namer, size_t top = 0,
+              Encoding encoding = Encoding::kText);
 
   void BeginThread(const ThreadKey& thread, const std::string& process_name,
                    const std::string& thread_name) override;
@@ -47,6 +53,7 @@ class SummarySink : public SliceSink {
   void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string&) override;
   void WriteRecords(const ThreadKey& thread, const SliceRecord* records, size_t count) override;
   bool WantsEveryLevel() const override { return true; }
+  void SetCaptureTotals(const DecodeSummary& totals) override;
   void Finish() override;
   std::string OutputError() const override { return error_; }
 
@@ -89,13 +96,19 @@ class SummarySink : public SliceSink {
   void EndLocked(ThreadState& state, uint64_t time_ns, uint64_t insns);
   // Rows keyed by (name, inlined, module basename), merged.
   using Rows = std::map<std::tuple<std::string, bool, std::string>, Totals>;
+  using Row = std::pair<const Rows::key_type*, const Totals*>;
   void AddRows(ThreadState& state, Rows& rows);
+  std::vector<Row> Sorted(const Rows& rows) const;  // the output's order, `top` rows
   std::string Table(const Rows& rows) const;
+  std::string JsonRows(const Rows& rows, const std::string& indent) const;
+  std::string Json(const Rows& all, const std::vector<Rows>& per_thread, uint64_t calls) const;
 
   std::mutex mutex_;
   std::unique_ptr<OutputFile> out_;
   FrameNameCache names_;
   size_t top_;
+  Encoding encoding_;
+  DecodeSummary totals_;  // from SetCaptureTotals (JSON only)
   std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<ThreadState>> threads_;
   ThreadState* last_state_ = nullptr;
   bool have_instructions_ = false;  // some record carried an instruction count

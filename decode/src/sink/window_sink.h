@@ -24,6 +24,7 @@ class WindowSink : public SliceSink {
   void Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) override;
   void WriteRecords(const ThreadKey& thread, const SliceRecord* records, size_t count) override;
   bool WantsEveryLevel() const override { return inner_.WantsEveryLevel(); }
+  void SetCaptureTotals(const DecodeSummary& totals) override { inner_.SetCaptureTotals(totals); }
   void Finish() override { inner_.Finish(); }
   std::string OutputError() const override { return inner_.OutputError(); }
 

@@ -172,9 +172,14 @@ struct WriterOptions {
   uint64_t created_unix_ns = 0;  // header timestamp; 0 = now (set it for reproducible files)
 };
 
+class OutputFile;
+
 // Appends chunks to a new archive. The file is created with mode 0600 (replacing an existing
-// file of that name). Each Write() is one write(2) of a whole chunk, so a killed writer leaves
-// only complete chunks plus at most one torn tail, which readers detect and report.
+// regular file of that name; a symbolic link at the path is refused, never followed: see
+// output_file.h). Each Write() is one write(2) of a whole chunk, so a killed writer leaves only
+// complete chunks plus at most one torn tail, which readers detect and report. A Write() that
+// fails (ENOSPC, EIO) cuts its partial chunk off again and says so: the file stays a readable,
+// incomplete archive of every chunk written before.
 class ArchiveWriter {
  public:
   static Result<std::unique_ptr<ArchiveWriter>> Create(const std::string& path,
@@ -188,17 +193,17 @@ class ArchiveWriter {
   // Appends the End chunk and closes the file. Without Close() the archive reads back as
   // incomplete (but every written chunk is still there).
   Status Close();
-  const std::string& path() const { return path_; }
+  // Closes and removes the file: for a capture whose setup failed before it recorded anything.
+  void Discard();
+  const std::string& path() const;
   uint64_t chunks_written() const { return chunks_written_; }
-  uint64_t bytes_written() const { return bytes_written_; }
+  uint64_t bytes_written() const;
 
  private:
-  ArchiveWriter(std::string path, int fd, WriterOptions options);
-  std::string path_;
-  int fd_ = -1;
+  ArchiveWriter(std::unique_ptr<OutputFile> file, WriterOptions options);
+  std::unique_ptr<OutputFile> file_;
   WriterOptions options_;
   uint64_t chunks_written_ = 0;
-  uint64_t bytes_written_ = 0;
 };
 
 // Where reading stopped early, and why.

@@ -127,7 +127,13 @@ struct ModuleFiles {
   std::string code_path;   // bytes libipt reads; empty when not found
   std::string debug_path;  // file with symbols/DWARF for the symbolizer; may equal code_path
   ElfInfo code_elf;        // facts of code_path (valid when code_path is set)
-  std::string code_origin; // "archive", "recorded path", "--symbols DIR"
+  std::string code_origin; // "archive", "recorded path", "--symbols DIR", "--symbols", "debuginfod"
+  // Where debug_path came from: "archive", "--symbols DIR" (its .build-id tree),
+  // "/usr/lib/debug", "--symbols" (found by build id below a --symbols directory),
+  // ".gnu_debuglink", "debuginfod", or "code file" (debug_path is the code file itself).
+  std::string debug_origin;
+  // The DWARF package LLVM reads beside debug_path (see AttachDwp), empty when none.
+  std::string dwp_path;
 };
 
 // Finds files by build id: an embedded archive copy, then the recorded path (only if its build
@@ -171,13 +177,14 @@ class ModuleResolver {
   std::optional<Candidate> Probe(const std::string& path, const std::vector<uint8_t>& build_id,
                                  bool report_mismatch);
   std::string FindDebugFile(const Candidate& code, const std::vector<uint8_t>& build_id,
-                            const std::string& recorded_path);
+                            const std::string& recorded_path, std::string& origin);
   std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& data);
   std::string FindDebuglinkFile(const Candidate& code, const std::vector<uint8_t>& build_id,
                                 const std::string& recorded_path);
   bool EnsureTempDir();
   std::string AttachDwp(const std::string& debug_path, const std::string& hex,
-                        const std::string& recorded_path, const std::string& code_path);
+                        const std::string& recorded_path, const std::string& code_path,
+                        std::string& dwp_path);
   void Note(std::string note);
 
   std::vector<std::string> symbol_dirs_;

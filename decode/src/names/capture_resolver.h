@@ -1,0 +1,35 @@
+// The files of a capture's modules, found as every decode finds them: the archive's embedded
+// copies first, then the recorded paths, --symbols directories and, when a URL is configured,
+// debuginfod (symbols::ModuleResolver's order). RunPipeline and ListModulesJson both resolve
+// through this one set-up, so `pt-decode --list-modules` reports exactly the files a decode with
+// the same options uses.
+#pragma once
+
+#include "ptscope/decode.h"
+#include "ptscope/symbols.h"
+
+namespace ptscope::decode {
+
+class CaptureResolver {
+ public:
+  explicit CaptureResolver(const PipelineOptions& options)
+      : debuginfod_(symbols::DebuginfodFetcher::FromEnvironment({options.debuginfod_urls, 30})),
+        resolver_(options.symbol_dirs) {
+    if (debuginfod_.enabled()) resolver_.SetDebuginfod(&debuginfod_);
+  }
+  CaptureResolver(const CaptureResolver&) = delete;
+  CaptureResolver& operator=(const CaptureResolver&) = delete;
+
+  // The binaries, debug files and vdso copies the archive embeds.
+  Status AddArchiveBlobs(const format::Archive& archive) {
+    for (const format::BlobChunk& blob : archive.blobs) PTSCOPE_TRY(resolver_.AddBlob(blob));
+    return Ok();
+  }
+  symbols::ModuleResolver& resolver() { return resolver_; }
+
+ private:
+  symbols::DebuginfodFetcher debuginfod_;  // before resolver_: it must outlive the resolver
+  symbols::ModuleResolver resolver_;
+};
+
+}  // namespace ptscope::decode

@@ -1,0 +1,355 @@
+// FlowDecoder on PT written with libipt's encoder over a small hand-assembled code image:
+// exact FlowEvents (kind, addresses, instruction counts, interpolated times).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "flow/code_images.h"
+#include "decode_core_pt_builder.h"
+#include "capture/decoder_setup.h"
+#include "flow/flow_decoder.h"
+
+namespace ptscope::decode {
+namespace {
+
+using testing::CodeFile;
+using testing::PtBuilder;
+using Kind = FlowEvent::Kind;
+
+constexpr uint64_t kBase = 0x1000;
+
+// 0x1000 nop; call 0x1010; jmp 0x1020 ... 0x1010 nop; jz 0x1014; nop; 0x1014 ret
+// 0x1020 nop; syscall; 0x1023 nop; 0x1024 ret; 0x1025 jmp *%rax; 0x1027 nop; jmp 0x1025
+std::vector<uint8_t> TestCode() {
+  std::vector<uint8_t> code(0x40, 0x90);
+  const std::vector<uint8_t> call = {0xe8, 0x0a, 0x00, 0x00, 0x00};
+  const std::vector<uint8_t> jmp = {0xe9, 0x15, 0x00, 0x00, 0x00};
+  std::copy(call.begin(), call.end(), code.begin() + 0x01);
+  std::copy(jmp.begin(), jmp.end(), code.begin() + 0x06);
+  code[0x11] = 0x74;  // jz +1
+  code[0x12] = 0x01;
+  code[0x14] = 0xc3;
+  code[0x21] = 0x0f;  // syscall
+  code[0x22] = 0x05;
+  code[0x24] = 0xc3;
+  code[0x25] = 0xff;  // jmp *%rax
+  code[0x26] = 0xe0;
+  code[0x28] = 0xeb;  // jmp 0x1025
+  code[0x29] = 0xfb;
+  return code;
+}
+
+struct Recorder : FlowOutput {
+  std::vector<FlowEvent> events;
+  void OnFlowEvent(const FlowEvent& event) override { events.push_back(event); }
+};
+
+std::string Describe(const std::vector<FlowEvent>& events) {
+  static const char* kNames[] = {"call", "return", "jump", "syscall", "disable",
+                                 "enable", "async", "gap", "trigger", "end"};
+  std::ostringstream out;
+  for (const FlowEvent& e : events) {
+    out << kNames[static_cast<int>(e.kind)] << std::hex << " 0x" << e.from << "->0x" << e.to;
+    if (e.kind == Kind::kCall) out << " ret=0x" << e.return_ip();
+    if (e.kind == Kind::kGap) out << " cause=" << GapCauseName(e.gap_cause);
+    out << std::dec << " t=" << e.time_ns << " n=" << e.insn_count << "\n";
+  }
+  return out.str();
+}
+
+// Decodes `trace` over `code` mapped at kBase for pid 1 with libipt's block decoder, or with
+// QueryWalker when `walker` is given; *refused says whether the walker refused the trace.
+std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint8_t>& code,
+                       WalkerCache* walker, bool* refused) {
+  CodeFile file(code);
+  symbols::AddressSpace space;
+  uint32_t module = space.InternModule(file.path(), {});
+  space.Map(1, 0, kBase, code.size(), 0, module);
+  symbols::ModuleResolver resolver({});
+  CodeImages images(space, resolver);
+  images.Prepare({1});
+  DecoderSetup setup;
+  setup.nom_freq = 1;  // with CBR 1: one CYC cycle = one TSC tick
+  Recorder recorder;
+  FlowDecoder decoder(setup, images, 1, recorder);
+  if (walker != nullptr) decoder.UseWalker(walker);
+  decoder.DecodeSegment(trace.data(), trace.size());
+  decoder.Finish();
+  *refused = decoder.walker_refused();
+  return Describe(recorder.events);
+}
+
+// Decodes `trace` over TestCode() (or `code`) and returns the events as text. Every trace is also
+// decoded with QueryWalker, which must give exactly the same events (all of these traces are
+// 64-bit code and events it models: it must not refuse them).
+std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode()) {
+  bool refused = false;
+  const std::string libipt = DecodeWith(trace, code, nullptr, &refused);
+  WalkerCache cache;
+  const std::string walker = DecodeWith(trace, code, &cache, &refused);
+  CHECK_FALSE(refused);
+  CHECK(walker == libipt);
+  return libipt;
+}
+
+TEST_CASE("call, compressed return, jump, syscall, re-enable: exact events and CYC times") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(4);             // jz retires at 1004
+  pt.Tnt({true, true});  // jz taken, ret compressed
+  pt.Cyc(4);             // syscall retires at 1008
+  pt.Ip(ppt_tip_pgd, 0);
+  pt.Tsc(2000);
+  pt.Mode64();
+  pt.Ip(ppt_tip_pge, 0x1023);
+  pt.Cyc(2);             // ret retires at 2002
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "call 0x1001->0x1010 ret=0x1006 t=1002 n=2\n"
+        "return 0x1014->0x1006 t=1005 n=3\n"
+        "jump 0x1006->0x1020 t=1006 n=1\n"
+        "syscall 0x1021->0x0 t=1008 n=2\n"
+        "enable 0x0->0x1023 t=2000 n=0\n"
+        "return 0x1024->0x0 t=2002 n=2\n"
+        "disable 0x1024->0x0 t=2002 n=0\n"
+        "end 0x1024->0x0 t=2002 n=0\n");
+}
+
+TEST_CASE("an indirect jump loop (block cache, ptic_error path) gives exact jumps and times") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip, 0x1027);  // jmp *%rax retires at 1001
+  pt.Cyc(3);
+  pt.Ip(ppt_tip, 0x1027);  // second time at 1004
+  pt.Cyc(3);
+  pt.Ip(ppt_tip_pgd, 0);   // third time at 1007: tracing stops
+  CHECK(Decode(pt.bytes()) ==
+        "jump 0x1025->0x1027 t=1001 n=1\n"
+        "jump 0x1028->0x1025 t=1003 n=2\n"
+        "jump 0x1025->0x1027 t=1004 n=1\n"
+        "jump 0x1028->0x1025 t=1006 n=2\n"
+        "jump 0x1025->0x0 t=1007 n=1\n"
+        "disable 0x1025->0x0 t=1007 n=0\n"
+        "end 0x1025->0x0 t=1007 n=0\n");
+}
+
+TEST_CASE("overflow is a gap that resumes at the FUP address") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(3);
+  pt.Simple(ppt_ovf);  // libipt binds it before the first instruction that needed no trace
+  pt.Ip(ppt_fup, 0x1020);
+  pt.Tsc(1005);  // libipt distrusts CYC after an overflow until the next TSC
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "gap 0x0->0x1020 cause=overflow t=1003 n=0\n"
+        "syscall 0x1021->0x0 t=1005 n=2\n"
+        "end 0x1021->0x0 t=1005 n=0\n");
+}
+
+TEST_CASE("a branch to an address without code is a missing-code gap, then decoding resumes") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip, 0x9000);  // no code mapped there
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "jump 0x1025->0x9000 t=1001 n=1\n"
+        "gap 0x0->0x0 cause=missing code t=1001 n=0\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n");
+}
+
+TEST_CASE("after an error, decoding resumes at the next PSB without repeating decoded trace") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip, 0x1027);  // 1001
+  pt.Psb(1001, 0x1025);    // passed while decoding normally
+  for (int i = 0; i < 100; ++i) pt.Simple(ppt_pad);
+  pt.Cyc(3);
+  pt.Ip(ppt_tip, 0x9000);  // 1004, no code there
+  pt.Psb(3000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "jump 0x1025->0x1027 t=1001 n=1\n"
+        "jump 0x1028->0x1025 t=1003 n=2\n"
+        "jump 0x1025->0x9000 t=1004 n=1\n"
+        "gap 0x0->0x0 cause=missing code t=1004 n=0\n"
+        "syscall 0x1021->0x0 t=3002 n=2\n"
+        "end 0x1021->0x0 t=3002 n=0\n");
+}
+
+TEST_CASE("a trace that ends inside a packet-free loop (jmp .) ends with a gap, not a hang") {
+  std::vector<uint8_t> code = TestCode();
+  code[0x30] = 0xeb;  // 0x1030: jmp 0x1030
+  code[0x31] = 0xfe;
+  PtBuilder pt;
+  pt.Psb(1000, 0x1030);
+  pt.Tnt({true});  // a packet that no instruction in the loop will ever consume
+  std::string events = Decode(pt.bytes(), code);
+  CHECK(events.find("gap 0x0->0x0 cause=decode error") != std::string::npos);
+  CHECK(events.substr(events.size() - 4) == "n=0\n");
+  // The loop is given up after 2^20 instructions without trace, checked every 2^12: the events
+  // (one jump per turn of the loop) count its instructions, no fewer and not many more.
+  uint64_t looped = 0;
+  for (size_t at = events.find(" n="); at != std::string::npos; at = events.find(" n=", at + 1)) {
+    looped += std::strtoull(events.c_str() + at + 3, nullptr, 10);
+  }
+  CHECK(looped >= (uint64_t{1} << 20));
+  CHECK(looped <= (uint64_t{1} << 20) + 2 * (uint64_t{1} << 12));
+}
+
+TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
+  std::vector<uint8_t> garbage(64, 0xd9);
+  CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");
+}
+
+// Whether a unit's restated inlined depth at its start is kept: what a sequential decoder would
+// have emitted at that block. Per-CPU units tell which thread stretch (switch-in) it belongs to.
+TEST_CASE("a unit-start restatement is kept exactly when a sequential decoder would emit it") {
+  UnitEvents next;
+  next.restate_index = 0;
+  UnitEvents previous;
+  SUBCASE("first unit of a stream: depth 0 before it") {
+    next.restate_depth = 0;
+    CHECK_FALSE(KeepRestatement(nullptr, next));
+    next.restate_depth = 2;
+    CHECK(KeepRestatement(nullptr, next));
+  }
+  SUBCASE("the same stretch continues: only a change, or a non-zero depth after a transfer") {
+    previous.end_inline_depth = 1;
+    next.restate_depth = 1;
+    previous.end_after_transfer = false;
+    CHECK_FALSE(KeepRestatement(&previous, next));
+    previous.end_after_transfer = true;
+    CHECK(KeepRestatement(&previous, next));
+    previous.end_inline_depth = 0;
+    next.restate_depth = 0;
+    CHECK_FALSE(KeepRestatement(&previous, next));
+  }
+  SUBCASE("per-CPU: another thread, or the same thread switched in again, states its depth") {
+    // The previous unit ended in thread 7's stretch from t=100 at depth 0, with no transfer
+    // since: the same depth in the same stretch is not restated...
+    previous.end_stretch = {ThreadKey{1, 7}, 100};
+    previous.end_inline_depth = 0;
+    previous.end_after_transfer = false;
+    next.restate_depth = 0;
+    next.restate_stretch = {ThreadKey{1, 7}, 100};
+    CHECK_FALSE(KeepRestatement(&previous, next));
+    // ...but the thread may have run elsewhere between two stretches here (it migrated during a
+    // syscall, say), and another thread has its own state: a sequential decoder restates both.
+    next.restate_stretch = {ThreadKey{1, 7}, 250};
+    CHECK(KeepRestatement(&previous, next));
+    next.restate_stretch = {ThreadKey{1, 8}, 100};
+    CHECK(KeepRestatement(&previous, next));
+    // The previous unit ended just after thread 7 switched in, before its first block: the
+    // sequential decoder does not know its depth yet either, and states it.
+    next.restate_stretch = previous.end_stretch;
+    previous.end_depth_unknown = true;
+    CHECK(KeepRestatement(&previous, next));
+  }
+}
+
+// A call's length comes from a table keyed by (pid, address) that the decoders of one worker
+// share: two processes with different calls at the same address must each get their own.
+// pid 1: TestCode(), a 5-byte `call 0x1010` at 0x1001. pid 2: a 2-byte `call *%rax` at 0x1001,
+// then nop; syscall; and a ret at 0x1010.
+TEST_CASE("calls at one address in two processes keep their own lengths (shared worker cache)") {
+  std::vector<uint8_t> other(0x40, 0x90);
+  other[0x01] = 0xff;  // call *%rax
+  other[0x02] = 0xd0;
+  other[0x04] = 0x0f;  // syscall
+  other[0x05] = 0x05;
+  other[0x10] = 0xc3;  // ret
+  CodeFile file1(TestCode());
+  CodeFile file2(other);
+  symbols::AddressSpace space;
+  space.Map(1, 0, kBase, 0x40, 0, space.InternModule(file1.path(), {}));
+  space.Map(2, 0, kBase, 0x40, 0, space.InternModule(file2.path(), {}));
+  symbols::ModuleResolver resolver({});
+  CodeImages images(space, resolver);
+  images.Prepare({1, 2});
+  DecoderSetup setup;
+  setup.nom_freq = 1;
+  BlockInlineCache shared;
+  auto decode = [&](uint32_t pid, const std::vector<uint8_t>& trace) {
+    Recorder recorder;
+    FlowDecoder decoder(setup, images, pid, recorder);
+    decoder.SetBlockInlineCache(&shared);
+    decoder.DecodeSegment(trace.data(), trace.size());
+    decoder.Finish();
+    return Describe(recorder.events);
+  };
+  PtBuilder direct;  // pid 1: call, compressed return, then tracing stops at the syscall
+  direct.Psb(1000, 0x1000);
+  direct.Cyc(4);
+  direct.Tnt({true, true});
+  direct.Cyc(4);
+  direct.Ip(ppt_tip_pgd, 0);
+  PtBuilder indirect;  // pid 2: call *%rax to 0x1010, compressed return, syscall
+  indirect.Psb(1000, 0x1000);
+  indirect.Cyc(2);
+  indirect.Ip(ppt_tip, 0x1010);
+  indirect.Cyc(2);
+  indirect.Tnt({true});
+  indirect.Cyc(2);
+  indirect.Ip(ppt_tip_pgd, 0);
+  const std::string first_direct = decode(1, direct.bytes());
+  CHECK(first_direct.starts_with("call 0x1001->0x1010 ret=0x1006 "));
+  const std::string first_indirect = decode(2, indirect.bytes());
+  CHECK(first_indirect.starts_with("call 0x1001->0x1010 ret=0x1003 "));
+  CHECK(first_indirect.find("return 0x1010->0x1003 ") != std::string::npos);
+  // Again, each after the other has taken the table's slot: the same events as the first time.
+  CHECK(decode(1, direct.bytes()) == first_direct);
+  CHECK(decode(2, indirect.bytes()) == first_indirect);
+}
+
+}  // namespace
+}  // namespace ptscope::decode
+
+TEST_CASE("gap and trigger texts are interned: equal texts share one stored string") {
+  ptscope::decode::EventText first, second, other, none;
+  first = std::string("trace overflow: the CPU dropped trace data");
+  second = std::string("trace overflow: the CPU dropped trace data");
+  other = std::string("decode error at offset 0x10");
+  none = std::string();
+  CHECK(first.str() == "trace overflow: the CPU dropped trace data");
+  CHECK(&first.str() == &second.str());  // one copy, however many overflows
+  CHECK(other.str() == "decode error at offset 0x10");
+  CHECK(&other.str() != &first.str());
+  CHECK(none.empty());
+  CHECK(none.str().empty());
+}
+
+namespace ptscope::decode {
+namespace {
+
+TEST_CASE("QueryWalker refuses 32-bit code, and libipt's block decoder decodes it") {
+  PtBuilder pt;
+  pt.Simple(ppt_psb);
+  pt.Tsc(1000);
+  pt_packet mode{};
+  mode.type = ppt_mode;
+  mode.payload.mode.leaf = pt_mol_exec;
+  mode.payload.mode.bits.exec = pt_set_exec_mode(ptem_32bit);
+  pt.Put(mode);
+  pt.Ip(ppt_fup, 0x1020);
+  pt.Simple(ppt_psbend);
+  pt.Ip(ppt_tip_pgd, 0);
+  bool refused = false;
+  WalkerCache cache;
+  DecodeWith(pt.bytes(), TestCode(), &cache, &refused);
+  CHECK(refused);
+  const std::string libipt = DecodeWith(pt.bytes(), TestCode(), nullptr, &refused);
+  CHECK_FALSE(refused);
+  CHECK(libipt.find("syscall 0x1021") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace ptscope::decode

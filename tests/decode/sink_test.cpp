@@ -1,0 +1,131 @@
+// Sinks: factory errors, write errors, and the tracker feeding a TextSink end to end.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fake_frames.h"
+#include "sink/sink_factory.h"
+#include "stack/stack_tracker.h"
+
+namespace ptscope::decode {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("ptscope_sink_test_" + std::to_string(getpid()) + "_" + name))
+      .string();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST_CASE("sink factory: formats by name and by path, clear errors") {
+  testing::FakeNamer namer({});
+  auto bad = CreateSink("xml", "-", namer);
+  REQUIRE(!bad);
+  CHECK(bad.error().message ==
+        "output format 'xml' is unknown: use perfetto, text, folded, summary or summary-json");
+  CHECK(ParseSinkFormat("summary").value() == SinkFormat::kSummary);
+  CHECK(ParseSinkFormat("summary-json").value() == SinkFormat::kSummaryJson);
+  auto unwritable = CreateSink("text", "/nonexistent-ptscope-dir/out.txt", namer);
+  REQUIRE(!unwritable);
+  CHECK(unwritable.error().code == Errc::kIo);
+  CHECK(unwritable.error().message ==
+        "/nonexistent-ptscope-dir/out.txt: cannot create output: No such file or directory "
+        "(check the directory exists and is writable)");
+  CHECK(SinkFormatForPath("trace.txt") == SinkFormat::kText);
+  CHECK(SinkFormatForPath("trace.summary.txt") == SinkFormat::kSummary);
+  CHECK(SinkFormatForPath("trace.summary.txt.gz") == SinkFormat::kSummary);
+  CHECK(SinkFormatForPath("trace.summary.json") == SinkFormat::kSummaryJson);
+  CHECK(SinkFormatForPath("trace.json") == SinkFormat::kPerfetto);
+  CHECK(SinkFormatForPath("trace.folded.gz") == SinkFormat::kFolded);
+  CHECK(SinkFormatForPath("trace.pftrace.gz") == SinkFormat::kPerfetto);
+  CHECK(SinkFormatForPath("trace") == SinkFormat::kPerfetto);
+}
+
+TEST_CASE("a full disk is reported by OutputError, not printed or ignored") {
+  testing::FakeNamer namer({{"main", 0x1000}});
+  auto sink = CreateSink("perfetto", "/dev/full", namer);
+  REQUIRE(sink);
+  (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{.address = 0x1000, .kind = FrameId::Kind::kFunction}, false);
+  (*sink)->End(ThreadKey{1, 1}, 20);
+  (*sink)->Finish();
+  CHECK((*sink)->OutputError() == "/dev/full: write failed: No space left on device (disk full?)");
+}
+
+TEST_CASE("tracker into TextSink: threads in (pid, tid) order, flags and locations") {
+  testing::FakeNamer namer({{"main", 0x1000}, {"a", 0x2000}});
+  std::string path = TempPath("tree.txt");
+  auto sink = CreateSink("text", path, namer);
+  REQUIRE(sink);
+  using K = FlowEvent::Kind;
+  auto ev = [](K kind, uint64_t t, uint64_t from, uint64_t to) {
+    FlowEvent e;
+    e.kind = kind;
+    e.time_ns = t;
+    e.from = from;
+    e.to = to;
+    e.call_size = kind == K::kCall ? 5 : 0;
+    return e;
+  };
+  // Thread 3/5 is fed first, but 3/4 is written first.
+  StackTracker later(ThreadKey{3, 5}, namer, **sink);
+  (*sink)->BeginThread(ThreadKey{3, 5}, "app", "worker");
+  later.OnEvent(ev(K::kEnable, 0, 0, 0x2010));
+  later.OnEvent(ev(K::kReturn, 7, 0x2020, 0x1030));
+  later.Finish(9);
+  StackTracker first(ThreadKey{3, 4}, namer, **sink);
+  (*sink)->BeginThread(ThreadKey{3, 4}, "app", "app");
+  first.OnEvent(ev(K::kEnable, 100, 0, 0x1000));
+  first.OnEvent(ev(K::kCall, 110, 0x1010, 0x2000));
+  first.OnEvent(ev(K::kSyscall, 120, 0x2040, 0));
+  first.Finish(130);
+  (*sink)->Finish();
+  CHECK((*sink)->OutputError() == "");
+  CHECK(ReadFile(path) ==
+        "thread 3/4 \"app\" \"app\"\n"
+        "  [100 +30] main (inferred)  main.c:1\n"
+        "    [110 +20] a  a.c:1\n"
+        "      [120 +10] [syscall]\n"
+        "thread 3/5 \"app\" \"worker\"\n"
+        "  [0 +9] main (inferred)  main.c:1\n"
+        "    [0 +7] a (inferred)  a.c:1\n");
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("slices still open at Finish: text marks them unfinished, folded closes them") {
+  testing::FakeNamer namer({{"main", 0x1000}, {"a", 0x2000}});
+  std::string text_path = TempPath("open.txt");
+  std::string folded_path = TempPath("open.folded");
+  for (const std::string& path : {text_path, folded_path}) {
+    auto sink = CreateSink(path == text_path ? "text" : "folded", path, namer);
+    REQUIRE(sink);
+    (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{.address = 0x1000, .kind = FrameId::Kind::kFunction}, false);
+    (*sink)->Begin(ThreadKey{1, 1}, 20, FrameId{.address = 0x2000, .kind = FrameId::Kind::kFunction}, false);
+    (*sink)->Instant(ThreadKey{1, 1}, 35, "[trigger]");
+    (*sink)->End(ThreadKey{1, 2}, 40);  // a thread with nothing open: ignored
+    (*sink)->Finish();
+    CHECK((*sink)->OutputError() == "");
+  }
+  CHECK(ReadFile(text_path) ==
+        "thread 1/1 \"\" \"\"\n"
+        "  [10 +25] main  main.c:1 (unfinished)\n"
+        "    [20 +15] a  a.c:1 (unfinished)\n"
+        "      [35] ! [trigger]\n"
+        "thread 1/2 \"\" \"\"\n");
+  CHECK(ReadFile(folded_path) ==
+        "main 10\n"
+        "main;a 15\n");
+  std::filesystem::remove(text_path);
+  std::filesystem::remove(folded_path);
+}
+
+}  // namespace
+}  // namespace ptscope::decode

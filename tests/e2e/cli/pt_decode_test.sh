@@ -1,0 +1,95 @@
+#!/bin/sh
+# pt-decode command-line tests (issue #8): --summary, --threads and --time-range parsing and
+# their errors. pt_decode_test.sh GROUP PT_DECODE MAKE_ARCHIVE
+set -u
+group=$1 pt_decode=$2 make_archive=$3
+tmp=$(mktemp -d /tmp/pt-decode-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect CODE STDERR_TEXT -- ARGS...: exact exit code and stderr (stdout must be empty).
+expect() {
+  want_code=$1 want_err=$2
+  shift 3
+  "$pt_decode" "$@" >"$tmp/out" 2>"$tmp/err"
+  code=$?
+  [ "$code" = "$want_code" ] || fail "pt-decode $*: exit $code, want $want_code"
+  [ -s "$tmp/out" ] && fail "pt-decode $*: wrote to stdout: $(head -c 200 "$tmp/out")"
+  printf '%s\n' "$want_err" >"$tmp/want_err"
+  diff -u "$tmp/want_err" "$tmp/err" || fail "pt-decode $*: stderr differs"
+}
+
+time_hint='(times are relative to the capture start, with a unit: ns, us, ms or s, e.g. 2ms:5ms, 1.5s:, :500us)'
+threads_hint='(expected comma-separated thread or process ids, e.g. 1234,1240)'
+
+case $group in
+bad-values)
+  # Malformed values are refused before any input is read (exit 2), naming option and value.
+  expect 2 "pt-decode: --time-range '5ms:2ms': the start must be before the end $time_hint" \
+    -- --time-range 5ms:2ms in.ptar
+  expect 2 "pt-decode: --time-range '2xs:': unknown unit 'xs' in '2xs' $time_hint" \
+    -- --time-range 2xs: in.ptar
+  expect 2 "pt-decode: --time-range ':100': '100' has no unit $time_hint" -- --time-range :100 in.ptar
+  expect 2 "pt-decode: --time-range '2ms': expected START:END, one ':' (either side may be empty) $time_hint" \
+    -- --time-range 2ms in.ptar
+  expect 2 "pt-decode: --time-range '': expected START:END, one ':' (either side may be empty) $time_hint" \
+    -- --time-range "" in.ptar
+  expect 2 "pt-decode: --threads '1,,2': empty entry $threads_hint" -- --threads 1,,2 in.ptar
+  expect 2 "pt-decode: --threads '0': '0' is out of range (1 to 4294967295) $threads_hint" \
+    -- --threads 0 in.ptar
+  expect 2 "pt-decode: --threads 'abc': 'abc' is not a decimal id $threads_hint" \
+    -- --threads 1 --threads abc in.ptar
+  expect 2 "pt-decode: --summary and --format text contradict each other; give one of them" \
+    -- --summary --format text in.ptar
+  expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary or summary-json" \
+    -- --format xml in.ptar
+  expect 2 "pt-decode: --format json is the summary's encoding: add --summary" \
+    -- --format json in.ptar
+  expect 2 "pt-decode: --summary and --format insns contradict each other; give one of them" \
+    -- --summary --format insns in.ptar
+  expect 2 "pt-decode: --list-modules lists one input, 2 given" -- --list-modules a.ptar b.ptar
+  ;;
+good-values)
+  # Well-formed values pass parsing: the sample archive (two threads) is decoded (not exit 2, no
+  # option error); what --threads and --time-range select is the pipeline's business.
+  "$make_archive" sample "$tmp/s.ptar" || { echo "make_archive failed"; exit 1; }
+  for args in "--summary" "--format summary" "--threads 1,2 --threads 3" \
+      "--time-range 2ms:" "--time-range :500us" "--time-range 1.5us:0.25s" "--time-range :" \
+      "--summary --format summary --threads 7 --time-range 0:1s" "--summary --format json" \
+      "--format summary-json"; do
+    # shellcheck disable=SC2086  # word splitting of $args is intended
+    "$pt_decode" $args -o "$tmp/out.txt" "$tmp/s.ptar" >/dev/null 2>"$tmp/err"
+    code=$?
+    [ "$code" != 2 ] || fail "pt-decode $args: exit 2 (usage error): $(cat "$tmp/err")"
+    if grep -q -e '^pt-decode: --' -e 'try --help' "$tmp/err"; then
+      fail "pt-decode $args: option error: $(cat "$tmp/err")"
+    fi
+  done
+  # --summary, --format summary and a .summary.txt path all write the summary table.
+  for args in "--summary -o $tmp/a.txt" "--format summary -o $tmp/b.txt" "-o $tmp/c.summary.txt"; do
+    # shellcheck disable=SC2086
+    "$pt_decode" $args "$tmp/s.ptar" >/dev/null 2>&1 || fail "pt-decode $args: exit $?"
+  done
+  for out in a.txt b.txt c.summary.txt; do
+    head -c 19 "$tmp/$out" | grep -qx 'pt-decode summary: ' || fail "$out is not a summary"
+  done
+  cmp -s "$tmp/a.txt" "$tmp/b.txt" && cmp -s "$tmp/a.txt" "$tmp/c.summary.txt" ||
+    fail "--summary, --format summary and .summary.txt differ"
+  "$pt_decode" --help >"$tmp/help" 2>&1 || fail "--help failed"
+  # --version names the build by pt-decode's own ELF build id (what ptscope-fleet keys on).
+  build_id=$(readelf -n "$pt_decode" | awk '/Build ID:/ {print $3}')
+  [ -n "$build_id" ] || fail "readelf finds no build id in $pt_decode"
+  "$pt_decode" --version >"$tmp/version" 2>&1 || fail "--version failed"
+  grep -qx "pt-decode [0-9][0-9.]* (build id $build_id)" "$tmp/version" ||
+    fail "--version: $(cat "$tmp/version"), want the build id $build_id"
+  for option in --summary --threads --time-range --list-modules --version \
+      "perfetto|text|folded|insns|summary|summary-json"; do
+    grep -q -- "$option" "$tmp/help" || fail "--help does not mention $option"
+  done
+  ;;
+*)
+  echo "unknown group $group"; exit 2 ;;
+esac
+[ "$failures" = 0 ] || exit 1
+echo ok

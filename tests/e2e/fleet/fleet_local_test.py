@@ -1,0 +1,106 @@
+"""ptscope-fleet without --scheduler: its own Dask LocalCluster on this machine, as a fresh clone
+runs it after scripts/setup (build/tools/fleet/ptscope-fleet, Debian's python3).
+
+  fleet_local_test.py --fleet PTSCOPE_FLEET --decode PT_DECODE --emulate PT_EMULATE
+      --build-dir BUILD --program NAME=PATH...
+
+- two corpus captures, given as a glob and as a manifest line, decode to outputs byte-identical
+  to pt-decode run alone, with --format text as well as the default; exit status 0;
+- the plain log (stderr is no terminal) has a line per archive and names the dashboard;
+- usage errors exit 2 before any cluster starts: no archive, a glob matching nothing, a
+  --symbols that is no directory;
+- `meson install` installs ptscope-fleet, its package and the pt-decode it runs by default.
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fleet_common import (check, emulate, fleet, main_guard, reference, require_tools,  # noqa: E402
+                          run, same_bytes)
+
+
+def usage_errors(a, tmp):
+    cases = [
+        ([], 'no archive given'),
+        ([os.path.join(tmp, 'nothing-*.ptar')], 'no file matches'),
+        (['--symbols', os.path.join(tmp, 'absent'), os.path.join(tmp, 'arch', 'calls.ptar')],
+         'is not a directory'),
+    ]
+    for args, text in cases:
+        r = run([a.fleet, 'decode', '--output-dir', os.path.join(tmp, 'unused')] + args)
+        check(r.returncode == 2, 'usage %s: exit %d, want 2' % (args, r.returncode))
+        check(text in r.stderr, 'usage %s: %r not in %r' % (args, text, r.stderr))
+        check('Dask' not in r.stderr, 'usage %s: a cluster was started' % args)
+
+
+def installed(a):
+    r = run(['meson', 'introspect', '--installed', a.build_dir])
+    check(r.returncode == 0, 'meson introspect --installed: %s' % r.stderr)
+    targets = {os.path.basename(dest): dest for dest in json.loads(r.stdout).values()}
+    for name in ('ptscope-fleet', 'pt-decode', 'cli.py', 'task.py', 'run.py', 'summary.py'):
+        check(name in targets, 'meson install does not install %s: %s' % (name, sorted(targets)))
+    check(os.path.dirname(targets['ptscope-fleet']) == os.path.dirname(targets['pt-decode']),
+          'ptscope-fleet and pt-decode are installed apart')
+    launcher = os.path.join(a.build_dir, 'tools', 'fleet', 'ptscope-fleet.installed')
+    with open(launcher) as f:
+        text = f.read()
+    check(repr(targets['pt-decode']) in text, 'the installed launcher does not run %s' %
+          targets['pt-decode'])
+    check(repr(os.path.dirname(os.path.dirname(targets['cli.py']))) in text,
+          'the installed launcher does not import the installed package')
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for option in ('--fleet', '--decode', '--emulate', '--build-dir'):
+        p.add_argument(option, required=True)
+    p.add_argument('--program', action='append', default=[])
+    a = p.parse_args()
+    programs = dict(item.split('=', 1) for item in a.program)
+    require_tools(a.fleet, a.decode, a.emulate, *programs.values())
+    tmp = tempfile.mkdtemp(prefix='ptscope-fleet-local-')
+    try:
+        arch = os.path.join(tmp, 'arch')
+        os.makedirs(arch)
+        emulate(a.emulate, programs['calls'], os.path.join(arch, 'calls.ptar'))
+        emulate(a.emulate, programs['recursion'], os.path.join(arch, 'recursion.ptar'))
+        manifest = os.path.join(tmp, 'manifest.txt')
+        with open(manifest, 'w') as f:
+            f.write('# one line, relative to this file\narch/recursion.ptar\n')
+        ref = os.path.join(tmp, 'ref')
+        for name in ('calls', 'recursion'):
+            statuses, _ = reference(a.decode, os.path.join(arch, name + '.ptar'), ref, name)
+            check(statuses == [0, 0], 'pt-decode alone on %s: %s' % (name, statuses))
+            r = run([a.decode, '--format', 'text', '-j1', '-o', os.path.join(ref, name + '.txt'),
+                     os.path.join(arch, name + '.ptar')])
+            check(r.returncode == 0, 'pt-decode --format text: %s' % r.stderr)
+        for trace, suffix in (('perfetto', '.pftrace'), ('text', '.txt')):
+            out = os.path.join(tmp, 'out-' + trace)
+            r, outcomes = fleet(a.fleet, [os.path.join(arch, 'c*.ptar')], out,
+                                os.path.join(tmp, 'report-%s.json' % trace),
+                                ['--manifest', manifest, '--format', trace,
+                                 '--local-workers', '2'])
+            check(r.returncode == 0, 'local %s: exit %d: %s' % (trace, r.returncode, r.stderr))
+            check(sorted(outcomes) == ['calls.ptar', 'recursion.ptar'],
+                  'local %s: archives %s' % (trace, sorted(outcomes)))
+            for name in ('calls', 'recursion'):
+                check(outcomes[name + '.ptar']['state'] == 'decoded', 'local: %s not decoded' % name)
+                for f in (name + '.summary.json', name + suffix):
+                    check(same_bytes(os.path.join(out, f), os.path.join(ref, f)),
+                          'local %s: %s differs from pt-decode alone' % (trace, f))
+                check(('/%s.ptar decoded, ' % name) in r.stderr,
+                      'local: no log line for %s: %s' % (name, r.stderr))
+            check('Dask dashboard: http://127.0.0.1:' in r.stderr,
+                  'local: no dashboard address: %s' % r.stderr)
+        usage_errors(a, tmp)
+        installed(a)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    main_guard(main)

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""QueryWalker against libipt's block decoder, block for block (ipt-block-loop --compare-walker).
+
+Captures: pt-synth random walks over two corpus binaries in every timing mode, with and without
+return compression, with a small PSB period and two threads; pt-emulate recordings of corpus
+programs (signals, exceptions, threads, dlopen); and the synth walks again with damaged bytes,
+where both decoders must meet the same errors and resynchronize alike. Each comparison must cover
+real work (blocks and events compared) and, on undamaged captures, the walker must refuse nothing.
+Then pt-decode itself: its Perfetto output with the walker (the default) must equal, byte for byte,
+its output with --libipt-blocks, on every clean capture (with no unit handed back to libipt) and
+on copies with one PT byte inverted (where units may be handed back).
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
+import ptar_edit  # noqa: E402  (damages PT bytes inside a .ptar, keeping it well-formed)
+
+SYNTH_VARIANTS = {
+    "cyc": ["--psb-period", "512"],
+    "noretcomp": ["--psb-period", "512", "--no-retcomp"],
+    "mtc-2threads": ["--psb-period", "1024", "--timing", "mtc", "--threads", "2"],
+    "tsc": ["--psb-period", "256", "--timing", "tsc"],
+    "none": ["--psb-period", "4096", "--timing", "none"],
+}
+EMULATE_VARIANTS = {
+    "signal-mtc": ("signal", ["--timing", "mtc"]),
+    "exceptions": ("exceptions", []),
+    "threads-noretcomp": ("threads", ["--no-retcomp"]),
+    "dlopen-psb256": ("dlopen", ["--psb-period", "256"]),
+}
+DAMAGE_SEEDS = [1, 2, 3]
+
+
+def compare(loop, archive, damage=None):
+    command = [loop] + (["--damage", str(damage)] if damage else []) + ["--compare-walker", archive]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    counts = dict(re.findall(r"(\w+)=(\d+)", result.stdout))
+    return result, {key: int(value) for key, value in counts.items()}
+
+
+def check(name, result, counts, damaged):
+    problems = []
+    # Damaged trace makes libipt report errors (exit 1); a difference is reported on stderr.
+    if "differs" in result.stderr or (not damaged and result.returncode != 0):
+        problems.append(f"{name}: exit {result.returncode}: {result.stderr.strip()}")
+    if counts.get("compared_blocks", 0) < 1000 or counts.get("compared_events", 0) < 10:
+        problems.append(f"{name}: too little compared: {result.stdout.strip()}")
+    if not damaged and counts.get("unsupported", 0) != 0:
+        problems.append(f"{name}: the walker refused {counts['unsupported']} stretches")
+    return problems
+
+
+def compare_decoder(decoder, archive, work, damaged=False):
+    outputs = []
+    for extra in ([], ["--libipt-blocks"]):
+        output = os.path.join(work, "decoded-%d.pftrace" % len(outputs))
+        result = subprocess.run([decoder, "--jobs", "1", "-o", output] + extra + [archive],
+                                capture_output=True, text=True, timeout=600)
+        if result.returncode != 0:
+            return [f"pt-decode {' '.join(extra)} {archive}: exit {result.returncode}: "
+                    f"{result.stderr.strip()}"]
+        if not damaged and not extra and "walker does not model" in result.stderr:
+            return [f"pt-decode {archive}: units handed to libipt: {result.stderr.strip()}"]
+        with open(output, "rb") as f:
+            outputs.append(f.read())
+    if len(outputs[0]) < 1000:
+        return [f"pt-decode {archive}: only {len(outputs[0])} bytes of output"]
+    if outputs[0] != outputs[1]:
+        return [f"pt-decode {archive}: the walker's output differs from --libipt-blocks'"]
+    return []
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--loop", required=True)
+    parser.add_argument("--synth", required=True)
+    parser.add_argument("--emulate", required=True)
+    parser.add_argument("--decoder", required=True)
+    parser.add_argument("--binary", action="append", required=True)
+    parser.add_argument("--programs", required=True, help="directory of the corpus programs")
+    args = parser.parse_args()
+    problems = []
+    with tempfile.TemporaryDirectory() as work:
+        synth_archives = []
+        for binary in args.binary:
+            for name, extra in SYNTH_VARIANTS.items():
+                archive = os.path.join(work, f"{os.path.basename(binary)}-{name}.ptar")
+                made = subprocess.run([args.synth, "-o", archive, "--binary", binary,
+                                       "--instructions", "300000", "--seed", "7"] + extra,
+                                      capture_output=True, text=True)
+                if made.returncode != 0:
+                    problems.append(f"pt-synth {name}: {made.stderr.strip()}")
+                    continue
+                synth_archives.append(archive)
+                problems += check(os.path.basename(archive), *compare(args.loop, archive), False)
+                problems += compare_decoder(args.decoder, archive, work)
+        for name, (program, extra) in EMULATE_VARIANTS.items():
+            archive = os.path.join(work, f"emulate-{name}.ptar")
+            made = subprocess.run([args.emulate, "--full", "-o", archive] + extra +
+                                  ["--", os.path.join(args.programs, "corpus-" + program)],
+                                  capture_output=True, text=True, timeout=600)
+            if made.returncode != 0:
+                problems.append(f"pt-emulate {name}: {made.stderr.strip()}")
+                continue
+            problems += check(name, *compare(args.loop, archive), False)
+            problems += compare_decoder(args.decoder, archive, work)
+        for index, archive in enumerate(synth_archives[:2]):
+            for after_psb in (40, 700, 9000):
+                damaged = os.path.join(work, f"damaged-{index}-{after_psb}.ptar")
+                ptar_edit.flip_pt_byte(archive, damaged, after_psb)
+                problems += compare_decoder(args.decoder, damaged, work, damaged=True)
+        for seed in DAMAGE_SEEDS:
+            for archive in synth_archives[:2]:
+                name = f"{os.path.basename(archive)} damaged (seed {seed})"
+                problems += check(name, *compare(args.loop, archive, seed), True)
+    for problem in problems:
+        print(problem)
+    print("walker_diff:", "FAIL" if problems else "ok")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,601 @@
+// Unit tests of the perf.data reader and writer (format/PERF_DATA.md): in-memory round trips,
+// exact bytes of the documented layout, and exact errors for damaged or foreign input.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "ptscope/format.h"
+#include "ptscope/perf_data.h"
+#include "ptscope/perf_records.h"
+
+namespace fmt = ptscope::format;
+namespace perf = ptscope::perf;
+
+namespace {
+
+constexpr uint64_t kSidebandType = 0x10086;  // TID|TIME|CPU|IDENTIFIER, the team convention
+
+uint64_t Le(const std::vector<uint8_t>& b, size_t at, size_t n = 8) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v |= uint64_t{b.at(at + i)} << (8 * i);
+  return v;
+}
+void PutLe(std::vector<uint8_t>& b, size_t at, uint64_t v, size_t n) {
+  for (size_t i = 0; i < n; ++i) b.at(at + i) = static_cast<uint8_t>(v >> (8 * i));
+}
+
+std::vector<uint8_t> Rec(uint32_t type, uint16_t misc, perf::RecordBody body, uint32_t pid,
+                         uint32_t tid, uint64_t time, uint32_t cpu = 0) {
+  perf::Record r;
+  r.type = type;
+  r.misc = misc;
+  r.body = std::move(body);
+  perf::SampleId id;
+  id.pid = pid;
+  id.tid = tid;
+  id.time = time;
+  id.cpu = cpu;
+  id.id = 1;  // the exporter's id, so the round trip is byte-exact
+  r.sample_id = id;
+  return perf::BuildRecord(r, {kSidebandType, true});
+}
+
+const std::vector<uint8_t> kBuildId = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,
+                                       7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+std::vector<uint8_t> ThreadSideband() {
+  perf::CommRecord comm{100, 100, "prog", true};
+  perf::MmapRecord mmap;
+  mmap.pid = mmap.tid = 100;
+  mmap.addr = 0x400000;
+  mmap.len = 0x1000;
+  mmap.build_id = kBuildId;
+  mmap.prot = 5;
+  mmap.flags = 2;
+  mmap.filename = "/opt/prog";
+  perf::TaskRecord fork{100, 100, 101, 100, 20, false};
+  perf::AuxRecord aux{0, 13, perf::kAuxFlagTruncated};
+  perf::TaskRecord exit{100, 100, 100, 100, 90, true};
+  std::vector<uint8_t> out;
+  for (const auto& r : {Rec(perf::kRecordComm, perf::kMiscCommExec, comm, 100, 100, 10),
+                        Rec(perf::kRecordMmap2, perf::kMiscUser | perf::kMiscMmapBuildId, mmap, 100, 100, 11),
+                        Rec(perf::kRecordFork, 0, fork, 100, 101, 20),
+                        Rec(perf::kRecordAux, 0, aux, 100, 100, 30),
+                        Rec(perf::kRecordExit, 0, exit, 100, 100, 90)}) {
+    out.insert(out.end(), r.begin(), r.end());
+  }
+  return out;
+}
+
+fmt::PtDataChunk Piece(uint32_t stream, int32_t cpu, uint32_t tid, uint64_t offset, size_t n,
+                       uint8_t fill, uint64_t reference) {
+  fmt::PtDataChunk c;
+  c.stream_id = stream;
+  c.cpu = cpu;
+  c.pid = tid;
+  c.tid = tid;
+  c.stream_offset = offset;
+  c.reference_tsc = reference;
+  c.data.assign(n, fill);
+  return c;
+}
+
+fmt::Archive ThreadArchive() {
+  fmt::Archive a;
+  a.path = "mem.ptar";
+  a.metadata = {{"pt.config", "0x2401"}, {"pt.pmu_type", "9"}, {"time.shift", "10"},
+                {"time.mult", "1024"}, {"time.zero", "5"}, {"time.cap_user_time_zero", "1"},
+                {"cpu.vendor", "GenuineIntel"}, {"cpu.family", "6"}, {"cpu.model", "85"},
+                {"cpu.stepping", "4"}, {"host.name", "h1"}, {"kernel.release", "6.1.0-test"}};
+  fmt::SidebandAttrChunk attr;
+  attr.attr_id = 3;
+  attr.sample_type = kSidebandType;
+  attr.ids = {1};
+  a.sideband_attrs.push_back(attr);
+  fmt::SidebandChunk sb;
+  sb.attr_id = 3;
+  sb.records = ThreadSideband();
+  a.sideband.push_back(sb);
+  a.pt_data.push_back(Piece(0, -1, 100, 0, 13, 0x11, 0x1234));
+  a.pt_data.push_back(Piece(0, -1, 100, 16, 16, 0x22, 0x1235));
+  a.pt_data.push_back(Piece(1, -1, 101, 0, 8, 0x33, 0x1236));
+  fmt::ModuleChunk m;
+  m.path = "/opt/prog";
+  m.build_id = kBuildId;
+  a.modules.push_back(m);
+  return a;
+}
+
+std::vector<uint8_t> Exported(const fmt::Archive& a) {
+  auto bytes = fmt::ExportPerfDataToBytes(a);
+  REQUIRE(bytes.has_value());
+  return *bytes;
+}
+
+std::string ImportError(std::vector<uint8_t> bytes) {
+  auto r = fmt::ImportPerfDataFromBytes(std::move(bytes), "t.data");
+  REQUIRE_FALSE(r.has_value());
+  return r.error().message;
+}
+
+// A perf.data on disk, removed at the end of the scope.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::vector<uint8_t>& bytes) {
+    char name[] = "/tmp/ptscope-perf-data-XXXXXX";
+    int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    path = name;
+    REQUIRE(::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size()));
+    ::close(fd);
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+std::vector<uint8_t> FileBytes(const std::string& path, uint64_t offset, uint64_t size) {
+  std::vector<uint8_t> out(size);
+  FILE* f = std::fopen(path.c_str(), "rb");
+  REQUIRE(f != nullptr);
+  std::fseek(f, static_cast<long>(offset), SEEK_SET);
+  size_t got = std::fread(out.data(), 1, out.size(), f);
+  std::fclose(f);
+  REQUIRE(got == out.size());
+  return out;
+}
+
+std::vector<uint8_t> Padded(std::vector<uint8_t> v) {
+  v.resize((v.size() + 7) / 8 * 8, 0);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("export writes the documented header, attr and AUXTRACE_INFO bytes") {
+  auto b = Exported(ThreadArchive());
+  CHECK(std::memcmp(b.data(), "PERFILE2", 8) == 0);
+  CHECK(Le(b, 8) == 104);           // header size
+  CHECK(Le(b, 16) == 144);          // attr_size: 128-byte attr + ids section
+  CHECK(Le(b, 24) == 112);          // attrs.offset (after the 8-byte ids array)
+  CHECK(Le(b, 32) == 144);          // attrs.size
+  CHECK(Le(b, 40) == 256);          // data.offset
+  CHECK(Le(b, 104) == 1);           // the one id
+  CHECK(Le(b, 112, 4) == 9);        // attr.type = pt.pmu_type
+  CHECK(Le(b, 116, 4) == 128);      // attr.size
+  CHECK(Le(b, 120) == 0x2401);      // attr.config = pt.config
+  CHECK(Le(b, 136) == 0x10087);     // sample_type IP|TID|TIME|CPU|IDENTIFIER
+  CHECK((Le(b, 152) >> 18 & 1) == 1);  // sample_id_all
+  CHECK(Le(b, 240) == 104);         // ids section offset
+  CHECK(Le(b, 248) == 8);           // ids section size
+  CHECK(Le(b, 256, 4) == 70);       // AUXTRACE_INFO
+  CHECK(Le(b, 262, 2) == 16 + 17 * 8);
+  CHECK(Le(b, 264, 4) == 1);        // Intel PT
+  CHECK(Le(b, 272) == 9);           // priv[PMU_TYPE]
+  CHECK(Le(b, 280) == 10);          // TIME_SHIFT
+  CHECK(Le(b, 288) == 1024);        // TIME_MULT
+  CHECK(Le(b, 296) == 5);           // TIME_ZERO
+  CHECK(Le(b, 304) == 1);           // CAP_USER_TIME_ZERO
+  CHECK(Le(b, 72) == ((1u << 2) | (1u << 3) | (1u << 4) | (1u << 9) | (1u << 18)));
+}
+
+TEST_CASE("per-thread round trip keeps PT bytes (padded to 8), sideband and metadata") {
+  fmt::Archive in = ThreadArchive();
+  auto back = fmt::ImportPerfDataFromBytes(Exported(in), "rt.data");
+  REQUIRE(back.has_value());
+  REQUIRE(back->pt_data.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const auto& got = back->pt_data[i];
+    CHECK(got.data == Padded(in.pt_data[i].data));
+    CHECK(got.stream_offset == in.pt_data[i].stream_offset);
+    CHECK(got.reference_tsc == in.pt_data[i].reference_tsc);
+    CHECK(got.tid == in.pt_data[i].tid);
+    CHECK(got.pid == 100);  // 101 is a thread of 100 (FORK)
+    CHECK(got.cpu == -1);
+    CHECK(got.bytes_lost_before == 0);
+  }
+  CHECK(back->pt_data[0].stream_id == 0);
+  CHECK(back->pt_data[1].stream_id == 0);
+  CHECK(back->pt_data[2].stream_id == 1);
+  CHECK(back->pt_data[0].flags == fmt::kPtTruncated);  // the AUX record covers [0, 13)
+  CHECK(back->pt_data[1].flags == 0);
+  REQUIRE(back->sideband.size() == 1);
+  CHECK(back->sideband[0].records == in.sideband[0].records);
+  REQUIRE(back->sideband_attrs.size() == 1);
+  CHECK(back->sideband_attrs[0].sample_type == 0x10087);
+  CHECK(back->sideband_attrs[0].sample_id_all);
+  CHECK(back->sideband_attrs[0].ids == std::vector<uint64_t>{1});
+  CHECK(back->sideband[0].attr_id == back->sideband_attrs[0].attr_id);
+  for (const char* key : {"pt.config", "pt.pmu_type", "time.shift", "time.mult", "time.zero",
+                          "time.cap_user_time_zero", "cpu.vendor", "cpu.family", "cpu.model",
+                          "cpu.stepping", "host.name", "kernel.release"}) {
+    CAPTURE(key);
+    CHECK(back->Get(key) == in.Get(key));
+  }
+  CHECK(back->Get("capture.mode") == "full");
+  CHECK(back->Get("pt.tsc") == "1");
+  CHECK(back->Get("pt.user") == "1");
+  CHECK(back->Get("pt.kernel") == "0");
+  CHECK(back->Get("perf.per_cpu_mmaps") == "0");
+  REQUIRE(back->modules.size() == 1);
+  CHECK(back->modules[0].path == "/opt/prog");
+  CHECK(back->modules[0].build_id == kBuildId);
+  CHECK(back->header.features == fmt::kFeatureImportedPerf);
+}
+
+TEST_CASE("per-CPU snapshot round trip keeps cpus and the CPU-wide switch sideband") {
+  fmt::Archive a;
+  a.path = "cpu.ptar";
+  a.metadata = {{"capture.mode", "snapshot"}, {"pt.config", "0x2001"}};
+  perf::SwitchRecord sw;
+  sw.out = true;
+  sw.cpu_wide = true;
+  sw.next_prev_pid = sw.next_prev_tid = 7;
+  fmt::SidebandChunk sb;
+  sb.attr_id = 1;
+  sb.records = Rec(perf::kRecordSwitchCpuWide, perf::kMiscSwitchOut, sw, 5, 5, 40, 1);
+  fmt::SidebandAttrChunk attr;
+  attr.attr_id = 1;
+  attr.sample_type = kSidebandType;
+  a.sideband_attrs.push_back(attr);
+  a.sideband.push_back(sb);
+  a.pt_data.push_back(Piece(0, 0, 0, 0, 24, 0x44, 0));
+  a.pt_data.push_back(Piece(1, 1, 0, 0, 8, 0x55, 0));
+  a.pt_data[0].flags = a.pt_data[1].flags = fmt::kPtSnapshot;
+  auto back = fmt::ImportPerfDataFromBytes(Exported(a), "cpu.data");
+  REQUIRE(back.has_value());
+  REQUIRE(back->pt_data.size() == 2);
+  CHECK(back->pt_data[0].cpu == 0);
+  CHECK(back->pt_data[1].cpu == 1);
+  CHECK(back->pt_data[1].tid == 0);
+  CHECK(back->pt_data[0].flags == fmt::kPtSnapshot);
+  CHECK(back->pt_data[0].data == a.pt_data[0].data);
+  CHECK(back->sideband[0].records == sb.records);
+  CHECK(back->Get("perf.per_cpu_mmaps") == "1");
+  CHECK(back->Get("perf.have_sched_switch") == "3");
+  CHECK(back->Get("capture.mode") == "snapshot");
+  CHECK(back->header.features ==
+        (fmt::kFeatureImportedPerf | fmt::kFeatureSnapshot | fmt::kFeaturePerCpu));
+}
+
+TEST_CASE("export refuses archives perf.data cannot express") {
+  fmt::Archive a;
+  a.path = "x.ptar";
+  auto none = fmt::ExportPerfDataToBytes(a);
+  REQUIRE_FALSE(none.has_value());
+  CHECK(none.error().message ==
+        "export-perf: x.ptar: the archive holds no PT data chunks; nothing to export");
+  a.pt_data.push_back(Piece(0, 0, 0, 0, 8, 0, 0));
+  a.pt_data.push_back(Piece(1, -1, 5, 0, 8, 0, 0));
+  auto mixed = fmt::ExportPerfDataToBytes(a);
+  REQUIRE_FALSE(mixed.has_value());
+  CHECK(mixed.error().message ==
+        "export-perf: x.ptar: PT data mixes per-CPU (cpu >= 0) and per-thread (cpu -1) streams; "
+        "perf.data holds one kind");
+}
+
+TEST_CASE("foreign and damaged files give one exact error naming file and offset") {
+  const auto good = Exported(ThreadArchive());
+  const uint64_t data_offset = Le(good, 40), data_size = Le(good, 48);
+  const uint64_t table = data_offset + data_size;
+  CHECK(ImportError({}) == "t.data: offset 0: file is 0 bytes, too short for a perf.data header");
+  std::vector<uint8_t> junk(64);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<uint8_t>(i * 37 + 11);
+  CHECK(ImportError(junk) == "t.data: offset 0: not a perf.data file (magic is not 'PERFILE2')");
+  std::vector<uint8_t> pipe(good.begin(), good.begin() + 16);
+  PutLe(pipe, 8, 16, 8);
+  CHECK(ImportError(pipe) ==
+        "t.data: offset 8: pipe-mode perf.data (header size 16) is not supported; record to a "
+        "file with 'perf record -o FILE' instead of a pipe");
+  std::vector<uint8_t> swapped = good;
+  std::memcpy(swapped.data(), "2ELIFREP", 8);
+  CHECK(ImportError(swapped) ==
+        "t.data: offset 0: big-endian perf.data (magic '2ELIFREP') is not supported; convert it "
+        "on a big-endian host with 'perf inject'");
+  auto cut = [&](size_t n) { return std::vector<uint8_t>(good.begin(), good.begin() + n); };
+  CHECK(ImportError(cut(50)) == "t.data: offset 50: file is 50 bytes, shorter than the 104-byte "
+                                "perf.data header; the file is truncated");
+  CHECK(ImportError(cut(200)) == "t.data: offset 24: the attrs section [112, +144) runs past the "
+                                 "end of the file (200 bytes); the file is truncated");
+  CHECK(ImportError(cut(300)) == "t.data: offset 40: the data section [256, +" +
+                                     std::to_string(data_size) +
+                                     ") runs past the end of the file (300 bytes); the file is "
+                                     "truncated");
+  CHECK(ImportError(cut(table + 8)) ==
+        "t.data: offset " + std::to_string(table) +
+            ": feature section table entry for feature 2 runs past the end of the file; the file "
+            "is truncated");
+  std::vector<uint8_t> tiny = good;
+  PutLe(tiny, data_offset + 6, 4, 2);
+  CHECK(ImportError(tiny) == "t.data: offset 256: record type 70 has size 4 < 8");
+  std::vector<uint8_t> no_pt = good;
+  PutLe(no_pt, data_offset, 68, 4);  // AUXTRACE_INFO -> FINISHED_ROUND
+  CHECK(ImportError(no_pt) ==
+        "t.data: offset 256: no Intel PT data in this perf.data (no AUXTRACE_INFO record in the "
+        "data section); record with 'perf record -e intel_pt//u'");
+  std::vector<uint8_t> other_pmu = good;
+  PutLe(other_pmu, data_offset + 8, 3, 4);  // AUXTRACE_INFO.type 3 (ARM SPE/CoreSight family)
+  CHECK(ImportError(other_pmu) == "t.data: offset 256: AUXTRACE_INFO type 3 is not Intel PT (1); "
+                                  "only intel_pt captures can be imported");
+}
+
+TEST_CASE("a truncated AUXTRACE payload is reported at its record") {
+  auto b = Exported(ThreadArchive());
+  // The first AUXTRACE record follows AUXTRACE_INFO (152), TIME_CONV (56) and the sideband.
+  size_t at = Le(b, 40) + 152 + 56 + ThreadSideband().size();
+  REQUIRE(Le(b, at, 4) == 71);
+  PutLe(b, at + 8, 1u << 30, 8);
+  std::string err = ImportError(b);
+  CHECK(err.rfind("t.data: offset " + std::to_string(at) +
+                      ": AUXTRACE record announces 1073741824 bytes of trace but the data section "
+                      "ends after ", 0) == 0);
+  CHECK(err.find("; the file is truncated") != std::string::npos);
+}
+
+TEST_CASE("unknown feature sections are skipped") {
+  auto b = Exported(ThreadArchive());
+  uint64_t bits = Le(b, 72);
+  bits &= ~(1ull << 18);  // AUXTRACE index (the last section) ...
+  PutLe(b, 72, bits, 8);
+  PutLe(b, 80, 1ull << 36, 8);  // ... becomes feature 100, which we do not know
+  auto back = fmt::ImportPerfDataFromBytes(b, "f.data");
+  REQUIRE(back.has_value());
+  CHECK(back->pt_data.size() == 3);
+  CHECK(back->Get("host.name") == "h1");
+}
+
+TEST_CASE("every single-byte corruption imports or fails with a located error, never crashes") {
+  const auto good = Exported(ThreadArchive());
+  size_t failures = 0;
+  for (size_t at = 0; at < good.size(); ++at) {
+    for (uint8_t value : {uint8_t{0}, uint8_t{0xff}, static_cast<uint8_t>(good[at] + 1)}) {
+      std::vector<uint8_t> b = good;
+      b[at] = value;
+      auto r = fmt::ImportPerfDataFromBytes(std::move(b), "m.data");
+      if (r.has_value()) continue;
+      ++failures;
+      INFO("byte " << at << " = " << int(value) << ": " << r.error().message);
+      CHECK(r.error().message.rfind("m.data: offset ", 0) == 0);
+      CHECK(r.error().message.find('\n') == std::string::npos);
+    }
+  }
+  CHECK(failures > 0);
+}
+
+TEST_CASE("export of an imported export reproduces the perf.data byte for byte") {
+  const auto first = Exported(ThreadArchive());
+  auto imported = fmt::ImportPerfDataFromBytes(first, "a.data");
+  REQUIRE(imported.has_value());
+  CHECK(Exported(*imported) == first);
+}
+
+TEST_CASE("TIME_CONV supplies the conversion when AUXTRACE_INFO has none") {
+  auto b = Exported(ThreadArchive());
+  const size_t info = Le(b, 40);
+  PutLe(b, info + 16 + 8 * 2, 0, 8);       // priv[TIME_MULT] = 0
+  const size_t tc = info + 152;            // TIME_CONV follows AUXTRACE_INFO
+  REQUIRE(Le(b, tc, 4) == 79);
+  PutLe(b, tc + 8, 7, 8);                  // time_shift
+  PutLe(b, tc + 16, 333, 8);               // time_mult
+  PutLe(b, tc + 24, 44, 8);                // time_zero
+  auto back = fmt::ImportPerfDataFromBytes(b, "tc.data");
+  REQUIRE(back.has_value());
+  CHECK(back->Get("time.shift") == "7");
+  CHECK(back->Get("time.mult") == "333");
+  CHECK(back->Get("time.zero") == "44");
+  CHECK(back->Get("time.cap_user_time_zero") == "1");
+}
+
+TEST_CASE("a perf.data read in place: the archive as read whole, with the trace left in the file") {
+  const fmt::Archive in = ThreadArchive();
+  const auto bytes = Exported(in);
+  TempFile file(bytes);
+  auto whole = fmt::ImportPerfDataFromBytes(bytes, file.path);
+  auto eager = fmt::ImportPerfData(file.path);
+  auto lazy = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole.has_value());
+  REQUIRE(eager.has_value());
+  REQUIRE(lazy.has_value());
+  // Read from the file, the trace bytes are those of the buffer import.
+  CHECK(Exported(*eager) == bytes);
+  REQUIRE(eager->pt_data.size() == 3);
+  CHECK(eager->pt_refs.empty());
+  REQUIRE(lazy->pt_data.size() == 3);
+  REQUIRE(lazy->pt_refs.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const fmt::PtDataChunk& got = lazy->pt_data[i];
+    const fmt::PtDataChunk& want = whole->pt_data[i];
+    CHECK(want.data == Padded(in.pt_data[i].data));
+    CHECK(got.data.empty());
+    CHECK(lazy->pt_refs[i].raw);
+    CHECK(lazy->pt_refs[i].size == want.data.size());
+    CHECK(FileBytes(file.path, lazy->pt_refs[i].chunk_offset, lazy->pt_refs[i].size) == want.data);
+    CHECK(got.stream_id == want.stream_id);
+    CHECK(got.stream_offset == want.stream_offset);
+    CHECK(got.reference_tsc == want.reference_tsc);
+    CHECK(got.flags == want.flags);
+    CHECK(got.tid == want.tid);
+    CHECK(got.pid == want.pid);
+    CHECK(got.cpu == want.cpu);
+    CHECK(got.bytes_lost_before == want.bytes_lost_before);
+  }
+  // The first payload follows its 48-byte AUXTRACE record: AUXTRACE_INFO (152), TIME_CONV (56)
+  // and the sideband come first in the data section.
+  CHECK(lazy->pt_refs[0].chunk_offset == Le(bytes, 40) + 152 + 56 + ThreadSideband().size() + 48);
+  CHECK(lazy->metadata == whole->metadata);
+  REQUIRE(lazy->sideband.size() == whole->sideband.size());
+  CHECK(lazy->sideband[0].records == whole->sideband[0].records);
+  REQUIRE(lazy->modules.size() == 1);
+  CHECK(lazy->modules[0].path == "/opt/prog");
+  CHECK(lazy->modules[0].build_id == kBuildId);
+}
+
+TEST_CASE("an imported perf.data is written piece by piece; one that shrank since is an error") {
+  // What pt-archive import-perf does: import with the trace left in the file, then write the
+  // .ptar, reading each piece just before it is written.
+  const auto bytes = Exported(ThreadArchive());
+  TempFile file(bytes);
+  const std::string out = file.path + ".ptar";
+  auto whole = fmt::ImportPerfDataFromBytes(bytes, file.path);
+  auto lazy = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole.has_value());
+  REQUIRE(lazy.has_value());
+  REQUIRE(lazy->pt_refs.size() == 3);
+  REQUIRE(fmt::WriteImportedArchive(*lazy, out, {}));
+  auto back = fmt::ReadArchive(out);
+  REQUIRE(back.has_value());
+  CHECK(back->complete);
+  REQUIRE(back->pt_data.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(back->pt_data[i].data == whole->pt_data[i].data);
+    CHECK(back->pt_data[i].stream_offset == whole->pt_data[i].stream_offset);
+  }
+  CHECK(back->sideband.at(0).records == whole->sideband.at(0).records);
+  // The perf.data shrinks after the import, 5 bytes into the second piece: the first piece is
+  // read whole, the second is an error naming the file and the offset where it now ends.
+  const uint64_t cut = lazy->pt_refs[1].chunk_offset + 5;
+  REQUIRE(::truncate(file.path.c_str(), static_cast<off_t>(cut)) == 0);
+  auto changed = fmt::WriteImportedArchive(*lazy, out, {});
+  REQUIRE_FALSE(changed.has_value());
+  CHECK(changed.error().code == ptscope::Errc::kIo);
+  CHECK(changed.error().message == file.path + ": offset " + std::to_string(cut) +
+                                       ": the file ends there (it changed while it was read?)");
+  // Gone altogether: an error naming it.
+  REQUIRE(std::remove(file.path.c_str()) == 0);
+  auto gone = fmt::WriteImportedArchive(*lazy, out, {});
+  REQUIRE_FALSE(gone.has_value());
+  CHECK(gone.error().message ==
+        file.path + ": cannot open: " + std::string(std::strerror(ENOENT)));
+  std::remove(out.c_str());
+}
+
+TEST_CASE("a perf.data on disk gives the errors its bytes give, naming the file") {
+  const auto good = Exported(ThreadArchive());
+  // Truncated (inside the header, the attrs, the data section), foreign, wrong version, pipe
+  // mode, and a damaged record in the data section (read through the window).
+  std::vector<std::vector<uint8_t>> bad;
+  for (size_t cut : {size_t{50}, size_t{200}, size_t{300}}) bad.emplace_back(good.begin(), good.begin() + cut);
+  bad.push_back(std::vector<uint8_t>(64, 0x5a));
+  bad.push_back(good);
+  std::memcpy(bad.back().data(), "2ELIFREP", 8);
+  bad.push_back(good);
+  std::memcpy(bad.back().data(), "PERFFILE", 8);
+  bad.emplace_back(good.begin(), good.begin() + 16);
+  PutLe(bad.back(), 8, 16, 8);
+  bad.push_back(good);
+  PutLe(bad.back(), Le(good, 40) + 6, 4, 2);  // the first record's size: 4 < 8
+  for (size_t i = 0; i < bad.size(); ++i) {
+    CAPTURE(i);
+    TempFile file(bad[i]);
+    auto from_file = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+    auto from_bytes = fmt::ImportPerfDataFromBytes(bad[i], file.path);
+    REQUIRE_FALSE(from_file.has_value());
+    REQUIRE_FALSE(from_bytes.has_value());
+    CHECK(from_file.error().message == from_bytes.error().message);
+    CHECK(from_file.error().message.rfind(file.path + ": offset ", 0) == 0);
+  }
+  auto missing = fmt::ImportPerfData("/nonexistent/ptscope.data");
+  REQUIRE_FALSE(missing.has_value());
+  CHECK(missing.error().message ==
+        "/nonexistent/ptscope.data: cannot open: No such file or directory");
+  auto directory = fmt::ImportPerfData("/tmp");
+  REQUIRE_FALSE(directory.has_value());
+  CHECK(directory.error().message ==
+        "/tmp: not a regular file; perf.data is read in place (copy it to a file first)");
+}
+
+TEST_CASE("an attr ids or feature section larger than any perf writes is refused, not read") {
+  // Inside the file (64 MiB of padding after it), so that only the size bound can refuse them.
+  std::vector<uint8_t> big = Exported(ThreadArchive());
+  const uint64_t end = big.size(), huge = 65u << 20;
+  const uint64_t table = Le(big, 40) + Le(big, 48);  // feature table: bits 2, 3 (hostname), ...
+  big.resize(end + huge);
+  std::vector<uint8_t> ids = big;
+  PutLe(ids, 240, end, 8);
+  PutLe(ids, 248, huge, 8);
+  CHECK(ImportError(std::move(ids)) == "t.data: offset 240: attr ids section of " +
+                                           std::to_string(huge) +
+                                           " bytes is larger than any perf writes");
+  PutLe(big, table + 16, end, 8);
+  PutLe(big, table + 24, huge, 8);
+  CHECK(ImportError(std::move(big)) == "t.data: offset " + std::to_string(end) +
+                                           ": feature 3 section of " + std::to_string(huge) +
+                                           " bytes is larger than any perf writes");
+}
+
+TEST_CASE("a sideband larger than the parser's read window is kept whole and in order") {
+  // 40000 COMM records (each 40 bytes here) span several 1 MiB windows and arena blocks.
+  fmt::Archive a = ThreadArchive();
+  std::vector<uint8_t> many;
+  for (uint32_t i = 0; i < 40000; ++i) {
+    perf::CommRecord comm{100, 100, "t" + std::to_string(i % 1000), false};
+    auto r = Rec(perf::kRecordComm, 0, comm, 100, 100, 100 + i);
+    many.insert(many.end(), r.begin(), r.end());
+  }
+  a.sideband[0].records.insert(a.sideband[0].records.end(), many.begin(), many.end());
+  const auto bytes = Exported(a);
+  REQUIRE(bytes.size() > (2u << 20));
+  TempFile file(bytes);
+  auto lazy = fmt::ImportPerfData(file.path, fmt::ReadOptions{.keep_pt_bytes = false});
+  auto whole = fmt::ImportPerfDataFromBytes(bytes, file.path);
+  REQUIRE(lazy.has_value());
+  REQUIRE(whole.has_value());
+  std::vector<uint8_t> lazy_records, whole_records;
+  for (const auto& c : lazy->sideband) lazy_records.insert(lazy_records.end(), c.records.begin(), c.records.end());
+  for (const auto& c : whole->sideband) whole_records.insert(whole_records.end(), c.records.begin(), c.records.end());
+  CHECK(lazy_records == a.sideband[0].records);
+  CHECK(whole_records == a.sideband[0].records);
+}
+
+TEST_CASE("export of an archive read without its PT bytes fetches each piece from the file") {
+  const fmt::Archive in = ThreadArchive();
+  char name[] = "/tmp/ptscope-export-XXXXXX";
+  int fd = ::mkstemp(name);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  const std::string path = std::string(name) + ".ptar";
+  std::rename(name, path.c_str());
+  {
+    auto writer = fmt::ArchiveWriter::Create(path);
+    REQUIRE(writer);
+    REQUIRE((*writer)->Write(fmt::MetadataChunk{in.metadata}));
+    for (const auto& c : in.sideband_attrs) REQUIRE((*writer)->Write(c));
+    for (const auto& c : in.sideband) REQUIRE((*writer)->Write(c));
+    for (const auto& c : in.modules) REQUIRE((*writer)->Write(c));
+    for (const auto& c : in.pt_data) REQUIRE((*writer)->Write(c));
+    REQUIRE((*writer)->Close());
+  }
+  auto whole = fmt::ReadArchive(path);
+  auto light = fmt::ReadArchive(path, fmt::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(light);
+  for (const auto& c : light->pt_data) CHECK(c.data.empty());
+  const auto want = Exported(*whole);
+  CHECK(Exported(*light) == want);
+  // Written to a file, piece by piece: the same bytes.
+  const std::string out = path + ".data";
+  REQUIRE(fmt::ExportPerfData(*light, out));
+  CHECK(FileBytes(out, 0, want.size()) == want);
+  // The archive changes under the export: an error naming it, not other bytes.
+  {
+    auto writer = fmt::ArchiveWriter::Create(path);
+    REQUIRE(writer);
+    REQUIRE((*writer)->Write(fmt::MetadataChunk{in.metadata}));
+    REQUIRE((*writer)->Close());
+  }
+  auto changed = fmt::ExportPerfDataToBytes(*light);
+  REQUIRE_FALSE(changed.has_value());
+  CHECK(changed.error().message.find(path) != std::string::npos);
+  std::remove(out.c_str());
+  std::remove(path.c_str());
+  auto gone = fmt::ExportPerfDataToBytes(*light);  // and once it is gone
+  REQUIRE_FALSE(gone.has_value());
+  CHECK(gone.error().message.find(path) != std::string::npos);
+}

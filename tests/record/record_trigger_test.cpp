@@ -1,0 +1,159 @@
+// Trigger parsing, address resolution against this test binary's own ELF and maps, the
+// breakpoint attr, the snapshot/stop policy, --filter resolution and option parsing helpers.
+#include <doctest/doctest.h>
+#include <linux/hw_breakpoint.h>
+#include <unistd.h>
+
+#include "proc_maps.h"
+#include "pt_filter.h"
+#include "kernel_source.h"
+#include "target.h"
+#include "trigger_policy.h"
+
+extern "C" __attribute__((noinline, used)) int ptscope_trigger_test_target(int x) { return x + 5; }
+
+namespace ptscope::record {
+namespace {
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return std::string(buf, static_cast<size_t>(n > 0 ? n : 0));
+}
+
+}  // namespace
+
+TEST_CASE("ParseTriggerSpec: symbols, addresses, prefixes, garbage") {
+  auto sym = ParseTriggerSpec("main");
+  REQUIRE(sym);
+  CHECK(sym->kind == TriggerSpec::Kind::kSymbol);
+  CHECK(sym->symbol == "main");
+  auto addr = ParseTriggerSpec("0x401a2b");
+  REQUIRE(addr);
+  CHECK(addr->kind == TriggerSpec::Kind::kAddress);
+  CHECK(addr->address == 0x401a2b);
+  CHECK(ParseTriggerSpec("addr:0x10")->address == 0x10);
+  CHECK(ParseTriggerSpec("symbol:0xdead")->symbol == "0xdead");
+  auto bad = ParseTriggerSpec("0x12zz");
+  REQUIRE(!bad);
+  CHECK(bad.error().message == "--trigger '0x12zz' is not a valid hexadecimal address");
+  CHECK(!ParseTriggerSpec(""));
+  CHECK(!ParseTriggerSpec("addr:main"));
+}
+
+TEST_CASE("ResolveTrigger puts a symbol where the loader really mapped it") {
+  auto maps = ReadProcMaps(0);
+  REQUIRE(maps);
+  auto resolved = ResolveTrigger(*ParseTriggerSpec("ptscope_trigger_test_target"), SelfExe(), *maps);
+  REQUIRE(resolved);
+  CHECK(resolved->address == reinterpret_cast<uint64_t>(&ptscope_trigger_test_target));
+  CHECK(resolved->where == "ptscope_trigger_test_target in " + SelfExe());
+  CHECK(ptscope_trigger_test_target(1) == 6);
+  // A libc function, found through the other mappings (.dynsym of libc).
+  auto in_libc = ResolveTrigger(*ParseTriggerSpec("getpid"), SelfExe(), *maps);
+  REQUIRE(in_libc);
+  CHECK(in_libc->where.find("libc.so.6") != std::string::npos);
+  auto missing = ResolveTrigger(*ParseTriggerSpec("no_such_function_anywhere"), SelfExe(), *maps);
+  REQUIRE(!missing);
+  CHECK(missing.error().message ==
+        "--trigger no_such_function_anywhere: not found in the target (" + SelfExe() +
+            ": no defined symbol 'no_such_function_anywhere')");
+  auto stack_addr = ResolveTrigger(TriggerSpec{TriggerSpec::Kind::kAddress, "", 0x10, "0x10"}, SelfExe(), *maps);
+  REQUIRE(!stack_addr);
+  CHECK(stack_addr.error().message ==
+        "--trigger 0x10 is not inside an executable mapping of the target");
+}
+
+TEST_CASE("BuildBreakpointAttr: an execute breakpoint, one sample per hit, user only") {
+  perf_event_attr attr = BuildBreakpointAttr(0x401000);
+  CHECK(attr.type == PERF_TYPE_BREAKPOINT);
+  CHECK(attr.bp_type == HW_BREAKPOINT_X);
+  CHECK(attr.bp_addr == 0x401000);
+  CHECK(attr.bp_len == 8);
+  CHECK(attr.sample_period == 1);
+  CHECK(attr.sample_type == (PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME));
+  CHECK(unsigned(attr.exclude_kernel) == 1);
+  CHECK(unsigned(attr.disabled) == 1);
+}
+
+TEST_CASE("TriggerPolicy in snapshot mode") {
+  TriggerPolicy policy(/*snapshot_mode=*/true, /*multi_snapshot=*/false);
+  TriggerAction usr2 = policy.On(Stimulus::kUsr2);
+  CHECK(usr2.snapshot);
+  CHECK(!usr2.stop);
+  CHECK(usr2.reason == "usr2");
+  TriggerAction hit = policy.On(Stimulus::kTriggerHit);
+  CHECK(hit.snapshot);
+  CHECK(hit.stop);
+  CHECK(hit.reason == "trigger");
+  TriggerAction sigint = policy.On(Stimulus::kInterrupt);
+  CHECK((sigint.snapshot && sigint.stop && sigint.reason == "signal"));
+  TriggerAction duration = policy.On(Stimulus::kDuration);
+  CHECK((duration.snapshot && duration.stop && duration.reason == "duration"));
+  CHECK(policy.snapshots_taken() == 4);
+}
+
+TEST_CASE("TriggerPolicy with --multi-snapshot keeps going and skips the exit snapshot") {
+  TriggerPolicy policy(true, true);
+  for (int i = 0; i < 3; ++i) {
+    TriggerAction hit = policy.On(Stimulus::kTriggerHit);
+    CHECK(hit.snapshot);
+    CHECK(!hit.stop);
+  }
+  TriggerAction exit = policy.On(Stimulus::kTargetExit);
+  CHECK(!exit.snapshot);
+  CHECK(exit.stop);
+  CHECK(exit.reason == "exit");
+  TriggerPolicy never_hit(true, true);
+  CHECK(never_hit.On(Stimulus::kTargetExit).snapshot);
+}
+
+TEST_CASE("TriggerPolicy in full mode never snapshots") {
+  TriggerPolicy policy(false, false);
+  TriggerAction usr2 = policy.On(Stimulus::kUsr2);
+  CHECK((!usr2.snapshot && !usr2.stop));
+  TriggerAction term = policy.On(Stimulus::kTerminate);
+  CHECK((!term.snapshot && term.stop && term.reason == "signal"));
+  CHECK(policy.snapshots_taken() == 0);
+}
+
+TEST_CASE("ResolvePtFilter turns FUNC @ FILE into the kernel's file-offset form") {
+  std::string exe = SelfExe();
+  auto filter = ResolvePtFilter("filter ptscope_trigger_test_target @ " + exe);
+  REQUIRE(filter);
+  // Oracle: runtime address minus the mapping start plus its file offset.
+  auto maps = ReadProcMaps(0);
+  REQUIRE(maps);
+  auto runtime = reinterpret_cast<uint64_t>(&ptscope_trigger_test_target);
+  const MapEntry* m = FindMapping(*maps, runtime);
+  REQUIRE(m != nullptr);
+  char expected_offset[32];
+  std::snprintf(expected_offset, sizeof expected_offset, "filter 0x%llx/",
+                static_cast<unsigned long long>(runtime - m->start + m->offset));
+  CHECK(filter->rfind(expected_offset, 0) == 0);
+  CHECK(filter->substr(filter->size() - exe.size() - 1) == "@" + exe);
+  CHECK(*ResolvePtFilter("filter 0x1000/0x20@/bin/true, stop 0x2000@/bin/true") ==
+        "filter 0x1000/0x20@/bin/true,stop 0x2000@/bin/true");
+  auto bad = ResolvePtFilter("trace main @ /bin/true");
+  REQUIRE(!bad);
+  CHECK(bad.error().message == "--filter 'trace main @ /bin/true': action 'trace' is not filter, "
+                               "start or stop (expected 'filter FUNC @ /path/to/file')");
+  CHECK(!ResolvePtFilter("filter main @ relative/path"));
+}
+
+TEST_CASE("ParsePidList and ParseBufferSize") {
+  CHECK(*ParsePidList("12,345") == std::vector<int>{12, 345});
+  auto bad = ParsePidList("12,,3");
+  REQUIRE(!bad);
+  CHECK(bad.error().message == "-p '12,,3': '' is not a process id");
+  CHECK(*ParseBufferSize("4M") == 4u << 20);
+  CHECK(*ParseBufferSize("256K") == 256u << 10);
+  CHECK(*ParseBufferSize("5000") == 8192);  // a power-of-two number of pages
+  CHECK(*ParseBufferSize("3M") == 4u << 20);
+  auto junk = ParseBufferSize("4X");
+  REQUIRE(!junk);
+  CHECK(junk.error().message == "--snapshot-size '4X' is not a size like 256K, 4M or 1G");
+  CHECK(!ParseBufferSize("0"));
+}
+
+}  // namespace ptscope::record

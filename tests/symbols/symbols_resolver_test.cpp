@@ -1,0 +1,276 @@
+// ModuleResolver (build-id dirs, plain dirs, a rebuilt binary refused, stripped binary + .debug)
+// and Symbolizer (demangled C++ name, inlined frames, function starts) on real test binaries.
+// Oracles are binutils (readelf, nm), not the code under test.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "ptscope/symbols.h"
+
+namespace ptscope::symbols {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr ? std::string() : value;
+}
+
+std::string Run(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+    ::pclose(pipe);
+  }
+  return out;
+}
+
+// The build id as readelf prints it.
+std::string ReadelfBuildId(const std::string& path) {
+  std::string out = Run("readelf -n '" + path + "'");
+  size_t at = out.find("Build ID: ");
+  if (at == std::string::npos) return {};
+  size_t end = out.find('\n', at);
+  return out.substr(at + 10, end - at - 10);
+}
+
+// Address of a symbol as nm prints it (exact name match on the demangled form).
+uint64_t NmAddress(const std::string& path, const std::string& name) {
+  std::string out = Run("nm -C '" + path + "'");
+  size_t at = out.find(" " + name + "\n");
+  if (at == std::string::npos) return 0;
+  size_t line = out.rfind('\n', at);
+  line = line == std::string::npos ? 0 : line + 1;
+  return std::stoull(out.substr(line, 16), nullptr, 16);
+}
+
+std::vector<uint8_t> Bytes(const std::string& hex) { return format::FromHex(hex).value_or(std::vector<uint8_t>{}); }
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char name[] = "/tmp/ptscope-symbols-test-XXXXXX";
+    path = ::mkdtemp(name);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+TEST_CASE("ELF facts of the test binary match readelf") {
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  REQUIRE(!prog.empty());
+  Result<ElfInfo> elf = ReadElfInfo(prog);
+  REQUIRE(elf.has_value());
+  CHECK(format::ToHex(elf->build_id) == ReadelfBuildId(prog));
+  CHECK(elf->build_id.size() == 20);
+  CHECK(elf->has_symtab);
+  CHECK(elf->has_debug_info);
+  CHECK_FALSE(elf->code_is_nobits);
+  CHECK(ReadElfInfo("/etc/passwd").error().code == Errc::kBadMagic);
+}
+
+// zlib's CRC-32 of a file, computed by python (the oracle), as "0x%08x".
+std::string PythonCrc32(const std::string& path) {
+  std::string out = Run("python3 -c 'import sys,zlib; print(\"0x%08x\" % zlib.crc32(open(sys.argv[1],\"rb\").read()))' '" + path + "'");
+  return out.substr(0, out.find('\n'));
+}
+
+TEST_CASE("resolver: .gnu_debuglink beside the binary and in .debug/, CRC-32 checked") {
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  std::vector<uint8_t> id = Bytes(ReadelfBuildId(prog));
+  REQUIRE(id.size() == 20);
+  TempDir dir;
+  std::string debug = (dir.path / "prog.debug").string();
+  std::string app = (dir.path / "app").string();
+  REQUIRE(std::system(("objcopy --only-keep-debug '" + prog + "' '" + debug + "'").c_str()) == 0);
+  REQUIRE(std::system(("objcopy --strip-all --add-gnu-debuglink='" + debug + "' '" + prog + "' '" +
+                       app + "'").c_str()) == 0);
+  std::string link_crc = PythonCrc32(debug);
+  REQUIRE(link_crc.size() == 10);
+
+  Result<ElfInfo> elf = ReadElfInfo(app);
+  REQUIRE(elf.has_value());
+  CHECK(elf->debuglink == "prog.debug");
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", elf->debuglink_crc);
+  CHECK(std::string(text) == link_crc);
+
+  SUBCASE("beside the binary") {
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(app, id);
+    CHECK(files.code_path == app);
+    CHECK(files.debug_path == debug);
+    CHECK(files.debug_origin == ".gnu_debuglink");
+    CHECK(files.dwp_path.empty());
+    CHECK(resolver.notes().empty());
+  }
+  SUBCASE("in the .debug subdirectory") {
+    fs::create_directories(dir.path / ".debug");
+    fs::rename(debug, dir.path / ".debug" / "prog.debug");
+    ModuleResolver resolver({});
+    CHECK(resolver.Resolve(app, id).debug_path == (dir.path / ".debug" / "prog.debug").string());
+  }
+  SUBCASE("a debug file whose CRC-32 differs is refused with a note") {
+    // Same build id, one byte appended: only the CRC tells the file changed.
+    REQUIRE(std::system(("printf x >> '" + debug + "'").c_str()) == 0);
+    std::string changed_crc = PythonCrc32(debug);
+    REQUIRE(changed_crc != link_crc);
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(app, id);
+    CHECK(files.debug_path == app);
+    CHECK(files.debug_origin == "code file");
+    REQUIRE(resolver.notes().size() == 1);
+    CHECK(resolver.notes()[0] == "stale debug file " + debug + ": CRC-32 " + changed_crc +
+                                     ", but .gnu_debuglink in " + app + " wants " + link_crc +
+                                     "; not used");
+  }
+}
+
+TEST_CASE("resolver: recorded path, build-id dir, plain dir, rebuilt binary refused") {
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  std::string prog2 = Env("PTSCOPE_SYMBOLS_PROG_V2");
+  std::string hex = ReadelfBuildId(prog);
+  std::string hex2 = ReadelfBuildId(prog2);
+  REQUIRE(hex.size() == 40);
+  REQUIRE(hex != hex2);
+  std::vector<uint8_t> id = Bytes(hex);
+
+  SUBCASE("the recorded path when its build id matches") {
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(prog, id);
+    CHECK(files.code_path == prog);
+    CHECK(files.debug_path == prog);
+    CHECK(files.code_origin == "recorded path");
+    CHECK(files.debug_origin == "code file");
+  }
+  SUBCASE("a rebuilt binary at the recorded path is refused and reported") {
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(prog2, id);
+    CHECK(files.code_path.empty());
+    REQUIRE(resolver.notes().size() == 1);
+    CHECK(resolver.notes()[0] ==
+          "refused " + prog2 + ": build id " + hex2 + ", but the capture recorded build id " + hex +
+              " for it (a rebuilt binary: its addresses do not match)");
+  }
+  SUBCASE("a file in --symbols named like the module but of another build is reported") {
+    TempDir dir;
+    fs::copy_file(prog2, dir.path / "prog");
+    ModuleResolver resolver({dir.path.string()});
+    const ModuleFiles& files = resolver.Resolve("/gone/prog", id);
+    CHECK(files.code_path.empty());
+    REQUIRE(resolver.notes().size() == 1);
+    CHECK(resolver.notes()[0] == "refused " + (dir.path / "prog").string() + ": build id " + hex2 +
+                                     ", but the capture's /gone/prog has build id " + hex +
+                                     " (another build: its addresses do not match)");
+  }
+  SUBCASE("a stripped binary's debug file of another build in --symbols is reported") {
+    TempDir dir;
+    std::string app = (dir.path / "app").string();
+    REQUIRE(std::system(("objcopy --strip-all '" + prog + "' '" + app + "'").c_str()) == 0);
+    fs::create_directories(dir.path / "syms");
+    REQUIRE(std::system(("objcopy --only-keep-debug '" + prog2 + "' '" +
+                         (dir.path / "syms" / "app.debug").string() + "'").c_str()) == 0);
+    ModuleResolver resolver({(dir.path / "syms").string()});
+    const ModuleFiles& files = resolver.Resolve(app, id);
+    CHECK(files.code_path == app);
+    CHECK(files.debug_path == app);
+    REQUIRE(resolver.notes().size() == 1);
+    CHECK(resolver.notes()[0] == "refused " + (dir.path / "syms" / "app.debug").string() +
+                                     ": build id " + hex2 + ", but the capture's " + app +
+                                     " has build id " + hex +
+                                     " (another build: its addresses do not match)");
+  }
+  SUBCASE(".build-id layout: stripped binary + .debug from different files") {
+    TempDir dir;
+    fs::create_directories(dir.path / ".build-id" / hex.substr(0, 2));
+    std::string base = (dir.path / ".build-id" / hex.substr(0, 2) / hex.substr(2)).string();
+    REQUIRE(std::system(("objcopy --only-keep-debug '" + prog + "' '" + base + ".debug'").c_str()) == 0);
+    REQUIRE(std::system(("objcopy --strip-all '" + prog + "' '" + base + "'").c_str()) == 0);
+    ModuleResolver resolver({dir.path.string()});
+    const ModuleFiles& files = resolver.Resolve("/nonexistent/app", id);
+    CHECK(files.code_path == base);
+    CHECK(files.debug_path == base + ".debug");
+    CHECK(files.code_origin == "--symbols " + dir.path.string());
+    CHECK(files.debug_origin == "--symbols " + dir.path.string());
+    CHECK_FALSE(files.code_elf.has_symtab);
+
+    Symbolizer symbolizer;
+    uint64_t outer = NmAddress(prog, "OuterFunction");
+    REQUIRE(outer != 0);
+    Symbol symbol = symbolizer.Symbolize(files.debug_path, outer + 1);
+    CHECK(symbol.found);
+    CHECK(symbol.function == "OuterFunction");
+    CHECK(symbol.function_start == outer);
+    CHECK_FALSE(symbolizer.Symbolize(files.code_path, outer).found);  // stripped: no names
+  }
+  SUBCASE("plain directory scanned once, indexed by build id; other builds ignored") {
+    TempDir dir;
+    fs::create_directories(dir.path / "sub");
+    fs::copy_file(prog2, dir.path / "app-v2");
+    fs::copy_file(prog, dir.path / "sub" / "renamed");
+    ModuleResolver resolver({dir.path.string()});
+    const ModuleFiles& files = resolver.Resolve("/nonexistent/app", id);
+    CHECK(files.code_path == (dir.path / "sub" / "renamed").string());
+    CHECK(files.debug_origin == "code file");
+    CHECK(resolver.Resolve("/nonexistent/other", Bytes(std::string(40, 'a'))).code_path.empty());
+  }
+}
+
+TEST_CASE("resolver: an unstripped copy in a plain --symbols directory names a stripped binary") {
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  std::vector<uint8_t> id = Bytes(ReadelfBuildId(prog));
+  TempDir dir;
+  fs::create_directories(dir.path / "syms");
+  std::string stripped = (dir.path / "app").string();
+  REQUIRE(std::system(("objcopy --strip-all '" + prog + "' '" + stripped + "'").c_str()) == 0);
+  fs::copy_file(prog, dir.path / "syms" / "app.full");
+  {
+    ModuleResolver resolver({});
+    const ModuleFiles& files = resolver.Resolve(stripped, id);
+    CHECK(files.code_path == stripped);
+    CHECK(files.debug_path == stripped);
+    CHECK(files.debug_origin == "code file");
+  }
+  ModuleResolver resolver({(dir.path / "syms").string()});
+  const ModuleFiles& files = resolver.Resolve(stripped, id);
+  CHECK(files.code_path == stripped);
+  CHECK(files.code_origin == "recorded path");
+  CHECK(files.debug_path == (dir.path / "syms" / "app.full").string());
+  CHECK(files.debug_origin == "--symbols");
+}
+
+TEST_CASE("symbolizer: demangled C++ method, inlined frames, function start") {
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  Symbolizer symbolizer;
+  uint64_t method = NmAddress(prog, "demo::Widget::Frobnicate(int)");
+  REQUIRE(method != 0);
+  Symbol symbol = symbolizer.Symbolize(prog, method);
+  CHECK(symbol.function == "demo::Widget::Frobnicate(int)");
+  CHECK(symbol.file.find("symbols_test_program.cpp") != std::string::npos);
+  CHECK(symbol.line == 11);
+  CHECK(symbolizer.FunctionStart(prog, method + 2) == method);
+
+  // OuterFunction's first instruction computes x * x: InlinedHelper, inlined.
+  uint64_t outer = NmAddress(prog, "OuterFunction");
+  Symbol inlined = symbolizer.Symbolize(prog, outer);
+  CHECK(inlined.function == "OuterFunction");
+  REQUIRE(inlined.inlined.size() == 1);
+  CHECK(inlined.inlined[0].function == "InlinedHelper");  // DW_AT_name: no linkage name
+  CHECK(inlined.inlined[0].line == 14);
+
+  CHECK_FALSE(symbolizer.Symbolize("/nonexistent/file", 0x1000).found);
+  CHECK_FALSE(symbolizer.Symbolize("/nonexistent/file", 0x2000).found);
+  REQUIRE(symbolizer.failures().size() == 1);  // reported once
+  CHECK(symbolizer.failures()[0].rfind("/nonexistent/file: ", 0) == 0);
+}
+
+}  // namespace
+}  // namespace ptscope::symbols
