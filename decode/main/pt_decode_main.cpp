@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -120,21 +121,13 @@ std::string Count(uint64_t value) {
   return out;
 }
 
-std::string Duration(uint64_t ns) {
-  char text[64];
-  if (ns < 10'000) std::snprintf(text, sizeof text, "%" PRIu64 " ns", ns);
-  else if (ns < 10'000'000) std::snprintf(text, sizeof text, "%.3f us", ns / 1e3);
-  else if (ns < 10'000'000'000ull) std::snprintf(text, sizeof text, "%.3f ms", ns / 1e6);
-  else std::snprintf(text, sizeof text, "%.3f s", ns / 1e9);
-  return text;
-}
 
 void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary& s,
                   OutputFormat format) {
   std::fprintf(stderr, "pt-decode: %s: %s thread%s, %s instructions", input.c_str(),
                Count(s.threads).c_str(), s.threads == 1 ? "" : "s", Count(s.instructions).c_str());
   if (s.last_ns >= s.first_ns && s.first_ns != UINT64_MAX) {
-    std::fprintf(stderr, " over %s", Duration(s.last_ns - s.first_ns).c_str());
+    std::fprintf(stderr, " over %s", ptscope::decode::FormatDuration(s.last_ns - s.first_ns).c_str());
   }
   std::fprintf(stderr, "\n");
   if (format != OutputFormat::kInsns && s.instructions != 0) {
@@ -151,7 +144,7 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   }
   if (!gaps.empty() && s.traced_ns != 0 && format != OutputFormat::kInsns) {
     // What was lost is time: the instructions of a gap are unknown (and not counted above).
-    gaps += "; " + Duration(s.gap_ns) + " of the threads' " + Duration(s.traced_ns);
+    gaps += "; " + ptscope::decode::FormatDuration(s.gap_ns) + " of the threads' " + ptscope::decode::FormatDuration(s.traced_ns);
     char share[48];
     std::snprintf(share, sizeof share, " (%.1f%%)",
                   100.0 * static_cast<double>(s.gap_ns) / static_cast<double>(s.traced_ns));
@@ -267,7 +260,8 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   if (printed) std::fprintf(stderr, "\n");
   if (!summary) {
     std::fprintf(stderr, "pt-decode: %s\n", summary.error().message.c_str());
-    return 1;
+    // --threads or --time-range selecting nothing the capture holds: a usage error.
+    return summary.error().code == ptscope::Errc::kInvalidArgument ? 2 : 1;
   }
   PrintSummary(input, *summary, format);
   return 0;
@@ -282,7 +276,7 @@ int main(int argc, char** argv) {
       ("help,h", "show this help")
       ("output,o", po::value(&options.output), "output file (one input); default: the input "
        "name with the format's extension (.pftrace for perfetto)")
-      ("output-dir", po::value(&options.output_dir), "output directory (several inputs)")
+      ("output-dir", po::value(&options.output_dir), "output directory (several inputs); created if missing")
       ("format", po::value(&options.format), "perfetto|text|folded|insns|summary|summary-json; "
        "default from the output's extension (.summary.txt, .summary.json, .txt, .folded, "
        ".insns), else perfetto")
@@ -405,6 +399,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     return ListModules(options.inputs[0], options.output, options);
+  }
+  if (!options.output_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options.output_dir, error);
+    if (error) {
+      std::fprintf(stderr, "pt-decode: --output-dir %s: cannot create it: %s\n",
+                   options.output_dir.c_str(), error.message().c_str());
+      return 1;
+    }
   }
   int status = 0;
   for (const std::string& input : options.inputs) {

@@ -30,7 +30,9 @@
 #include "names/frame_namer.h"
 #include "listing/insn_listing.h"
 #include "parallel/psb_units.h"
+#include "capture/selection.h"
 #include "capture/sideband_timeline.h"
+#include "sink/null_sink.h"
 #include "sink/sink_factory.h"
 #include "stack/stack_tracker.h"
 #include "capture/streams.h"
@@ -110,6 +112,7 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
 }
 
 Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
+  if (options.count_only) return std::unique_ptr<SliceSink>(std::make_unique<NullSink>());
   SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
                       : options.format == OutputFormat::kFolded  ? SinkFormat::kFolded
                       : options.format == OutputFormat::kSummary ? SinkFormat::kSummary
@@ -146,8 +149,16 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   std::erase_if(streams, [&](const Stream& stream) {
     return stream.cpu < 0 && !Selected(options.threads, stream.key);
   });
-  if (streams.empty()) {
-    return Unexpected(Errc::kNotFound, archive.path + ": no traced thread or process matches --threads");
+  if (!SelectsAny(options.threads, streams, timeline)) {
+    // Say what there is: every thread's name and instructions, from a decode of them all.
+    PipelineOptions all = options;
+    all.threads.clear();
+    all.time_from_ns = 0;
+    all.time_to_ns = UINT64_MAX;
+    all.format = OutputFormat::kSummary;
+    all.count_only = true;
+    all.progress = nullptr;
+    return NoSuchThreads(archive.path, options.threads, RunPipeline(archive, all));
   }
   pt_config config;
   pt_config_init(&config);
@@ -328,6 +339,10 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                        timeline.ThreadName(stream.key.tid));
       empty = std::make_unique<ThreadFeed>(stream.key, namer, sink, std::vector<TriggerMark>{});
       ++summary.threads;
+      ThreadCount count;
+      count.pid = stream.key.pid;
+      count.tid = stream.key.tid;
+      summary.per_thread.push_back(count);
     }
     for (const Piece& piece : stream.pieces) {
       if (empty && !piece.loss_before.empty()) {
@@ -347,19 +362,19 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   cpu_threads.Finish(summary);
   // A module nobody ran code of made no gap: it is not reported missing.
   summary.missing = images.MissingThatRan({missing_code_ips.begin(), missing_code_ips.end()});
-  if (windowed) {
+  // The window misses the capture altogether: an error that says what the capture spans.
+  const uint64_t span = summary.last_ns > capture_start_ns ? summary.last_ns - capture_start_ns : 0;
+  const bool outside = windowed && (options.time_from_ns > span ||
+                                    (options.time_to_ns != UINT64_MAX &&
+                                     capture_start_ns + options.time_to_ns < summary.first_ns));
+  if (windowed && !outside) {
     // The counts above are of the decoded units (those overlapping the window); say what the
-    // output holds, and when the window misses the capture altogether.
-    uint64_t span = summary.last_ns > capture_start_ns ? summary.last_ns - capture_start_ns : 0;
+    // output holds.
     std::string to = options.time_to_ns == UINT64_MAX ? "the end" : std::to_string(options.time_to_ns) + " ns";
     summary.notes.push_back("--time-range: slices from " + std::to_string(options.time_from_ns) +
                             " ns to " + to + " after the capture start (the capture spans " +
                             std::to_string(span) + " ns); instructions counted in the decode "
                             "units that overlap it");
-    if (options.time_from_ns > span || (options.time_to_ns != UINT64_MAX &&
-                                        capture_start_ns + options.time_to_ns < summary.first_ns)) {
-      summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
-    }
   }
   if (context.libipt_units != 0) {
     summary.notes.push_back(std::to_string(context.libipt_units) + " of " +
@@ -375,6 +390,14 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   sink.Finish();
   std::string output_error = sink.OutputError();
   if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  if (outside) {
+    if (!options.count_only && options.output_path != "-") std::remove(options.output_path.c_str());
+    return WindowOutsideCapture(archive.path, options.time_from_ns, options.time_to_ns, span);
+  }
+  for (ThreadCount& thread : summary.per_thread) {
+    thread.process = timeline.ProcessName(thread.pid);
+    thread.thread = timeline.ThreadName(thread.tid);
+  }
   for (const std::string& failure : symbolizer.failures()) {
     summary.notes.push_back("cannot load symbols: " + failure);
   }

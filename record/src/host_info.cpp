@@ -258,7 +258,10 @@ CheckLine PrivilegeLine(const HostFacts& f) {
 CheckLine MlockLine(const HostFacts& f, const RecordingNeeds& needs) {
   CheckLine l{.ok = true, .fatal = false, .name = "perf_event_mlock_kb", .detail = {}, .fix = {}};
   if (!f.perf_event_mlock_kb) {
-    l.detail = "unreadable";
+    l.ok = false;
+    l.detail = "/proc/sys/kernel/perf_event_mlock_kb is unreadable";
+    l.fix = "the AUX buffer may exceed the locked-memory limit; run as root or with CAP_IPC_LOCK "
+            "if recording fails";
     return l;
   }
   l.detail = std::to_string(*f.perf_event_mlock_kb) + " KiB";
@@ -279,10 +282,12 @@ CheckLine MlockLine(const HostFacts& f, const RecordingNeeds& needs) {
 CheckLine ContainerLine(const HostFacts& f) {
   CheckLine l{.ok = true, .fatal = false, .name = "container", .detail = "none detected", .fix = {}};
   if (!f.container_hints.empty()) {
+    // Not fatal (the PMU and paranoid lines decide), but not OK either: a warning.
+    l.ok = false;
     l.detail = f.container_hints.front();
     for (size_t i = 1; i < f.container_hints.size(); ++i) l.detail += ", " + f.container_hints[i];
-    l.detail += " (perf_event_open may be blocked: docker needs --cap-add PERFMON or a "
-                "seccomp profile allowing perf_event_open)";
+    l.fix = "perf_event_open may be blocked: docker needs --cap-add PERFMON or a seccomp profile "
+            "allowing perf_event_open";
   }
   return l;
 }
@@ -320,7 +325,9 @@ bool CanRecord(const std::vector<CheckLine>& lines) {
 }
 
 std::string FormatCheckLine(const CheckLine& line) {
-  std::string text = (line.ok ? "OK      " : "MISSING ") + line.name + ": " + line.detail;
+  // Three states, never mixed in one line: OK, WARN (recording works, with a caveat), MISSING.
+  std::string state = line.ok ? "OK      " : line.fatal ? "MISSING " : "WARN    ";
+  std::string text = state + line.name + ": " + line.detail;
   if (!line.ok && !line.fix.empty()) text += " -- fix: " + line.fix;
   return text;
 }

@@ -24,36 +24,53 @@ struct FunctionEntry {
 
 bool IsBad(const std::string& text) { return text.empty() || text == llvm::DILineInfo::BadString; }
 
-// Function symbols sorted by address; .symtab when present, else .dynsym.
-std::vector<FunctionEntry> LoadFunctionTable(const std::string& path, std::string* error) {
-  std::vector<FunctionEntry> table;
+// A module's symbols (.symtab when present, else .dynsym), sorted by address: `functions`, the
+// function symbols (their entries are where calls go: tail calls are told by them), and `named`,
+// every symbol LLVM's symbolizer names code by (also assembly labels without a type, and data),
+// for the named stretches.
+struct SymbolTables {
+  std::vector<FunctionEntry> functions;
+  std::vector<FunctionEntry> named;
+};
+
+SymbolTables LoadSymbolTables(const std::string& path, std::string* error) {
+  SymbolTables tables;
   auto owning = llvm::object::ObjectFile::createObjectFile(path);
   if (!owning) {
     *error = llvm::toString(owning.takeError());
-    return table;
+    return tables;
   }
   const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
-  if (elf == nullptr) return table;
+  if (elf == nullptr) return tables;
   auto add = [&](const llvm::object::ELFSymbolRef& symbol) {
     auto type = symbol.getType();
     auto address = symbol.getAddress();
-    if (!type || !address) {
+    auto section = symbol.getSection();
+    if (!type || !address || !section) {
       if (!type) llvm::consumeError(type.takeError());
       if (!address) llvm::consumeError(address.takeError());
+      if (!section) llvm::consumeError(section.takeError());
       return;
     }
-    if (*type == llvm::object::SymbolRef::ST_Function && *address != 0) {
-      table.push_back(FunctionEntry{*address, symbol.getSize()});
+    if (*address == 0 || *section == elf->section_end()) return;  // undefined or absolute
+    FunctionEntry entry{*address, symbol.getSize()};
+    if (*type == llvm::object::SymbolRef::ST_Function) tables.functions.push_back(entry);
+    const uint8_t elf_type = symbol.getELFType();
+    if (elf_type == llvm::ELF::STT_FUNC || elf_type == llvm::ELF::STT_GNU_IFUNC ||
+        elf_type == llvm::ELF::STT_OBJECT || elf_type == llvm::ELF::STT_NOTYPE) {
+      tables.named.push_back(entry);
     }
   };
   for (const llvm::object::ELFSymbolRef symbol : elf->symbols()) add(symbol);
-  if (table.empty()) {
+  if (tables.functions.empty() && tables.named.empty()) {
     for (const llvm::object::ELFSymbolRef symbol : elf->getDynamicSymbolIterators()) add(symbol);
   }
-  std::sort(table.begin(), table.end(), [](const FunctionEntry& a, const FunctionEntry& b) {
-    return a.start != b.start ? a.start < b.start : a.size > b.size;
-  });
-  return table;
+  for (std::vector<FunctionEntry>* table : {&tables.functions, &tables.named}) {
+    std::sort(table->begin(), table->end(), [](const FunctionEntry& a, const FunctionEntry& b) {
+      return a.start != b.start ? a.start < b.start : a.size > b.size;
+    });
+  }
+  return tables;
 }
 
 }  // namespace
@@ -71,7 +88,7 @@ struct Symbolizer::Impl {
   llvm::symbolize::LLVMSymbolizer llvm_symbolizer;
   // Per debug file: its tables, each loaded on first use.
   struct ModuleTables {
-    std::optional<std::vector<FunctionEntry>> functions;  // symbol table
+    std::optional<SymbolTables> symbols;
     std::optional<std::vector<PltStub>> plt;              // from the code file
     std::optional<std::vector<CodeRange>> fdes;           // .eh_frame of the code file
     std::optional<std::vector<std::pair<uint64_t, bool>>> named;  // see NamedStretches
@@ -116,14 +133,17 @@ struct Symbolizer::Impl {
     auto it = code_files.find(path);
     return it == code_files.end() ? path : it->second;
   }
-  const std::vector<FunctionEntry>& Functions(const std::string& path) {
+  const SymbolTables& Symbols(const std::string& path) {
     ModuleTables& t = tables[path];
-    if (!t.functions) {
+    if (!t.symbols) {
       std::string error;
-      t.functions = LoadFunctionTable(path, &error);
+      t.symbols = LoadSymbolTables(path, &error);
       if (!error.empty()) Fail(path, error);
     }
-    return *t.functions;
+    return *t.symbols;
+  }
+  const std::vector<FunctionEntry>& Functions(const std::string& path) {
+    return Symbols(path).functions;
   }
   const std::vector<PltStub>& Plt(const std::string& path) {
     ModuleTables& t = tables[path];
@@ -173,8 +193,8 @@ struct Symbolizer::Impl {
 };
 
 // Stretches of a module's code (in vaddr order, each from its start to the next one's) that are
-// all named or all unnamed: named are the functions of the symbol tables (an unsized symbol
-// until the next one, as LLVM's symbolizer reads it), PLT stubs and MiniDebugInfo functions;
+// all named or all unnamed: named are the symbols LLVM's symbolizer names code by (a sized one
+// over its size, an unsized one until the next symbol), PLT stubs and MiniDebugInfo functions;
 // unnamed the FDEs no name covers. Padding between two functions belongs to the first, so that
 // a fully named module is one stretch (the decoder asks again only when code crosses a stretch).
 const std::vector<std::pair<uint64_t, bool>>& Symbolizer::Impl::NamedStretches(
@@ -196,7 +216,10 @@ const std::vector<std::pair<uint64_t, bool>>& Symbolizer::Impl::NamedStretches(
     }
   };
   std::vector<std::pair<uint64_t, uint64_t>> functions;
-  for (const FunctionEntry& f : Functions(path)) functions.emplace_back(f.start, f.size);
+  for (const FunctionEntry& f : Symbols(path).named) {
+    // At one address LLVM keeps the largest size (the table is sorted so: the first).
+    if (functions.empty() || functions.back().first != f.start) functions.emplace_back(f.start, f.size);
+  }
   add_functions(functions);
   add_functions(mini.Functions(path));
   for (const PltStub& stub : Plt(path)) intervals.push_back({stub.start, stub.start + stub.size, true});

@@ -127,6 +127,7 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
       ++plan.present;
       continue;
     }
+    bool debug_embedded_as_code = false;
     // As pt-decode finds it: an embedded copy, the recorded path, the --symbols directories.
     const symbols::ModuleFiles& files = resolver.Resolve(m.path, m.build_id);
     if (code_present) {
@@ -137,9 +138,22 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
       ++plan.not_found;
       continue;
     } else {
-      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(files.code_path));
-      plan.lines.push_back("embedded   " + what + " from " + files.code_path + " (" +
-                           std::to_string(data.size()) + " bytes, " + files.code_origin + ")");
+      // An unstripped copy of the same build found for its symbols holds the same code and its
+      // names: embed it instead of the stripped file.
+      std::string code_file = files.code_path, origin = files.code_origin;
+
+      if (!files.debug_path.empty() && RealPath(files.debug_path) != RealPath(code_file)) {
+        Result<symbols::ElfInfo> debug = symbols::ReadElfInfo(files.debug_path);
+        if (debug && debug->build_id == m.build_id && !debug->code_is_nobits &&
+            (debug->has_symtab || debug->has_debug_info)) {
+          code_file = RealPath(files.debug_path);
+          origin = files.debug_origin + ", unstripped";
+          debug_embedded_as_code = true;
+        }
+      }
+      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(code_file));
+      plan.lines.push_back("embedded   " + what + " from " + code_file + " (" +
+                           std::to_string(data.size()) + " bytes, " + origin + ")");
       plan.edits.append.push_back(MakeBlob(fmt::BlobKind::kElf, m, std::move(data)));
       ++plan.embedded;
       if (m.module_chunk) {
@@ -160,6 +174,7 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
     // The resolver may hand out a symlink of its own (split DWARF): compare the real files.
     std::string debug_file = RealPath(files.debug_path);
     bool separate_debug = !debug_file.empty() && debug_file != RealPath(files.code_path);
+    if (debug_embedded_as_code) separate_debug = false;
     if (separate_debug && debug_info && have_debug.count(hex) == 0) {
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(debug_file));
       plan.lines.push_back("debug info " + what + " from " + debug_file + " (" +

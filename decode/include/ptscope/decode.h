@@ -42,6 +42,9 @@ struct PipelineOptions {
   // Called after each decode unit with (PT bytes decoded or skipped so far, PT bytes in all);
   // may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
+  // Decode without writing any output (options.output_path is not opened): the summary's
+  // counts only, e.g. per_thread.
+  bool count_only = false;
 };
 
 // Why trace is missing where a gap is (the summary counts gaps by cause).
@@ -54,10 +57,20 @@ enum class GapCause : uint8_t {
 };
 const char* GapCauseName(GapCause cause);
 
+// A duration as the summaries print it: "9794 ns", "15.825 us", "1.500 ms", "12.000 s".
+std::string FormatDuration(uint64_t ns);
+
 // A module whose code ran but whose bytes were not found (its code is a gap).
 struct MissingModule {
   std::string path;
   std::vector<uint8_t> build_id;
+};
+
+// One decoded thread, for listings (what --threads can select).
+struct ThreadCount {
+  uint32_t pid = 0, tid = 0;
+  std::string process, thread;  // names from the sideband, empty when unknown
+  uint64_t instructions = 0;
 };
 
 struct DecodeSummary {
@@ -72,6 +85,7 @@ struct DecodeSummary {
   std::array<uint64_t, 5> gaps{};         // by GapCause
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  std::vector<ThreadCount> per_thread;    // every thread decoded
   std::string output_path;
 };
 

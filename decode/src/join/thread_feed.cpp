@@ -24,6 +24,11 @@ void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary) {
   summary.traced_ns += feed.traced_ns();
   summary.gap_ns += feed.gap_ns();
   summary.threads_ending_in_gap += feed.ends_in_gap() ? 1 : 0;
+  ThreadCount count;
+  count.pid = feed.key().pid;
+  count.tid = feed.key().tid;
+  count.instructions = feed.instructions();
+  summary.per_thread.push_back(count);
   for (size_t i = 0; i < stats.gaps.size(); ++i) summary.gaps[i] += stats.gaps[i];
   if (stats.events != 0) {
     summary.first_ns = std::min(summary.first_ns, stats.first_ns);

@@ -90,6 +90,7 @@ class ThreadFeed {
   }
   const FlowStats& stats() const { return stats_; }
   uint64_t symbolized() const { return counting_.symbolized; }
+  uint64_t instructions() const { return counting_.instructions; }
   // Nanoseconds from the thread's first event to its last, and those of them in gaps.
   uint64_t traced_ns() const {
     return counting_.first_ns == UINT64_MAX ? 0 : counting_.last_ns - counting_.first_ns;
@@ -113,6 +114,7 @@ class ThreadFeed {
     // is named.
     uint64_t range_start = 0, range_size = 0, symbolized_mask = 0;
     uint64_t symbolized = 0;  // instructions counted in named functions
+    uint64_t instructions = 0;  // all of them
     // Time: from the first event to the last, and how much of it lay in gaps (from each gap to
     // the next event). `timing` is set until the first event and while in a gap.
     bool timing = true, in_gap = false;
@@ -127,6 +129,7 @@ class ThreadFeed {
       NoteNextTrigger();
     }
     CountSymbolized(c, event);
+    c.instructions += event.insn_count;
     if (c.timing | (event.kind == FlowEvent::Kind::kGap)) [[unlikely]] CountGapTime(c, event);
     c.last_ns = event.time_ns;
     tracker_.OnEvent(event);
