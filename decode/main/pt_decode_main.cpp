@@ -122,6 +122,21 @@ std::string Count(uint64_t value) {
 }
 
 
+// The stats that are data loss, one line each with what a count means; "none" when all are 0.
+void PrintDataLoss(const ptscope::decode::DecodeStats& stats) {
+  using ptscope::decode::Stat;
+  bool any = false;
+  for (size_t i = 0; i < ptscope::decode::kStatCount; ++i) {
+    const Stat stat = static_cast<Stat>(i);
+    const ptscope::decode::StatDescription& d = ptscope::decode::Describe(stat);
+    if (d.severity != ptscope::decode::StatSeverity::kDataLoss || stats[stat] == 0) continue;
+    if (!any) std::fprintf(stderr, "  data loss:\n");
+    any = true;
+    std::fprintf(stderr, "    %s: %s (%s)\n", d.name, Count(stats[stat]).c_str(), d.explanation);
+  }
+  if (!any) std::fprintf(stderr, "  data loss: none\n");
+}
+
 void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary& s,
                   OutputFormat format) {
   std::fprintf(stderr, "pt-decode: %s: %s thread%s, %s instructions", input.c_str(),
@@ -135,27 +150,22 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
                  "functions\n",
                  100.0 * static_cast<double>(s.symbolized_instructions) / s.instructions);
   }
-  std::string gaps;
-  for (size_t i = 0; i < s.gaps.size(); ++i) {
-    if (s.gaps[i] == 0) continue;
-    if (!gaps.empty()) gaps += ", ";
-    gaps += Count(s.gaps[i]) + " " +
-            ptscope::decode::GapCauseName(static_cast<ptscope::decode::GapCause>(i));
-  }
-  if (!gaps.empty() && s.traced_ns != 0 && format != OutputFormat::kInsns) {
-    // What was lost is time: the instructions of a gap are unknown (and not counted above).
-    gaps += "; " + ptscope::decode::FormatDuration(s.gap_ns) + " of the threads' " + ptscope::decode::FormatDuration(s.traced_ns);
+  PrintDataLoss(s.stats);
+  if (s.stats.gaps() != 0 && s.traced_ns != 0 && format != OutputFormat::kInsns) {
+    // What a gap loses is time: its instructions are unknown (and not counted above).
     char share[48];
     std::snprintf(share, sizeof share, " (%.1f%%)",
                   100.0 * static_cast<double>(s.gap_ns) / static_cast<double>(s.traced_ns));
-    gaps += std::string(share) + " lie in gaps, their instructions unknown";
+    std::string line = ptscope::decode::FormatDuration(s.gap_ns) + " of the threads' " +
+                       ptscope::decode::FormatDuration(s.traced_ns) + share +
+                       ", their instructions unknown";
     if (s.threads_ending_in_gap != 0) {
-      gaps += "; " + Count(s.threads_ending_in_gap) +
+      line += "; " + Count(s.threads_ending_in_gap) +
               (s.threads_ending_in_gap == 1 ? " thread's trace ends" : " threads' traces end") +
               " in a gap of unknown length";
     }
+    std::fprintf(stderr, "  time in gaps: %s\n", line.c_str());
   }
-  std::fprintf(stderr, "  gaps: %s\n", gaps.empty() ? "none" : gaps.c_str());
   for (const auto& missing : s.missing) {
     if (missing.path == "[vdso]") {
       std::fprintf(stderr, "  missing module: [vdso]: the capture holds no copy of its bytes, so "

@@ -4,7 +4,8 @@
 //   (one per thread) ─► StackTracker ─► SliceEvent calls on a SliceSink (Perfetto | text | folded)
 //
 // FlowEvents carry addresses and trace-clock nanoseconds only: no names, no text. Names are
-// attached at the sink through a FrameNamer, once per distinct address.
+// attached at the sink through a FrameNamer, once per distinct address; the stages before it ask
+// CodeFacts (function starts, inlined depths), never for names.
 #pragma once
 
 #include <cstdint>
@@ -68,7 +69,7 @@ struct FlowEvent {
     kEnd,          // end of this thread's trace (snapshot end / thread exit)
     kInlineChange, // the inlined chain changes at from = to (first insn of the new chain), without
                    // a branch; inline_depth = the chain's new depth (0: the function's own code).
-                   // Emitted only when a FrameNamer was given to the FlowDecoder.
+                   // Emitted only when CodeFacts were given to the FlowDecoder.
   };
   Kind kind = Kind::kCall;
   GapCause gap_cause = GapCause::kDecodeError;  // for kGap
@@ -133,26 +134,44 @@ struct InlineDepthStretch {
   bool ChangesIn(uint64_t from, uint64_t to) const;
 };
 
-class FrameNamer {
+// What the flow decoder and the stack tracker need to know about code, by address: where
+// functions start and how deep inlined code is. No names: the stages that build stacks deal in
+// addresses and FrameIds; text is the sinks' (FrameNamer, below). Implemented over the symbols
+// library (names/frame_namer.h); thread-safe there.
+class CodeFacts {
  public:
-  virtual ~FrameNamer() = default;
-  // Name for the function that contains `address` (pid selects the address space; time_ns the
-  // mappings in force). Called once per distinct (pid, function) by caching callers.
-  virtual FrameName Name(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
-  // Entry address of the function containing `address`, or 0 when unknown. Used to tell a tail
-  // call (jump to another function's entry) from a jump inside a function.
+  virtual ~CodeFacts() = default;
+  // Entry address of the function containing `address`, or 0 when unknown (pid selects the
+  // address space; time_ns the mappings in force). Used to tell a tail call (jump to another
+  // function's entry) from a jump inside a function.
   virtual uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
-  // Name(pid, address, time_ns).inlined.size(), without copying names: what the flow decoder
-  // asks for every instruction of a new block. Namers with a cache override it.
-  virtual uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) {
-    return static_cast<uint32_t>(Name(pid, address, time_ns).inlined.size());
-  }
+  // How many inlined frames are active at `address` (FrameNamer::Name(...).inlined.size()).
+  virtual uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
   // A stretch of code around `address` whose depths (those InlineDepth would give) are known at
   // once: a block inside it needs no question per instruction. Default: none (ask per address).
   virtual InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) {
     (void)pid, (void)address, (void)time_ns;
     return {};
   }
+  // Whether `address` lies in a named function (for the summary's symbolized share), and the
+  // range [*start, *end) around it for which the answer holds ([address, address + 1) outside
+  // every mapping).
+  virtual bool InNamedCode(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
+                           uint64_t* end) {
+    (void)pid, (void)time_ns;
+    *start = address;
+    *end = address + 1;
+    return false;
+  }
+};
+
+// Names for what a person reads: used by the sinks only (through FrameNameCache).
+class FrameNamer {
+ public:
+  virtual ~FrameNamer() = default;
+  // Name for the function that contains `address` (pid selects the address space; time_ns the
+  // mappings in force). Called once per distinct (pid, function) by caching callers.
+  virtual FrameName Name(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
 };
 
 // One slice event in a run handed to SliceSink::WriteRecords: what Begin/End/Instant carry, plus

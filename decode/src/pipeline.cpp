@@ -63,7 +63,7 @@ struct DecodeContext {
   const DecoderSetup& setup;
   std::vector<const CodeImages*> worker_images;  // see RunPipeline
   const SidebandTimeline& timeline;
-  SymbolsFrameNamer& namer;
+  CodeFacts& code;
   std::vector<Stream>& streams;
   std::vector<BlockInlineCache> worker_caches;
   std::vector<WalkerCache> walker_caches;  // empty: libipt's block decoder walks the code
@@ -81,7 +81,7 @@ bool DecodeUnitWith(DecodeContext& context, const WorkUnit& work, unsigned worke
   } unused;
   FlowDecoder decoder(context.setup, *context.worker_images[worker], stream.key.pid, unused);
   decoder.SetUnitBuffer(&out);
-  decoder.SetInlineNamer(&context.namer);
+  decoder.SetCodeFacts(&context.code);
   decoder.SetBlockInlineCache(&context.worker_caches[worker]);
   if (walker) decoder.UseWalker(&context.walker_caches[worker]);
   decoder.SetOffsetBase(span.begin);
@@ -347,12 +347,12 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     for (const Piece& piece : stream.pieces) {
       if (empty && !piece.loss_before.empty()) {
         empty->Gap(GapCause::kLostData, piece.loss_before, 0);
-        summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
+        summary.stats[Stat::kLostDataGaps]++;
       }
       if (piece.has_psb || piece.size == 0) continue;
       std::string detail = "no PSB in " + std::to_string(piece.size) +
                            " bytes of trace: nothing to decode";
-      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
+      summary.stats[Stat::kDecodeErrorGaps]++;
       if (empty) empty->Gap(GapCause::kDecodeError, detail, 0);
       summary.notes.push_back(StreamName(stream) + ": " + detail);
     }
@@ -376,15 +376,11 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                             std::to_string(span) + " ns); instructions counted in the decode "
                             "units that overlap it");
   }
+  summary.stats[Stat::kWalkerFallbackUnits] = context.libipt_units;
   if (context.libipt_units != 0) {
     summary.notes.push_back(std::to_string(context.libipt_units) + " of " +
                             std::to_string(context.units) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
-  }
-  if (cpu_threads.idle_instructions() != 0) {
-    summary.notes.push_back(std::to_string(cpu_threads.idle_instructions()) +
-                            " instructions of per-CPU trace ran while the sideband names no "
-                            "(selected) thread on that CPU: not attributed");
   }
   sink.SetCaptureTotals(summary);
   sink.Finish();

@@ -36,6 +36,11 @@ FrameName FakeNamer::Name(uint32_t, uint64_t address, uint64_t) {
   return n;
 }
 
+uint32_t FakeNamer::InlineDepth(uint32_t, uint64_t address, uint64_t) {
+  auto it = inlined_.find(address);
+  return it == inlined_.end() ? 0 : static_cast<uint32_t>(it->second.size());
+}
+
 uint64_t FakeNamer::FunctionStart(uint32_t, uint64_t address, uint64_t) {
   const FakeFunction* f = Find(address);
   return f ? f->start : 0;

@@ -1,5 +1,5 @@
-// Test doubles for the stack tracker and sinks: a FrameNamer over a table of functions and a
-// SliceSink that prints the slice tree it receives (and checks nesting and time order).
+// Test doubles for the stack tracker and sinks: CodeFacts and a FrameNamer over a table of
+// functions, and a SliceSink that prints the slice tree it receives (and checks nesting and time order).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ struct FakeFunction {
   bool has_debug_info = true;  // without: no file or line, only the module
 };
 
-class FakeNamer : public FrameNamer {
+class FakeNamer : public CodeFacts, public FrameNamer {
  public:
   explicit FakeNamer(std::vector<FakeFunction> functions) : functions_(std::move(functions)) {}
   // Call site `address` shows these inlined frames (outermost first).
@@ -28,6 +28,8 @@ class FakeNamer : public FrameNamer {
   }
   FrameName Name(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
+  // The AddInlined frames' count at `address` (not counted in name_calls).
+  uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
 
   std::map<uint64_t, int> name_calls;  // address -> number of Name() calls
 

@@ -78,12 +78,12 @@ TEST_CASE("a PT chunk that no longer reads while decoding becomes a gap, not a f
     CAPTURE(jobs);
     auto whole = Decode(capture, dir.path + "/whole.txt", jobs, nullptr);
     REQUIRE(whole);
-    CHECK(whole->gaps[static_cast<size_t>(GapCause::kDecodeError)] == 0);
+    CHECK(whole->stats[Stat::kDecodeErrorGaps] == 0);
     const std::string copy = dir.path + "/damaged.ptar";
     REQUIRE(std::system(("cp " + capture + " " + copy).c_str()) == 0);
     auto damaged = Decode(copy, dir.path + "/damaged.txt", jobs, DamageOneChunk);
     REQUIRE(damaged);
-    CHECK(damaged->gaps[static_cast<size_t>(GapCause::kDecodeError)] == 1);
+    CHECK(damaged->stats[Stat::kDecodeErrorGaps] == 1);
     // About three quarters of the instructions: those before the damaged chunk's piece.
     CHECK(damaged->instructions > whole->instructions / 2);
     CHECK(damaged->instructions < whole->instructions);

@@ -83,7 +83,7 @@ TEST_CASE("summary: calls, inclusive, self and max per function, per thread and 
   // Thread 1/1: main [0,100] > a [10,30] > b [15,25]; a [40,60]; b [70,75].
   // Thread 1/2: b [0,50].
   std::string text = Summarize(
-      [](SliceSink& sink, FrameNamer&) {
+      [](SliceSink& sink, testing::FakeNamer&) {
         ThreadKey t1{1, 1}, t2{1, 2};
         sink.BeginThread(t1, "prog", "main");
         sink.Begin(t1, 0, Fn(0x1000), true);
@@ -117,7 +117,7 @@ TEST_CASE("summary: calls, inclusive, self and max per function, per thread and 
 
 TEST_CASE("summary: recursion counts every call but the inclusive time once") {
   // rec [0,100] > rec [10,90] > rec [20,80]; then rec [200,210] alone.
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 0, Fn(0x6000), false);
     sink.Begin(t, 10, Fn(0x6000), false);
@@ -134,7 +134,7 @@ TEST_CASE("summary: recursion counts every call but the inclusive time once") {
 }
 
 TEST_CASE("summary: slices open at the end close at the thread's last time") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer&) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     sink.Begin(t, 5, Fn(0x1000), false);
     sink.Begin(t, 10, Fn(0x2000), false);
@@ -146,7 +146,7 @@ TEST_CASE("summary: slices open at the end close at the thread's last time") {
 }
 
 TEST_CASE("summary: ties sort by calls, then name; top N keeps the first rows") {
-  auto write = [](SliceSink& sink, FrameNamer&) {
+  auto write = [](SliceSink& sink, testing::FakeNamer&) {
     ThreadKey t{1, 1};
     // b and a: 10 ns each in one call; main 10 ns in two calls.
     sink.Begin(t, 0, Fn(0x3000), false);
@@ -181,7 +181,7 @@ FlowEvent Ev(K kind, uint64_t t, uint64_t from, uint64_t to, uint64_t insns) {
 }
 
 TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_count") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTracker tracker(t, namer, sink);
     // 3 instructions of main before the call at t=10, 4 in a before it calls b at t=20, 5 in b,
@@ -203,7 +203,7 @@ TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_
 }
 
 TEST_CASE("summary through the tracker: recursion past max_depth is counted, not folded") {
-  std::string text = Summarize([](SliceSink& sink, FrameNamer& namer) {
+  std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {
     ThreadKey t{1, 1};
     StackTrackerOptions options;
     options.max_depth = 10;
@@ -263,8 +263,8 @@ TEST_CASE("summary JSON: the tables, the capture's totals, version 1, exact text
   totals.symbolized_instructions = 1000;
   totals.first_ns = 500;
   totals.last_ns = 600;
-  totals.gaps[static_cast<size_t>(GapCause::kOverflow)] = 1;
-  totals.gaps[static_cast<size_t>(GapCause::kMissingCode)] = 2;
+  totals.stats[Stat::kOverflowGaps] = 1;
+  totals.stats[Stat::kMissingCodeGaps] = 2;
   totals.missing.push_back(MissingModule{"/lib/libgone.so", {0xab, 0x01}});
   std::string json = SummarizeJson(namer, &totals, [](SliceSink& sink) {
     ThreadKey t1{1, 1}, t2{1, 2};

@@ -47,7 +47,7 @@ struct PipelineOptions {
   bool count_only = false;
 };
 
-// Why trace is missing where a gap is (the summary counts gaps by cause).
+// Why trace is missing where a gap is (each gap is also counted: Stat below).
 enum class GapCause : uint8_t {
   kOverflow,       // OVF packet: the CPU dropped trace
   kLostData,       // AUX/snapshot data missing between pieces (TRUNCATED, lost bytes)
@@ -59,6 +59,66 @@ const char* GapCauseName(GapCause cause);
 
 // A duration as the summaries print it: "9794 ns", "15.825 us", "1.500 ms", "12.000 s".
 std::string FormatDuration(uint64_t ns);
+
+// What a decode lost, and how it rebuilt what the trace shows: one typed table of counters, each
+// with a name, a severity and an explanation (Perfetto's trace_processor stats are the model).
+// The summary prints the data-loss and error rows that are not zero; tests read the counts.
+enum class StatSeverity : uint8_t {
+  kInfo,      // how the decode went; nothing is missing because of it
+  kDataLoss,  // trace the output lacks (an in-band gap each, or code no thread is named for)
+};
+const char* StatSeverityName(StatSeverity severity);
+
+enum class Stat : uint8_t {
+  // One per gap cause, in GapCause's order: each counted gap is an in-band gap in the output.
+  kOverflowGaps,
+  kLostDataGaps,
+  kDecodeErrorGaps,
+  kMissingCodeGaps,
+  kUnattributedInstructions,
+  kWalkerFallbackUnits,
+  // The stack tracker's reconstruction, summed over threads.
+  kCalls,
+  kReturns,
+  kTailCalls,
+  kLateralJumps,
+  kUnwinds,
+  kUnwoundFrames,
+  kReanchors,
+  kInferredFrames,
+  kInlinedSlices,
+  kSyscalls,
+  kUntraced,
+  kAsyncHandlers,
+  kCorrectedCallers,
+  kTriggers,
+  kFoldedLevels,
+  kFoldedFrames,
+  kBufferFlushesAtBound,
+  kClampedTimes,
+  kCount,  // not a stat
+};
+constexpr size_t kStatCount = static_cast<size_t>(Stat::kCount);
+
+struct StatDescription {
+  const char* name;         // snake_case, stable (machine-readable summaries key on it)
+  StatSeverity severity;
+  const char* explanation;  // what one count means, for a person reading the summary
+};
+const StatDescription& Describe(Stat stat);
+// The gap-count stat of a cause (kTraceStart has none: kCount).
+Stat GapStat(GapCause cause);
+
+struct DecodeStats {
+  std::array<uint64_t, kStatCount> counts{};
+  uint64_t& operator[](Stat stat) { return counts[static_cast<size_t>(stat)]; }
+  uint64_t operator[](Stat stat) const { return counts[static_cast<size_t>(stat)]; }
+  void Add(const DecodeStats& other) {
+    for (size_t i = 0; i < kStatCount; ++i) counts[i] += other.counts[i];
+  }
+  // Gaps of every cause.
+  uint64_t gaps() const;
+};
 
 // A module whose code ran but whose bytes were not found (its code is a gap).
 struct MissingModule {
@@ -82,7 +142,7 @@ struct DecodeSummary {
   uint64_t traced_ns = 0, gap_ns = 0;
   uint64_t threads_ending_in_gap = 0;     // their last gap's length is unknown (not in gap_ns)
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
-  std::array<uint64_t, 5> gaps{};         // by GapCause
+  DecodeStats stats;                      // data loss and reconstruction counts
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
   std::vector<ThreadCount> per_thread;    // every thread decoded

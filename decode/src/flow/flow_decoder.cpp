@@ -368,7 +368,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
     pending_.active = false;
     if (WaitingCount() >= kMaxWaiting) [[unlikely]] FlushExtrapolated();
   }
-  if (inline_namer_ != nullptr) {
+  if (code_facts_ != nullptr) {
     // The common case inline: the block lies in the stretch of the block before, at one depth,
     // and that depth needs no restating (QueueInlineChanges would queue nothing). (Unsigned
     // differences: one compare per end, and an empty window contains nothing.)
@@ -490,7 +490,7 @@ void FlowDecoder::QueueGap(GapCause cause, uint64_t resume_ip, std::string detai
   FlowEvent& gap = queue_->back();
   gap.gap_cause = cause;
   gap.detail = std::move(detail);
-  stats_.gaps[static_cast<size_t>(cause)]++;
+  stats_.counts[GapStat(cause)]++;
 }
 
 template <typename TimeOf>

@@ -40,7 +40,7 @@ class FlowOutput {
 struct FlowStats {
   uint64_t instructions = 0;
   uint64_t events = 0;
-  std::array<uint64_t, 5> gaps{};  // by GapCause
+  DecodeStats counts;              // gaps by cause (Stat)
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
   std::string first_error;         // first libipt error, with its stream offset
   // Where code bytes were missing (kMissingCode gaps), each address once, at most 16: which
@@ -192,10 +192,10 @@ class FlowDecoder {
 
   // Trigger markers of this thread, sorted by time; emitted in time order among the events.
   void SetTriggers(std::vector<TriggerMark> triggers) { triggers_ = std::move(triggers); }
-  // With a namer, blocks whose instructions have inlined frames (FrameName::inlined) make
+  // With CodeFacts, blocks whose instructions have inlined frames (CodeFacts::InlineDepth) make
   // kInlineChange events at the exact instruction where the inlined depth changes. Each distinct
-  // block is symbolized once; blocks without inlined code then cost one cache look-up.
-  void SetInlineNamer(FrameNamer* namer) { inline_namer_ = namer; }
+  // block is asked about once; blocks without inlined code then cost one cache look-up.
+  void SetCodeFacts(CodeFacts* code) { code_facts_ = code; }
   // Decodes one contiguous piece of the stream (bytes must outlive the call only).
   void DecodeSegment(const uint8_t* begin, size_t size);
   // Instead of DecodeSegment: the segment's bytes cannot be had (`detail` says why), which is
@@ -345,7 +345,7 @@ class FlowDecoder {
   // last changed, and the position of the next check.
   uint64_t stuck_offset_ = UINT64_MAX, stuck_position_ = 0, next_stuck_check_ = 0;
   std::vector<TriggerMark> triggers_;
-  FrameNamer* inline_namer_ = nullptr;
+  CodeFacts* code_facts_ = nullptr;
   uint32_t inline_depth_ = 0;  // inlined depth at the last instruction
   // HandleBlock's common case in a few instructions: code in [fast_begin_, fast_end_) is all at
   // inlined depth fast_depth_ (block_inline_->stretch when it is uniform, for this pid, and no

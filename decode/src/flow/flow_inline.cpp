@@ -56,13 +56,13 @@ const BlockInline& FlowDecoder::InlineOf(const pt_block& block) {
   auto depth_at = [&](uint64_t ip) {
     InlineDepthStretch& stretch = block_inline_->stretch;
     if ((block_inline_->stretch_pid != pid || !stretch.Contains(ip)) && ask_for_stretch) {
-      stretch = inline_namer_->InlineStretch(pid, ip, time);
+      stretch = code_facts_->InlineStretch(pid, ip, time);
       block_inline_->stretch_pid = pid;
       ask_for_stretch = stretch.Contains(ip);  // none here: do not ask again for this block
     }
     uint32_t depth = stretch.Contains(ip) && block_inline_->stretch_pid == pid
                          ? stretch.DepthAt(ip)
-                         : inline_namer_->InlineDepth(pid, ip, time);
+                         : code_facts_->InlineDepth(pid, ip, time);
     return std::min(depth, kMaxInlineDepth);
   };
   info.first_depth = depth_at(block.ip);

@@ -10,12 +10,12 @@
 namespace ptscope::decode {
 
 CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
-                       const SidebandTimeline& timeline, SymbolsFrameNamer& namer,
+                       const SidebandTimeline& timeline, CodeFacts& code,
                        SliceSink& sink, const std::vector<uint32_t>& selected_threads)
     : archive_(archive),
       setup_(setup),
       timeline_(timeline),
-      namer_(namer),
+      code_(code),
       sink_(sink),
       selected_(selected_threads) {
   // At least 2^14 records each: below that, callers found late would start late too often.
@@ -26,7 +26,7 @@ CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup
 
 void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, UnitEvents& events) {
   instructions_ += events.stats.instructions;
-  for (size_t i = 0; i < gaps_.size(); ++i) gaps_[i] += events.stats.gaps[i];
+  counts_.Add(events.stats.counts);
   if (events.stats.events != 0) {
     first_ns_ = std::min(first_ns_, events.stats.first_ns);
     last_ns_ = std::max(last_ns_, events.stats.last_ns);
@@ -39,7 +39,9 @@ void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, Unit
     size_t end = r + 1 < events.runs.size() ? events.runs[r + 1].first : events.events.size();
     if (run.first >= end) continue;
     if (run.thread.tid == 0 || !Selected(selected_, run.thread)) {
-      for (size_t e = run.first; e < end; ++e) idle_instructions_ += events.events[e].insn_count;
+      for (size_t e = run.first; e < end; ++e) {
+        counts_[Stat::kUnattributedInstructions] += events.events[e].insn_count;
+      }
       continue;
     }
     keys_[run.thread.tid] = run.thread;
@@ -67,7 +69,7 @@ void CpuThreads::Deliver(Run& run) {
   if (thread.feed == nullptr) {
     const ThreadKey& key = keys_.at(run.tid);
     sink_.BeginThread(key, timeline_.ProcessName(key.pid), timeline_.ThreadName(key.tid));
-    thread.feed = std::make_unique<ThreadFeed>(key, namer_, sink_,
+    thread.feed = std::make_unique<ThreadFeed>(key, code_, sink_,
                                                TriggersOf(archive_, setup_, key.tid),
                                                tracker_options_);
   }
@@ -86,7 +88,7 @@ void CpuThreads::Finish(DecodeSummary& summary) {
   threads_.clear();
   // Instructions and gaps of per-CPU units count once, whoever ran them.
   summary.instructions += instructions_;
-  for (size_t i = 0; i < gaps_.size(); ++i) summary.gaps[i] += gaps_[i];
+  summary.stats.Add(counts_);
   if (first_ns_ != UINT64_MAX) {
     summary.first_ns = std::min(summary.first_ns, first_ns_);
     summary.last_ns = std::max(summary.last_ns, last_ns_);

@@ -21,7 +21,6 @@
 
 #include "capture/decoder_setup.h"
 #include "flow/flow_decoder.h"
-#include "names/frame_namer.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
 #include "capture/sideband_timeline.h"
@@ -33,7 +32,7 @@ namespace ptscope::decode {
 class CpuThreads {
  public:
   CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
-             const SidebandTimeline& timeline, SymbolsFrameNamer& namer, SliceSink& sink,
+             const SidebandTimeline& timeline, CodeFacts& code, SliceSink& sink,
              const std::vector<uint32_t>& selected_threads);
 
   // A consumed unit of stream `stream_name` (restatement and carried instructions applied): its
@@ -44,7 +43,6 @@ class CpuThreads {
   void Release(uint64_t frontier_ns);
   // Delivers everything still waiting, ends every thread (in tid order) and adds the counts.
   void Finish(DecodeSummary& summary);
-  uint64_t idle_instructions() const { return idle_instructions_; }
 
  private:
   struct Run {
@@ -61,7 +59,7 @@ class CpuThreads {
   const format::Archive& archive_;
   const DecoderSetup& setup_;
   const SidebandTimeline& timeline_;
-  SymbolsFrameNamer& namer_;
+  CodeFacts& code_;
   SliceSink& sink_;
   const std::vector<uint32_t>& selected_;
   StackTrackerOptions tracker_options_;
@@ -71,10 +69,9 @@ class CpuThreads {
   std::map<uint32_t, ThreadKey> keys_;
   // The units' own counts (once, whoever ran them).
   uint64_t instructions_ = 0;
-  std::array<uint64_t, 5> gaps_{};
+  DecodeStats counts_;
   uint64_t first_ns_ = UINT64_MAX, last_ns_ = 0;
   std::vector<std::string> notes_;
-  uint64_t idle_instructions_ = 0;
 };
 
 }  // namespace ptscope::decode

@@ -29,7 +29,8 @@ void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary) {
   count.tid = feed.key().tid;
   count.instructions = feed.instructions();
   summary.per_thread.push_back(count);
-  for (size_t i = 0; i < stats.gaps.size(); ++i) summary.gaps[i] += stats.gaps[i];
+  summary.stats.Add(stats.counts);
+  summary.stats.Add(feed.tracker_stats());
   if (stats.events != 0) {
     summary.first_ns = std::min(summary.first_ns, stats.first_ns);
     summary.last_ns = std::max(summary.last_ns, stats.last_ns);

@@ -12,7 +12,6 @@
 #include "capture/decoder_setup.h"
 #include "events.h"
 #include "flow/flow_decoder.h"
-#include "names/frame_namer.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
 #include "stack/stack_tracker.h"
@@ -23,11 +22,11 @@ namespace ptscope::decode {
 // lost-data gaps between pieces, the end; counts instructions in named functions.
 class ThreadFeed {
  public:
-  ThreadFeed(const ThreadKey& key, SymbolsFrameNamer& namer, SliceSink& sink,
+  ThreadFeed(const ThreadKey& key, CodeFacts& code, SliceSink& sink,
              std::vector<TriggerMark> triggers, StackTrackerOptions tracker_options = {})
       : key_(key),
-        namer_(namer),
-        tracker_(key, namer, sink, tracker_options),
+        code_(code),
+        tracker_(key, code, sink, tracker_options),
         triggers_(std::move(triggers)) {
     NoteNextTrigger();
   }
@@ -59,12 +58,12 @@ class ThreadFeed {
   void AddStats(const FlowStats& stats) {
     stats_.instructions += stats.instructions;
     stats_.events += stats.events;
-    for (size_t i = 0; i < stats.gaps.size(); ++i) stats_.gaps[i] += stats.gaps[i];
+    stats_.counts.Add(stats.counts);
     stats_.first_ns = std::min(stats_.first_ns, stats.first_ns);
     stats_.last_ns = std::max(stats_.last_ns, stats.last_ns);
     if (stats_.first_error.empty()) stats_.first_error = stats.first_error;
   }
-  void CountGap(GapCause cause) { stats_.gaps[static_cast<size_t>(cause)]++; }
+  void CountGap(GapCause cause) { stats_.counts[GapStat(cause)]++; }
   // `end_ns`: when the thread's last traced instruction ran, if known (UnitEvents::end_ns); the
   // instructions after its last event ran until then, and a trigger due by then is shown.
   void Finish(uint64_t last_end_ip, uint64_t trailing_insns, uint64_t end_ns = 0) {
@@ -89,6 +88,7 @@ class ThreadFeed {
     tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns));
   }
   const FlowStats& stats() const { return stats_; }
+  const DecodeStats& tracker_stats() const { return tracker_.stats(); }
   uint64_t symbolized() const { return counting_.symbolized; }
   uint64_t instructions() const { return counting_.instructions; }
   // Nanoseconds from the thread's first event to its last, and those of them in gaps.
@@ -152,7 +152,7 @@ class ThreadFeed {
       c.symbolized += event.insn_count & c.symbolized_mask;
     } else if (event.insn_count != 0 && where != 0) {
       uint64_t start = 0, end = 0;  // the answer holds for a whole stretch
-      const bool symbolized = namer_.InNamedCode(key_.pid, where, event.time_ns, &start, &end);
+      const bool symbolized = code_.InNamedCode(key_.pid, where, event.time_ns, &start, &end);
       c.range_start = start;
       c.range_size = end > start ? end - start : 0;
       c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
@@ -161,7 +161,7 @@ class ThreadFeed {
   }
 
   ThreadKey key_;
-  SymbolsFrameNamer& namer_;
+  CodeFacts& code_;
   StackTracker tracker_;
   std::vector<TriggerMark> triggers_;
   size_t next_trigger_ = 0;

@@ -58,11 +58,11 @@ Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const std::string& 
                          });
       }
       for (const Piece& piece : stream.pieces) {
-        if (!piece.loss_before.empty()) summary.gaps[static_cast<size_t>(GapCause::kLostData)]++;
+        if (!piece.loss_before.empty()) summary.stats[Stat::kLostDataGaps]++;
         // One piece at a time, whole: this listing is for checking decoders, not for speed.
         Result<std::span<const uint8_t>> bytes = reader.Bytes(piece, 0, piece.size);
         if (!bytes) {
-          summary.gaps[static_cast<size_t>(GapCause::kDecodeError)]++;
+          summary.stats[Stat::kDecodeErrorGaps]++;
           summary.notes.push_back(StreamName(stream) + ": cannot read the trace: " +
                                   bytes.error().message);
           continue;
@@ -70,7 +70,7 @@ Result<DecodeSummary> RunInsns(std::vector<Stream>& streams, const std::string& 
         lister.DecodeSegment(bytes->data(), bytes->size());
       }
       summary.instructions += lister.instructions();
-      summary.gaps[static_cast<size_t>(GapCause::kDecodeError)] += lister.errors();
+      summary.stats[Stat::kDecodeErrorGaps] += lister.errors();
       if (!lister.first_error().empty()) {
         summary.notes.push_back(StreamName(stream) + ": first decode error: " + lister.first_error());
       }

@@ -18,7 +18,9 @@
 
 namespace ptscope::decode {
 
-class SymbolsFrameNamer : public FrameNamer {
+// Both the CodeFacts of the decode stages and the FrameNamer of the sinks: one object, so that an
+// address is located and symbolized once for both (the stages see only CodeFacts).
+class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
  public:
   SymbolsFrameNamer(const symbols::AddressSpace& address_space,
                     symbols::ModuleResolver& resolver, symbols::Symbolizer& symbolizer)
@@ -28,12 +30,10 @@ class SymbolsFrameNamer : public FrameNamer {
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) override;
-  // Whether `address` lies in a named function (the summary's "named functions" share), and a
-  // range around it with the same answer, [*start, *end): a stretch of named or unnamed functions
-  // (symbols::NamedStretch) within its mapping, or the address alone in JIT memory. Outside
-  // every mapping: false and [address, address + 1).
+  // A stretch of named or unnamed functions (symbols::NamedStretch) within its mapping, or the
+  // address alone in JIT memory.
   bool InNamedCode(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
-                   uint64_t* end);
+                   uint64_t* end) override;
   // Names JIT code (jitdump, then perf map) outside file-backed mappings.
   void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
   // One summary note per module whose code ran without symbols (named module+offset), saying

@@ -248,7 +248,7 @@ std::string SummarySink::Json(const Rows& all, const std::vector<Rows>& per_thre
   for (const auto& [cause, key] : kGapKeys) {
     if (cause != GapCause::kOverflow) out += ", ";
     AppendJsonKey(out, key);
-    out += std::to_string(c.gaps[static_cast<size_t>(cause)]);
+    out += std::to_string(c.stats[GapStat(cause)]);
   }
   out += "}, \"missing_modules\": [";
   for (size_t i = 0; i < c.missing.size(); ++i) {

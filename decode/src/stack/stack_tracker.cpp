@@ -11,28 +11,6 @@ constexpr size_t kNotFound = static_cast<size_t>(-1);
 constexpr size_t kBatchSize = 4096;
 }  // namespace
 
-void StackTrackerCounters::Add(const StackTrackerCounters& o) {
-  calls += o.calls;
-  returns += o.returns;
-  tail_calls += o.tail_calls;
-  lateral_jumps += o.lateral_jumps;
-  unwinds += o.unwinds;
-  unwound_frames += o.unwound_frames;
-  reanchors += o.reanchors;
-  inferred_frames += o.inferred_frames;
-  inlined_slices += o.inlined_slices;
-  syscalls += o.syscalls;
-  untraced += o.untraced;
-  async += o.async;
-  corrected_callers += o.corrected_callers;
-  triggers += o.triggers;
-  for (size_t i = 0; i < gaps_by_cause.size(); ++i) gaps_by_cause[i] += o.gaps_by_cause[i];
-  folded_levels += o.folded_levels;
-  folded_frames += o.folded_frames;
-  buffer_flushes_at_bound += o.buffer_flushes_at_bound;
-  clamped_times += o.clamped_times;
-}
-
 // The hot paths' members are marked inline: in this -fPIC library an ordinary member function
 // may be interposed, so the compiler would call it instead of inlining it.
 inline StackTracker::AddressFacts& StackTracker::FactsOf(uint64_t ip) {
@@ -40,8 +18,8 @@ inline StackTracker::AddressFacts& StackTracker::FactsOf(uint64_t ip) {
 }
 
 inline uint64_t StackTracker::StartOf(AddressFacts& facts, uint64_t ip) {
-  if (!facts.has_start) {  // the namer does not touch address_facts_: `facts` stays valid
-    facts.start = namer_.FunctionStart(thread_.pid, ip, last_time_);
+  if (!facts.has_start) {  // CodeFacts do not touch address_facts_: `facts` stays valid
+    facts.start = code_.FunctionStart(thread_.pid, ip, last_time_);
     facts.has_start = true;
   }
   return facts.start;
@@ -63,13 +41,13 @@ inline uint32_t StackTracker::InlineDepthOf(AddressFacts& facts, uint64_t call_s
 
 uint32_t StackTracker::CallSiteDepth(uint64_t call_site) {
   if (!depth_stretch_.Contains(call_site)) {
-    depth_stretch_ = namer_.InlineStretch(thread_.pid, call_site, last_time_);
+    depth_stretch_ = code_.InlineStretch(thread_.pid, call_site, last_time_);
   }
   // Only a uniform stretch answers here: reading a span (DepthAt) would tie the tracker to the
   // symbols library.
   return depth_stretch_.Contains(call_site) && depth_stretch_.uniform
              ? depth_stretch_.uniform_depth
-             : namer_.InlineDepth(thread_.pid, call_site, last_time_);
+             : code_.InlineDepth(thread_.pid, call_site, last_time_);
 }
 
 inline void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
@@ -103,9 +81,9 @@ inline void StackTracker::EnsureCurrent(uint64_t ip) {
   if (stack_.empty()) PushInferredBottom(ip);
 }
 
-StackTracker::StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
+StackTracker::StackTracker(ThreadKey thread, CodeFacts& code, SliceSink& sink,
                            StackTrackerOptions options)
-    : thread_(thread), namer_(namer), sink_(sink), options_(options) {
+    : thread_(thread), code_(code), sink_(sink), options_(options) {
   if (options_.max_buffered_events == 0) options_.max_buffered_events = 1;
   if (sink_.WantsEveryLevel()) options_.max_depth = UINT32_MAX;
 }
@@ -131,7 +109,7 @@ void StackTracker::OnEvent(const FlowEvent& e) {
     anchor_position_ = position_before;  // the instructions before it ran in the first frame
   } else if (t < last_time_) [[unlikely]] {
     t = last_time_;
-    ++counters_.clamped_times;
+    ++stats_[Stat::kClampedTimes];
   }
   last_time_ = t;
   // Bound the buffer between events, when the stack is consistent.
@@ -161,7 +139,7 @@ inline void StackTracker::Dispatch(const FlowEvent& e, uint64_t t) {
 
 // Out of line: the call to Flush would make OnEvent save registers for every event.
 void StackTracker::FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t) {
-  ++counters_.buffer_flushes_at_bound;
+  ++stats_[Stat::kBufferFlushesAtBound];
   Flush();
   Dispatch(e, t);
 }
@@ -170,7 +148,7 @@ void StackTracker::OnLeave(const FlowEvent& e, uint64_t t) {
   if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) return;  // already out
   if (e.from != 0) EnsureCurrent(e.from);  // unknown ip: the slice has no parent
   bool syscall = e.kind == FlowEvent::Kind::kSyscall;
-  ++(syscall ? counters_.syscalls : counters_.untraced);
+  ++stats_[syscall ? Stat::kSyscalls : Stat::kUntraced];
   Frame f;
   f.id.kind = syscall ? FrameId::Kind::kSyscall : FrameId::Kind::kUntraced;
   f.type = FrameType::kSynthetic;
@@ -181,7 +159,7 @@ void StackTracker::OnLeave(const FlowEvent& e, uint64_t t) {
 }
 
 void StackTracker::OnTrigger(const FlowEvent& e, uint64_t t) {
-  ++counters_.triggers;
+  ++stats_[Stat::kTriggers];
   AddInstant(t, e.detail.empty() ? std::string("[trigger]") : "[trigger] " + e.detail.str());
 }
 
@@ -199,7 +177,7 @@ void StackTracker::Finish(uint64_t end_time_ns) {
 
 void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   CloseSyntheticTop(t);
-  ++counters_.calls;
+  ++stats_[Stat::kCalls];
   EnsureCurrent(e.from);
   // The callee is unknown (the trace ends at the call, or tracing stops there): no frame for
   // "address 0". A return to the call's return address later lands on the caller as it is.
@@ -214,14 +192,14 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   const bool wrap = options_.inlined_frames && (corrected || stack_.back().inline_open == 0);
   const uint32_t wrappers = wrap ? InlineDepthOf(site, e.from) : 0;
   if (corrected) {
-    ++counters_.corrected_callers;
+    ++stats_[Stat::kCorrectedCallers];
     ReplaceTop(e.from, from_start, t, true);
   }
   for (uint32_t i = 0; i < wrappers; ++i) {
     FrameId inl{.address = e.from, .inline_index = i, .kind = FrameId::Kind::kInlined};
     Emit(RecordType::kBegin, t, inl, false);
   }
-  counters_.inlined_slices += wrappers;
+  stats_[Stat::kInlinedSlices] += wrappers;
   // Most call sites always call the same function: the site remembers its last callee's start,
   // which saves the look-up of the target's facts.
   uint64_t start = site.callee_start;
@@ -242,7 +220,7 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
 
 void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   CloseSyntheticTop(t);
-  ++counters_.returns;
+  ++stats_[Stat::kReturns];
   EnsureCurrent(e.from);
   const Frame& top = stack_.back();
   if (e.to == 0) [[unlikely]] {
@@ -263,8 +241,8 @@ void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
   }
   size_t keep = FindLandingFrame(e.to, StartOf(e.to), false);
   if (keep != kNotFound) {  // longjmp-like return or exception landing deeper in the stack
-    ++counters_.unwinds;
-    counters_.unwound_frames += stack_.size() - keep;
+    ++stats_[Stat::kUnwinds];
+    stats_[Stat::kUnwoundFrames] += stack_.size() - keep;
     PopTo(keep, t);
     if (stack_.empty()) PushInferredBottom(e.to);
     return;
@@ -280,7 +258,7 @@ void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
     ReplaceTop(e.to, StartOf(e.to), t, false);
     return;
   }
-  ++counters_.reanchors;
+  ++stats_[Stat::kReanchors];
   CloseAll(t);
   Flush();
   PushInferredBottom(e.to);
@@ -294,19 +272,19 @@ void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
   const uint64_t to_start = last_jump_.start;
   if (to_start == 0 || to_start == stack_.back().function_start) return;  // local or unknown
   if (e.to == to_start) {
-    ++counters_.tail_calls;
+    ++stats_[Stat::kTailCalls];
     ReplaceTop(e.to, to_start, t, false);
     return;
   }
   size_t keep = FindLandingFrame(e.to, to_start, false);
   if (keep != kNotFound) {  // longjmp into a frame deeper in the stack
-    ++counters_.unwinds;
-    counters_.unwound_frames += stack_.size() - keep;
+    ++stats_[Stat::kUnwinds];
+    stats_[Stat::kUnwoundFrames] += stack_.size() - keep;
     PopTo(keep, t);
     if (stack_.empty()) PushInferredBottom(e.to);
     return;
   }
-  ++counters_.lateral_jumps;  // e.g. foo -> foo.cold, or a tail call into a non-entry
+  ++stats_[Stat::kLateralJumps];  // e.g. foo -> foo.cold, or a tail call into a non-entry
   ReplaceTop(e.to, to_start, t, false);
 }
 
@@ -326,7 +304,7 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
     if (was_out && e.to != resume_ip && to_start == e.to &&
         to_start != stack_.back().function_start) {
       // Entered a function instead of resuming: a signal handler (user-only tracing).
-      ++counters_.async;
+      ++stats_[Stat::kAsyncHandlers];
       Frame f;
       f.id = FunctionFrame(e.to, to_start);
       f.function_start = to_start;
@@ -337,8 +315,8 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
     return;
   }
   if (stack_.size() - keep > 1) {
-    ++counters_.unwinds;
-    counters_.unwound_frames += stack_.size() - keep;
+    ++stats_[Stat::kUnwinds];
+    stats_[Stat::kUnwoundFrames] += stack_.size() - keep;
   }
   PopTo(keep, t);
   if (stack_.empty()) PushInferredBottom(e.to);
@@ -346,7 +324,7 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
 
 void StackTracker::OnAsync(const FlowEvent& e, uint64_t t) {
   CloseSyntheticTop(t);
-  ++counters_.async;
+  ++stats_[Stat::kAsyncHandlers];
   if (e.from != 0) EnsureCurrent(e.from);
   uint64_t start = StartOf(e.to);
   Frame f;
@@ -358,8 +336,6 @@ void StackTracker::OnAsync(const FlowEvent& e, uint64_t t) {
 }
 
 void StackTracker::OnGap(const FlowEvent& e, uint64_t t) {
-  size_t cause = std::min<size_t>(static_cast<size_t>(e.gap_cause), counters_.gaps_by_cause.size() - 1);
-  ++counters_.gaps_by_cause[cause];
   CloseAll(t);
   std::string text = std::string("[gap] ") + GapCauseName(e.gap_cause);
   if (!e.detail.empty()) text += ": " + e.detail.str();
@@ -388,7 +364,7 @@ void StackTracker::PushInferredBottom(uint64_t ip) {
   f.id = FunctionFrame(ip, start);
   f.function_start = start;
   stack_.push_back(f);
-  ++counters_.inferred_frames;
+  ++stats_[Stat::kInferredFrames];
   Record& r = inferred_prefix_.emplace_back();
   r.type = RecordType::kBegin;
   r.inferred = true;
@@ -440,7 +416,7 @@ void StackTracker::OnInlineChange(const FlowEvent& e, uint64_t t) {
         .address = e.from, .inline_index = top.inline_open, .kind = FrameId::Kind::kInlined};
     Emit(RecordType::kBegin, t, inlined, false);
     ++top.inline_open;
-    ++counters_.inlined_slices;
+    ++stats_[Stat::kInlinedSlices];
   }
 }
 
@@ -514,7 +490,7 @@ inline void StackTracker::Write(const Record& r) {
       if (emitted_depth_ >= options_.max_depth) {
         ++hidden_depth_;
         hidden_max_ = std::max(hidden_max_, hidden_depth_);
-        ++counters_.folded_frames;
+        ++stats_[Stat::kFoldedFrames];
         return;
       }
       ++emitted_depth_;
@@ -523,7 +499,7 @@ inline void StackTracker::Write(const Record& r) {
     case RecordType::kEnd:
       if (hidden_depth_ > 0) {
         if (--hidden_depth_ == 0) {
-          counters_.folded_levels += hidden_max_;
+          stats_[Stat::kFoldedLevels] += hidden_max_;
           batch_texts_.push_back("[folded] " + std::to_string(hidden_max_) +
                                  " deeper call levels not shown (max depth " +
                                  std::to_string(options_.max_depth) + ")");

@@ -30,7 +30,7 @@
 //   inlined slices (FrameId::Kind::kInlined, address = where the level was entered) are open inside
 //   the top function frame; they nest between the function and its callees and close when the
 //   depth drops, when the frame returns or is replaced, and at gaps. Without kInlineChange (the
-//   top frame has none open), a call's inlined call-site frames (FrameNamer::Name of the call
+//   top frame has none open), a call's inlined call-site frames (CodeFacts::InlineDepth of the call
 //   instruction) become slices wrapping the callee, opening and closing with it.
 //
 // Buffering: an inferred caller must begin before slices that were already begun, and sinks need
@@ -69,33 +69,9 @@ struct StackTrackerOptions {
   bool inlined_frames = true;               // symbolize call sites for inlined frames
 };
 
-struct StackTrackerCounters {
-  uint64_t calls = 0;
-  uint64_t returns = 0;
-  uint64_t tail_calls = 0;            // jumps to another function's entry
-  uint64_t lateral_jumps = 0;         // jumps into the middle of another function (not on stack)
-  uint64_t unwinds = 0;               // returns/jumps that closed several frames (longjmp, throw)
-  uint64_t unwound_frames = 0;        // frames closed by those
-  uint64_t reanchors = 0;             // returns that matched nothing: stack restarted
-  uint64_t inferred_frames = 0;       // frames whose start was inferred
-  uint64_t inlined_slices = 0;
-  uint64_t syscalls = 0;
-  uint64_t untraced = 0;
-  uint64_t async = 0;                 // signal handlers (kAsync, or entered on resumption)
-  uint64_t corrected_callers = 0;     // calls from outside the top frame's function
-  uint64_t triggers = 0;
-  std::array<uint64_t, 5> gaps_by_cause{};  // indexed by GapCause
-  uint64_t folded_levels = 0;         // sum over folded excursions of their folded depth
-  uint64_t folded_frames = 0;         // slices not emitted because of max_depth
-  uint64_t buffer_flushes_at_bound = 0;
-  uint64_t clamped_times = 0;         // events whose time went backwards
-
-  void Add(const StackTrackerCounters& other);
-};
-
 class StackTracker {
  public:
-  StackTracker(ThreadKey thread, FrameNamer& namer, SliceSink& sink,
+  StackTracker(ThreadKey thread, CodeFacts& code, SliceSink& sink,
                StackTrackerOptions options = {});
   StackTracker(const StackTracker&) = delete;
   StackTracker& operator=(const StackTracker&) = delete;
@@ -104,7 +80,8 @@ class StackTracker {
   // Closes everything still open at max(end_time_ns, last event time) and writes the buffer.
   void Finish(uint64_t end_time_ns);
 
-  const StackTrackerCounters& counters() const { return counters_; }
+  // Its reconstruction counts (Stat::kCalls ... kClampedTimes); gaps are counted by the decoder.
+  const DecodeStats& stats() const { return stats_; }
 
  private:
   enum class FrameType : uint8_t { kFunction, kSynthetic, kAsyncHandler };
@@ -163,10 +140,10 @@ class StackTracker {
   // Returns (size_t)-1 when nothing matches.
   size_t FindLandingFrame(uint64_t to, uint64_t to_start, bool by_return_ip_only) const;
 
-  // What the namer says about an address, asked once per address.
+  // What CodeFacts say about an address, asked once per address.
   struct AddressFacts {
-    uint64_t start = 0;          // FrameNamer::FunctionStart
-    uint32_t inline_depth = 0;   // FrameNamer::InlineDepth (call sites), capped at 64
+    uint64_t start = 0;          // CodeFacts::FunctionStart
+    uint32_t inline_depth = 0;   // CodeFacts::InlineDepth (call sites), capped at 64
     bool has_start = false;
     bool has_inline_depth = false;
     uint64_t callee = 0;         // a call site: the target of its last call (0: none yet)
@@ -178,7 +155,7 @@ class StackTracker {
   uint64_t StartOf(AddressFacts& facts, uint64_t ip);
   FrameId FunctionFrame(uint64_t ip, uint64_t start) const;
   uint32_t InlineDepthOf(AddressFacts& facts, uint64_t call_site);
-  // FrameNamer::InlineDepth, from the namer's stretch around `call_site` when it is uniform.
+  // CodeFacts::InlineDepth, from the stretch (CodeFacts::InlineStretch) around `call_site` when it is uniform.
   uint32_t CallSiteDepth(uint64_t call_site);
 
   void Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
@@ -194,10 +171,10 @@ class StackTracker {
   void SendBatch();
 
   ThreadKey thread_;
-  FrameNamer& namer_;
+  CodeFacts& code_;
   SliceSink& sink_;
   StackTrackerOptions options_;
-  StackTrackerCounters counters_;
+  DecodeStats stats_;
 
   std::vector<Frame> stack_;
   uint64_t last_time_ = 0;
@@ -227,10 +204,10 @@ class StackTracker {
   uint32_t hidden_depth_ = 0;
   uint32_t hidden_max_ = 0;
 
-  // Per address: FrameNamer answers, asked once (calls and jumps hit a few thousand addresses
+  // Per address: CodeFacts answers, asked once (calls and jumps hit a few thousand addresses
   // millions of times).
   AddressMap<AddressFacts> address_facts_;
-  // The last stretch of known inlined depths (FrameNamer::InlineStretch): a call site inside a
+  // The last stretch of known inlined depths (CodeFacts::InlineStretch): a call site inside a
   // uniform one (a function without inlined code) needs no InlineDepth, which symbolizes the
   // address (most call sites are at depth 0, and their names are never shown).
   InlineDepthStretch depth_stretch_;

@@ -138,14 +138,13 @@ def part_gaps(emulate, decode_tool, program, work, library):
     if not m:
         raise Failure(f'bad first summary line: {summary[0]!r}')
     decoded, span_ns = int(m.group(1).replace(',', '')), nanoseconds(m.group(2))
-    gaps = [line for line in summary if line.startswith('  gaps: ')]
-    m = re.match(r"  gaps: (\d+) missing code; (\d+) ns of the threads' (.*) \((\d+\.\d)%\) lie in "
-                 r"gaps, their instructions unknown; 1 thread's trace ends in a gap of unknown "
-                 r"length$", gaps[0] if gaps else '')
+    m = re.search(r"^    missing_code_gaps: (\d+) \(.*\n  time in gaps: (\d+) ns of the threads' (.*) "
+                  r"\((\d+\.\d)%\), their instructions unknown; 1 thread's trace ends in a gap of "
+                  r"unknown length$", '\n'.join(summary), re.M)
     if not m:
-        raise Failure('unexpected gaps line:\n' + '\n'.join(summary))
+        raise Failure('unexpected data loss / time in gaps lines:\n' + '\n'.join(summary))
     gap_count, gap_ns = int(m.group(1)), int(m.group(2))
-    if m.group(3) != m.group(2) and nanoseconds(m.group(3)) != span_ns:
+    if nanoseconds(m.group(3)) != span_ns:
         raise Failure(f'traced time {m.group(3)} differs from the span {span_ns} ns')
     if text.count('! [gap] missing code') != gap_count:
         raise Failure(f'{gap_count} gaps counted, the text shows another number')
@@ -163,7 +162,8 @@ def part_gaps(emulate, decode_tool, program, work, library):
         raise Failure(f'expected {want!r} in:\n' + '\n'.join(summary))
     # Mapped but never run in the trace: not missing, no gaps.
     _, summary = decode(decode_tool, quiet, work)
-    if '  gaps: none' not in summary or any('missing module' in line for line in summary):
+    if '  data loss: none' not in summary or any('missing module' in line or 'time in gaps' in line
+                                                   for line in summary):
         raise Failure('a library none of whose code ran is reported:\n' + '\n'.join(summary))
 
 

@@ -227,7 +227,7 @@ def mode_damaged(args, work):
     _, instants = slice_tree.parse_text(text)
     if not instants:
         raise Failure(f'PT byte {where} flipped: no gap instant in the trace; {r.stderr}')
-    if 'gaps: none' in r.stderr:
+    if 'data loss: none' in r.stderr or 'decode_error_gaps' not in r.stderr:
         raise Failure(f'PT byte {where} flipped: the summary reports no gap: {r.stderr}')
     print(f'PT byte {where} flipped: {instants[0][2]}')
 
