@@ -364,7 +364,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   summary.missing = images.MissingThatRan({missing_code_ips.begin(), missing_code_ips.end()});
   // The window misses the capture altogether: an error that says what the capture spans.
   const uint64_t span = summary.last_ns > capture_start_ns ? summary.last_ns - capture_start_ns : 0;
-  const bool outside = windowed && (options.time_from_ns > span ||
+  // (Only when something was decoded: a capture without a timestamp has no span to miss.)
+  const bool outside = windowed && summary.first_ns != UINT64_MAX &&
+                       (options.time_from_ns > span ||
                                     (options.time_to_ns != UINT64_MAX &&
                                      capture_start_ns + options.time_to_ns < summary.first_ns));
   if (windowed && !outside) {
