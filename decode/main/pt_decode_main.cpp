@@ -36,7 +36,7 @@ constexpr const char* kUsage = "Usage: pt-decode [OPTIONS] INPUT...\n"
 
 struct Options {
   std::vector<std::string> inputs;
-  std::string output, output_dir, format;
+  std::string output, output_dir, format, summary_json;
   std::vector<std::string> symbol_dirs;
   std::vector<std::string> debuginfod_urls;
   unsigned jobs = 0;  // 0: every core
@@ -250,6 +250,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   pipeline.walker = !options.libipt_blocks;
   pipeline.format = format;
   pipeline.output_path = output;
+  pipeline.summary_json_path = options.summary_json;
   pipeline.threads = options.thread_ids;
   pipeline.time_from_ns = options.window.from_ns;
   pipeline.time_to_ns = options.window.to_ns;
@@ -293,6 +294,9 @@ int main(int argc, char** argv) {
       ("summary", po::bool_switch(&options.summary), "per-function calls, inclusive/self/max "
        "times and instructions as a sorted table instead of slices (= --format summary); with "
        "--format json as JSON (docs/DECODE_JSON.md; = --format summary-json, *.summary.json)")
+      ("summary-json", po::value(&options.summary_json), "also write the JSON summary of the "
+       "same decode to FILE: one decode, both outputs (as --summary --format json alone would "
+       "write it); one input")
       ("list-modules", po::bool_switch(&options.list_modules), "decode nothing: print as JSON "
        "every module the capture maps and the files a decode with the same --symbols and "
        "--debuginfod uses for it (docs/DECODE_JSON.md)")
@@ -343,6 +347,11 @@ int main(int argc, char** argv) {
   if (options.inputs.size() > 1 && !options.output.empty()) {
     std::fprintf(stderr, "pt-decode: -o names one output but %zu inputs were given; use "
                  "--output-dir DIR\n", options.inputs.size());
+    return 2;
+  }
+  if (!options.summary_json.empty() && options.inputs.size() > 1) {
+    std::fprintf(stderr, "pt-decode: --summary-json names one file but %zu inputs were given\n",
+                 options.inputs.size());
     return 2;
   }
   if (options.jobs == 0) options.jobs = std::max(1u, std::thread::hardware_concurrency());
@@ -396,6 +405,11 @@ int main(int argc, char** argv) {
     }
   } else if (!options.output.empty()) {
     format = FormatFromPath(options.output);
+  }
+  if (!options.summary_json.empty() && format == OutputFormat::kInsns) {
+    std::fprintf(stderr, "pt-decode: --summary-json: an instruction listing has no call slices "
+                 "to summarize; use it with perfetto, text, folded or summary\n");
+    return 2;
   }
   // Before any thread: libdebuginfod reads DEBUGINFOD_URLS, and setenv is not thread-safe.
   ptscope::symbols::DebuginfodFetcher::SetUpProcess(

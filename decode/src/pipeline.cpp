@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "join/cpu_threads.h"
@@ -111,14 +112,32 @@ void DecodeUnit(DecodeContext& context, const WorkUnit& work, unsigned worker, U
   DecodeUnitWith(context, work, worker, false, out);
 }
 
-Result<std::unique_ptr<SliceSink>> MakeSink(const PipelineOptions& options, FrameNamer& namer) {
-  if (options.count_only) return std::unique_ptr<SliceSink>(std::make_unique<NullSink>());
-  SinkFormat format = options.format == OutputFormat::kText      ? SinkFormat::kText
-                      : options.format == OutputFormat::kFolded  ? SinkFormat::kFolded
-                      : options.format == OutputFormat::kSummary ? SinkFormat::kSummary
-                      : options.format == OutputFormat::kSummaryJson ? SinkFormat::kSummaryJson
-                                                                     : SinkFormat::kPerfetto;
-  return CreateSink(format, options.output_path, namer);
+SinkFormat SinkFormatOf(OutputFormat format) {
+  return format == OutputFormat::kText          ? SinkFormat::kText
+         : format == OutputFormat::kFolded      ? SinkFormat::kFolded
+         : format == OutputFormat::kSummary     ? SinkFormat::kSummary
+         : format == OutputFormat::kSummaryJson ? SinkFormat::kSummaryJson
+                                                : SinkFormat::kPerfetto;
+}
+
+// One output file's sink, behind the --time-range window when there is one.
+struct OutputSink {
+  std::unique_ptr<SliceSink> file;
+  std::unique_ptr<WindowSink> window;
+  SliceSink& sink() { return window ? *window : *file; }
+};
+
+// An empty path: a sink that keeps nothing (PipelineOptions::count_only).
+Result<OutputSink> OpenOutput(SinkFormat format, const std::string& path, FrameNamer& namer,
+                              bool windowed, uint64_t from_ns, uint64_t to_ns) {
+  OutputSink output;
+  if (path.empty()) {
+    output.file = std::make_unique<NullSink>();
+  } else {
+    PTSCOPE_ASSIGN_OR_RETURN(output.file, CreateSink(format, path, namer));
+  }
+  if (windowed) output.window = std::make_unique<WindowSink>(*output.file, from_ns, to_ns);
+  return output;
 }
 
 }  // namespace
@@ -157,6 +176,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     all.time_to_ns = UINT64_MAX;
     all.format = OutputFormat::kSummary;
     all.count_only = true;
+    all.summary_json_path.clear();
     all.progress = nullptr;
     return NoSuchThreads(archive.path, options.threads, RunPipeline(archive, all));
   }
@@ -192,6 +212,10 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   summary.missing = images.missing();
 
   if (options.format == OutputFormat::kInsns) {
+    if (!options.summary_json_path.empty()) {
+      return Unexpected(Errc::kInvalidArgument, "an instruction listing has no call slices to "
+                                                "summarize: --summary-json needs another format");
+    }
     summary.threads = streams.size();
     PTSCOPE_ASSIGN_OR_RETURN(
         summary, RunInsns(streams, archive.path, setup, images, timeline, options,
@@ -203,10 +227,17 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   symbols::Symbolizer symbolizer;
   SymbolsFrameNamer namer(timeline.address_space(), resolver, symbolizer);
   if (!jit.empty()) namer.SetJitCode(&jit);
-  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<SliceSink> output_sink, MakeSink(options, namer));
-  std::unique_ptr<WindowSink> window_sink;
-  if (windowed) window_sink = std::make_unique<WindowSink>(*output_sink, window_from, window_to);
-  SliceSink& sink = windowed ? static_cast<SliceSink&>(*window_sink) : *output_sink;
+  PTSCOPE_ASSIGN_OR_RETURN(OutputSink output,
+                           OpenOutput(SinkFormatOf(options.format),
+                                      options.count_only ? std::string() : options.output_path,
+                                      namer, windowed, window_from, window_to));
+  std::optional<OutputSink> summary_output;  // --summary-json: the same decode's summary
+  if (!options.summary_json_path.empty() && !options.count_only) {
+    PTSCOPE_ASSIGN_OR_RETURN(summary_output, OpenOutput(SinkFormat::kSummaryJson,
+                                                        options.summary_json_path, namer,
+                                                        windowed, window_from, window_to));
+  }
+  const FeedSinks sinks{output.sink(), summary_output ? &summary_output->sink() : nullptr};
 
   UnitPlanner planner(streams, setup, config, unit_bytes, archive.path, window_from, window_to);
   const unsigned jobs = std::max(1u, options.jobs);
@@ -242,7 +273,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     feed.reset();
   };
   // Per-CPU streams: their threads are delivered as the units come (see cpu_threads.h).
-  CpuThreads cpu_threads(archive, setup, timeline, namer, sink, options.threads);
+  CpuThreads cpu_threads(archive, setup, timeline, namer, sinks, options.threads);
 
   // Each stream's last consumed unit and its end state: the inlined-depth restatement and the
   // carried instructions at a join (per-CPU units of several streams interleave).
@@ -298,9 +329,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       finish_feed();
       feed_stream = work.stream;
       feed_piece = SIZE_MAX;
-      sink.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
-                       timeline.ThreadName(stream.key.tid));
-      feed = std::make_unique<ThreadFeed>(stream.key, namer, sink, stream.triggers);
+      sinks.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
+                        timeline.ThreadName(stream.key.tid));
+      feed = std::make_unique<ThreadFeed>(stream.key, namer, sinks, stream.triggers);
     }
     if (work.piece != feed_piece) {
       feed_piece = work.piece;
@@ -335,9 +366,9 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     const bool decoded = planner.planned(s);
     std::unique_ptr<ThreadFeed> empty;
     if (!decoded && stream.cpu < 0 && !windowed) {
-      sink.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
-                       timeline.ThreadName(stream.key.tid));
-      empty = std::make_unique<ThreadFeed>(stream.key, namer, sink, std::vector<TriggerMark>{});
+      sinks.BeginThread(stream.key, timeline.ProcessName(stream.key.pid),
+                        timeline.ThreadName(stream.key.tid));
+      empty = std::make_unique<ThreadFeed>(stream.key, namer, sinks, std::vector<TriggerMark>{});
       ++summary.threads;
       ThreadCount count;
       count.pid = stream.key.pid;
@@ -384,12 +415,17 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                             std::to_string(context.units) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
   }
-  sink.SetCaptureTotals(summary);
-  sink.Finish();
-  std::string output_error = sink.OutputError();
-  if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  for (SliceSink* sink : {&sinks.output, sinks.summary}) {
+    if (sink == nullptr) continue;
+    sink->SetCaptureTotals(summary);
+    sink->Finish();
+    std::string output_error = sink->OutputError();
+    if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  }
   if (outside) {
-    if (!options.count_only && options.output_path != "-") std::remove(options.output_path.c_str());
+    for (const std::string& path : {options.output_path, options.summary_json_path}) {
+      if (!options.count_only && !path.empty() && path != "-") std::remove(path.c_str());
+    }
     return WindowOutsideCapture(archive.path, options.time_from_ns, options.time_to_ns, span);
   }
   for (ThreadCount& thread : summary.per_thread) {

@@ -1,11 +1,14 @@
 #include "kernel_source.h"
 
 #include <linux/hw_breakpoint.h>
+#include <dirent.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <x86intrin.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -18,8 +21,6 @@
 namespace ptscope::record {
 namespace {
 
-constexpr uint64_t kSidebandRingPages = 128;
-constexpr uint64_t kPtRingPages = 16;
 constexpr size_t kSidebandFlushBytes = 256 * 1024;
 
 uint64_t NowNs(clockid_t clock) {
@@ -48,11 +49,24 @@ perf_event_attr BuildBreakpointAttr(uint64_t address) {
   return attr;
 }
 
+FilterLimits FilterLimitsOf(const HostFacts& facts, bool all_cpus) {
+  FilterLimits limits;
+  limits.cpu_wide = all_cpus;
+  auto ranges = facts.pt.caps.find("num_address_ranges");
+  if (ranges != facts.pt.caps.end()) {
+    uint32_t n = 0;
+    auto [ptr, ec] = std::from_chars(ranges->second.data(), ranges->second.data() + ranges->second.size(), n);
+    if (ec == std::errc()) limits.max_ranges = n;
+  }
+  return limits;
+}
+
 KernelPtSource::KernelPtSource(PerfKernel& kernel, const HostFacts& facts,
                                const KernelSourceOptions& options,
                                std::function<void(const std::string&)> note)
     : kernel_(kernel), facts_(facts), options_(options), note_(std::move(note)) {
-  if (options_.aux_bytes == 0) options_.aux_bytes = DefaultAuxBytes(facts);
+  aux_is_default_ = options_.aux_bytes == 0;
+  if (aux_is_default_) options_.aux_bytes = DefaultAuxBytes(facts);
 }
 
 KernelPtSource::~KernelPtSource() = default;
@@ -70,21 +84,40 @@ Result<SourceDescription> KernelPtSource::Open(Target& target, const SourceSetti
   std::vector<int> tids;
   if (settings.mode == SourceSettings::Mode::kRun) {
     tids = target.pids();
+    process_of_[tids.front()] = tids.front();
   } else if (settings.mode == SourceSettings::Mode::kAttach) {
     for (int pid : target.pids()) {
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<int> threads, ListThreads(pid));
       tids.insert(tids.end(), threads.begin(), threads.end());
+      for (int tid : threads) process_of_[tid] = pid;  // -p A,B: B's threads are B's
     }
   }
-  PTSCOPE_ASSIGN_OR_RETURN(std::vector<int> cpus, OnlineCpus());
-  PTSCOPE_TRY(OpenSideband(tids, cpus));
-  if (!options_.sideband_only) PTSCOPE_TRY(OpenPt(tids, cpus));
+  const std::vector<int>& cpus = facts_.online_cpus;
+  if (cpus.empty()) return MakeError(Errc::kIo, "/sys/devices/system/cpu/online: no CPU listed");
+  std::vector<int> first_tids;
   if (settings.trigger != nullptr) {
     if (target.pids().empty())
       return MakeError(Errc::kInvalidArgument, "--trigger needs a target: -- PROGRAM or -p PID");
-    PTSCOPE_ASSIGN_OR_RETURN(std::vector<int> first_tids, ListThreads(target.pids().front()));
-    PTSCOPE_TRY(OpenTrigger(first_tids));
+    PTSCOPE_ASSIGN_OR_RETURN(first_tids, ListThreads(target.pids().front()));
   }
+  RingCounts counts;
+  counts.sideband = cpus.size();
+  counts.pt = options_.sideband_only ? 0 : all_cpus() ? cpus.size() : tids.size();
+  counts.breakpoints = first_tids.size();
+  PTSCOPE_ASSIGN_OR_RETURN(rings_, PlanRings(BudgetOf(facts_), counts, options_.aux_bytes,
+                                             aux_is_default_));
+  if (rings_.aux_pages * PageSize() != options_.aux_bytes && !options_.sideband_only) {
+    note_("AUX area of " + std::to_string(rings_.aux_pages * PageSize() / 1024) +
+          " KiB per thread to fit the locked-memory budget (" + BudgetOf(facts_).Describe() +
+          "); --snapshot-size sets it");
+    options_.aux_bytes = rings_.aux_pages * PageSize();
+  }
+  const uint64_t sideband_events = cpus.size() * (all_cpus() ? 1 : tids.size());
+  PTSCOPE_TRY(EnsureDescriptors(sideband_events + counts.pt + counts.breakpoints,
+                                all_cpus() ? 0 : tids.size(), cpus.size()));
+  PTSCOPE_TRY(OpenSideband(tids, cpus));
+  if (!options_.sideband_only) PTSCOPE_TRY(OpenPt(tids, cpus));
+  if (settings.trigger != nullptr) PTSCOPE_TRY(OpenTrigger(first_tids));
   clock_ = ReadPerfClock(*sideband_.front().event.page());
 
   SourceDescription d;
@@ -100,9 +133,8 @@ Result<SourceDescription> KernelPtSource::Open(Target& target, const SourceSetti
   }
   for (auto& kv : clock_.Metadata()) d.metadata.push_back(kv);
   d.sideband_ids = ids_;
-  perf_event_attr raw = BuildSidebandAttr({});
-  const auto* raw_bytes = reinterpret_cast<const uint8_t*>(&raw);
-  d.raw_attr.assign(raw_bytes, raw_bytes + sizeof raw);
+  const auto* raw_bytes = reinterpret_cast<const uint8_t*>(&sideband_attr_);
+  d.raw_attr.assign(raw_bytes, raw_bytes + sizeof sideband_attr_);
   return d;
 }
 
@@ -116,29 +148,102 @@ Status KernelPtSource::Start(CaptureWriter& capture) {
   return target_->Resume();
 }
 
+// Every event is a descriptor. Like perf (rlimit__increase_nofile()), raise the soft
+// RLIMIT_NOFILE to the hard one when the events would not fit; past the hard limit, say so.
+Status KernelPtSource::EnsureDescriptors(uint64_t events, uint64_t threads, uint64_t cpus) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return Ok();
+  uint64_t open = 0;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (readdir(dir) != nullptr) ++open;
+    closedir(dir);
+  }
+  const uint64_t needed = events + open + 16;  // and a few for the archive, pidfds, ELF reads
+  if (limit.rlim_cur != RLIM_INFINITY && needed > limit.rlim_cur) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  if (limit.rlim_cur != RLIM_INFINITY && needed > limit.rlim_cur) {
+    std::string what = threads != 0 ? std::to_string(threads) + " threads on " +
+                                           std::to_string(cpus) + " CPUs"
+                                     : std::to_string(cpus) + " CPUs";
+    return MakeError(Errc::kIo,
+                     "pt-record needs about " + std::to_string(events) + " descriptors for " +
+                         what + ", and ulimit -n allows " + std::to_string(limit.rlim_cur) +
+                         " (hard limit " + std::to_string(limit.rlim_max) +
+                         "): raise the hard limit (ulimit -Hn, or LimitNOFILE= in a service) "
+                         "or trace fewer threads");
+  }
+  return Ok();
+}
+
+// Opens an event for `tid` (or every task with -1); a thread that exited since it was listed
+// (ESRCH, find_lively_task_by_vpid) is noted once and yields std::nullopt.
+Result<std::optional<PerfEvent>> KernelPtSource::OpenFor(const perf_event_attr& attr, int tid,
+                                                         int cpu, const std::string& what) {
+  if (tid >= 0 && vanished_.count(tid) != 0) return std::optional<PerfEvent>();
+  int open_errno = 0;
+  Result<PerfEvent> opened = PerfEvent::Open(kernel_, attr, tid, cpu, what, &open_errno);
+  if (opened) return std::optional<PerfEvent>(std::move(*opened));
+  const bool is_target = target_->launched() && tid == target_->pids().front();
+  if (open_errno == ESRCH && tid >= 0 && !is_target) {
+    vanished_.insert(tid);
+    auto owner = process_of_.find(tid);
+    note_("thread " + std::to_string(tid) + " of process " +
+          std::to_string(owner == process_of_.end() ? tid : owner->second) +
+          " exited before it could be traced");
+    return std::optional<PerfEvent>();
+  }
+  return std::move(opened).error();
+}
+
 Status KernelPtSource::OpenSideband(const std::vector<int>& tids, const std::vector<int>& cpus) {
   bool all = all_cpus();
   SidebandAttrOptions so;
   so.inherit = !all;
   so.kernel = options_.pt.kernel;
-  perf_event_attr attr = BuildSidebandAttr(so);
+  sideband_attr_ = BuildSidebandAttr(so);
   std::vector<int> pids = all ? std::vector<int>{-1} : tids;
   for (int cpu : cpus) {
-    for (size_t i = 0; i < pids.size(); ++i) {
+    SidebandRing* ring = nullptr;  // the CPU's mapped ring; the other tasks' events write into it
+    for (int pid : pids) {
       std::string what = "sideband dummy event on cpu " + std::to_string(cpu) +
-                         (pids[i] < 0 ? "" : " for tid " + std::to_string(pids[i]));
-      PTSCOPE_ASSIGN_OR_RETURN(PerfEvent event, PerfEvent::Open(kernel_, attr, pids[i], cpu, what));
-      PTSCOPE_ASSIGN_OR_RETURN(uint64_t id, event.Id());
-      ids_.push_back(id);
-      if (i == 0) {
-        PTSCOPE_TRY(event.MapRing(kSidebandRingPages));
-        sideband_.push_back(SidebandRing{std::move(event), cpu, {}});
+                         (pid < 0 ? "" : " for tid " + std::to_string(pid));
+      Result<PerfEvent> probe = MakeError(Errc::kInternal, "");
+      if (sideband_attr_.build_id && ids_.empty()) {
+        int open_errno = 0;
+        probe = PerfEvent::Open(kernel_, sideband_attr_, pid, cpu, what, &open_errno);
+        if (!probe && open_errno == EINVAL) {
+          // perf_copy_attr() refuses flag bits the kernel does not know (__reserved_1), and
+          // build_id came with Linux 5.12: as perf does, go on without it.
+          sideband_attr_.build_id = 0;
+          auto [major, minor] = KernelVersion(facts_.kernel_release);
+          note_("this kernel (" + std::to_string(major) + "." + std::to_string(minor) +
+                ") does not put build ids in MMAP2 records (Linux 5.12 and later do): build ids "
+                "are read from the mapped files while recording");
+        }
+      }
+      std::optional<PerfEvent> event;
+      if (probe) {
+        event = std::move(*probe);
       } else {
-        PTSCOPE_TRY(event.RedirectOutputTo(sideband_.back().event));
-        redirected_.push_back(std::move(event));
+        PTSCOPE_ASSIGN_OR_RETURN(event, OpenFor(sideband_attr_, pid, cpu, what));
+        if (!event) continue;
+      }
+      PTSCOPE_ASSIGN_OR_RETURN(uint64_t id, event->Id());
+      ids_.push_back(id);
+      if (ring == nullptr) {
+        PTSCOPE_TRY(event->MapRing(rings_.sideband_pages));
+        sideband_.push_back(SidebandRing{std::move(*event), cpu, {}});
+        ring = &sideband_.back();
+      } else {
+        PTSCOPE_TRY(event->RedirectOutputTo(ring->event));
+        redirected_.push_back(std::move(*event));
       }
     }
   }
+  if (sideband_.empty()) return MakeError(Errc::kNotFound, "every target thread exited");
   return Ok();
 }
 
@@ -153,7 +258,7 @@ Status KernelPtSource::OpenPt(const std::vector<int>& tids, const std::vector<in
   perf_event_attr attr = BuildPtAttr(pt_config_, request);
   std::string filter;
   if (!options_.filter.empty()) {
-    PTSCOPE_ASSIGN_OR_RETURN(filter, ResolvePtFilter(options_.filter));
+    PTSCOPE_ASSIGN_OR_RETURN(filter, ResolvePtFilter(options_.filter, FilterLimitsOf(facts_, all)));
   }
   std::vector<std::pair<int, int>> targets;  // (pid, cpu)
   if (all) {
@@ -163,17 +268,22 @@ Status KernelPtSource::OpenPt(const std::vector<int>& tids, const std::vector<in
   }
   for (auto [tid, cpu] : targets) {
     PtStream stream;
+    // perf keeps two PSB periods of the ring's newest data to tell new data from old.
+    stream.snapshot = AuxSnapshotReader(
+        std::min<uint64_t>(uint64_t{2} << (pt_config_.psb_period + 11), 256 * 1024));
     std::string what = tid < 0 ? "intel_pt on cpu " + std::to_string(cpu)
                                : "intel_pt for tid " + std::to_string(tid);
-    PTSCOPE_ASSIGN_OR_RETURN(stream.event, PerfEvent::Open(kernel_, attr, tid, cpu, what));
-    PTSCOPE_TRY(stream.event.MapRing(kPtRingPages));
+    PTSCOPE_ASSIGN_OR_RETURN(std::optional<PerfEvent> event, OpenFor(attr, tid, cpu, what));
+    if (!event) continue;
+    stream.event = std::move(*event);
+    PTSCOPE_TRY(stream.event.MapRing(rings_.pt_data_pages));
     PTSCOPE_TRY(stream.event.MapAux(options_.aux_bytes, /*writable=*/!settings_.snapshot));
     if (!filter.empty()) PTSCOPE_TRY(stream.event.SetFilter(filter));
     PTSCOPE_ASSIGN_OR_RETURN(uint64_t id, stream.event.Id());
     ids_.push_back(id);
     stream.cpu = cpu;
     stream.tid = tid < 0 ? 0 : static_cast<uint32_t>(tid);
-    stream.pid = target_->pids().empty() ? 0 : static_cast<uint32_t>(target_->pids().front());
+    stream.pid = tid < 0 ? 0 : static_cast<uint32_t>(process_of_.at(tid));
     stream.stream_id = static_cast<uint32_t>(pt_.size());
     pt_.push_back(std::move(stream));
   }
@@ -187,10 +297,11 @@ Status KernelPtSource::OpenTrigger(const std::vector<int>& tids) {
   trigger_address_ = resolved.address;
   perf_event_attr attr = BuildBreakpointAttr(resolved.address);
   for (int tid : tids) {
-    PTSCOPE_ASSIGN_OR_RETURN(PerfEvent bp, PerfEvent::Open(kernel_, attr, tid, -1,
+    PTSCOPE_ASSIGN_OR_RETURN(std::optional<PerfEvent> bp, OpenFor(attr, tid, -1,
         "execute breakpoint at " + resolved.where + " for tid " + std::to_string(tid)));
-    PTSCOPE_TRY(bp.MapRing(1));
-    breakpoints_.push_back(std::move(bp));
+    if (!bp) continue;
+    PTSCOPE_TRY(bp->MapRing(rings_.breakpoint_pages));
+    breakpoints_.push_back(std::move(*bp));
   }
   note_("trigger: " + resolved.where);
   return Ok();
@@ -286,7 +397,15 @@ Status KernelPtSource::DrainPtFull() {
   for (PtStream& stream : pt_) {
     PTSCOPE_TRY(DrainPtRecords(stream));
     AuxRingView view{stream.event.page(), stream.event.aux(), stream.event.aux_size()};
-    if (auto piece = stream.full.Read(view)) PTSCOPE_TRY(WritePiece(stream, *piece, 0));
+    const bool truncated = stream.full.truncated_pending();
+    if (auto piece = stream.full.Read(view)) {
+      PTSCOPE_TRY(WritePiece(stream, *piece, 0));
+      // A full buffer stopped the hardware and the kernel disabled the event (TRUNCATED: the
+      // piece says data is missing after it); one that had no room when the task came back was
+      // disabled without a record (perf_aux_output_begin()). Room was just made: enable again,
+      // as perf does. Enabling an enabled event changes nothing (_perf_event_enable()).
+      if (truncated || !piece->data.empty()) PTSCOPE_TRY(stream.event.Enable());
+    }
   }
   return Ok();
 }
@@ -339,7 +458,13 @@ Result<SourceEvents> KernelPtSource::Run(uint64_t deadline_ns) {
   SourceEvents events;
   if (SessionSignals::Pending()) return events;
   PTSCOPE_TRY(DrainSideband(false));
-  if (!settings_.snapshot) PTSCOPE_TRY(DrainPtFull());
+  if (!settings_.snapshot) {
+    PTSCOPE_TRY(DrainPtFull());
+  } else {
+    // Every sched-out writes an AUX record into the PT event's own ring (pt_event_stop()): a
+    // ring nobody drains fills up and the kernel drops records (rb->lost), ITRACE_START included.
+    for (PtStream& stream : pt_) PTSCOPE_TRY(DrainPtRecords(stream));
+  }
   if (TriggerHit()) {
     events.trigger_hit = true;
     events.trigger_address = trigger_address_;

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,7 +20,9 @@
 #include "perf_sideband.h"
 #include "pt_aux_ring.h"
 #include "pt_config.h"
+#include "pt_filter.h"
 #include "pt_source.h"
+#include "ring_budget.h"
 
 namespace ptscope::record {
 
@@ -61,6 +65,9 @@ class KernelPtSource final : public PtSource {
     AuxSnapshotReader snapshot;
   };
 
+  Result<std::optional<PerfEvent>> OpenFor(const perf_event_attr& attr, int tid, int cpu,
+                                           const std::string& what);
+  Status EnsureDescriptors(uint64_t events, uint64_t threads, uint64_t cpus);
   Status OpenSideband(const std::vector<int>& tids, const std::vector<int>& cpus);
   Status OpenPt(const std::vector<int>& tids, const std::vector<int>& cpus);
   Status OpenTrigger(const std::vector<int>& tids);
@@ -75,6 +82,8 @@ class KernelPtSource final : public PtSource {
   PerfKernel& kernel_;
   const HostFacts& facts_;
   KernelSourceOptions options_;
+  bool aux_is_default_ = true;
+  RingPlan rings_;
   std::function<void(const std::string&)> note_;
   SourceSettings settings_;
   Target* target_ = nullptr;
@@ -84,6 +93,9 @@ class KernelPtSource final : public PtSource {
   std::vector<PtStream> pt_;
   std::vector<PerfEvent> breakpoints_;
   std::vector<uint64_t> ids_;
+  std::map<int, int> process_of_;    // tid → its process (attach mode: each -p PID's threads)
+  std::set<int> vanished_;           // threads that exited between listing and opening
+  perf_event_attr sideband_attr_{};  // as the kernel accepted it
   PtConfig pt_config_;
   PerfClock clock_;
   uint64_t trigger_address_ = 0;
@@ -93,6 +105,9 @@ class KernelPtSource final : public PtSource {
 
 // PERF_TYPE_BREAKPOINT / HW_BREAKPOINT_X at `address`, one sample per hit (TID|TIME|IP).
 perf_event_attr BuildBreakpointAttr(uint64_t address);
+
+// What --filter may ask on this host, in this mode.
+FilterLimits FilterLimitsOf(const HostFacts& facts, bool all_cpus);
 
 // Default AUX size: 4 MiB when the mlock limit does not apply, else 256 KiB (magic-trace's).
 uint64_t DefaultAuxBytes(const HostFacts& facts);

@@ -31,36 +31,92 @@ std::optional<AuxPiece> AuxStreamReader::Read(const AuxRingView& ring) {
 
 namespace {
 
-bool TailHasData(const AuxRingView& ring) {
-  uint64_t probe = std::min(kWrapProbeBytes, ring.aux_size);
-  const uint8_t* end = ring.aux + ring.aux_size;
-  return std::any_of(end - probe, end, [](uint8_t b) { return b != 0; });
+// Non-zero bytes in the ring's last kWrapProbeBytes, past the head (a never-wrapped head may
+// itself be in that region).
+bool TailHasData(const AuxRingView& ring, uint64_t head) {
+  const uint64_t from = std::max(head, ring.aux_size - std::min(kWrapProbeBytes, ring.aux_size));
+  return std::any_of(ring.aux + from, ring.aux + ring.aux_size, [](uint8_t b) { return b != 0; });
+}
+
+// `length` bytes of the ring ending just before `end` (an offset), oldest first.
+std::vector<uint8_t> Before(const AuxRingView& ring, uint64_t end, uint64_t length) {
+  std::vector<uint8_t> bytes;
+  CopyFromRing(ring.aux, ring.aux_size, end + ring.aux_size - length, length, &bytes);
+  return bytes;
 }
 
 }  // namespace
 
-std::optional<AuxPiece> AuxSnapshotReader::Take(const AuxRingView& ring) {
-  uint64_t raw = LoadAcquire(&ring.page->aux_head);
-  uint64_t offset = raw % ring.aux_size;
-  bool running_count = raw >= ring.aux_size;
-  if (running_count || (have_previous_ && offset < last_offset_) || TailHasData(ring))
-    wrapped_ = true;
+void AuxSnapshotReader::KeepReference(const AuxRingView& ring, uint64_t offset) {
+  const uint64_t length = std::min(reference_bytes_, ring.aux_size / 2);
+  reference_ = Before(ring, offset, length);
+}
+
+// Whether the hardware came round to (or past) the previous head since the last snapshot.
+bool AuxSnapshotReader::WentRound(const AuxRingView& ring, uint64_t offset) const {
+  const uint64_t into = (last_offset_ + ring.aux_size - offset) % ring.aux_size;
+  if (into != 0 && into < reference_.size()) return true;  // the head is inside the reference
+  return Before(ring, last_offset_, reference_.size()) != reference_;
+}
+
+std::optional<AuxPiece> AuxSnapshotReader::TakeRunningCount(const AuxRingView& ring,
+                                                            uint64_t head) {
+  const uint64_t fresh = head - (have_previous_ ? last_head_ : 0);
+  last_head_ = head;
+  have_previous_ = true;
+  if (fresh == 0) return std::nullopt;
   AuxPiece piece;
   piece.flags = format::kPtSnapshot;
-  if (!wrapped_) {
-    uint64_t from = have_previous_ ? last_offset_ : 0;
-    if (offset == from) return std::nullopt;
-    piece.stream_offset = from;
-    CopyFromRing(ring.aux, ring.aux_size, from, offset - from, &piece.data);
-  } else {
+  const uint64_t length = std::min(fresh, ring.aux_size);
+  if (fresh > ring.aux_size) {
+    wrapped_ = true;
     piece.flags |= format::kPtOverwritten;
-    // With a running count the stream position is exact; otherwise it is unknown and the piece
-    // continues the stream right after the previous one (decoders sync at the next PSB anyway).
-    piece.stream_offset = running_count ? raw - ring.aux_size : stream_end_;
+    piece.bytes_lost_before = fresh - ring.aux_size;
+  }
+  piece.stream_offset = head - length;
+  CopyFromRing(ring.aux, ring.aux_size, head - length, length, &piece.data);
+  stream_end_ = head;
+  return piece;
+}
+
+std::optional<AuxPiece> AuxSnapshotReader::Take(const AuxRingView& ring) {
+  const uint64_t raw = LoadAcquire(&ring.page->aux_head);
+  if (raw >= ring.aux_size) return TakeRunningCount(ring, raw);
+  const uint64_t offset = raw;
+  AuxPiece piece;
+  piece.flags = format::kPtSnapshot;
+  piece.stream_offset = stream_end_;
+  bool whole = false;
+  if (!have_previous_) {
+    whole = TailHasData(ring, offset);  // intel_pt_first_wrap()
+    if (!whole && offset == 0) return std::nullopt;
+    if (!whole) CopyFromRing(ring.aux, ring.aux_size, 0, offset, &piece.data);
+  } else if (!WentRound(ring, offset)) {
+    if (offset == last_offset_) return std::nullopt;
+    const uint64_t fresh = (offset + ring.aux_size - last_offset_) % ring.aux_size;
+    CopyFromRing(ring.aux, ring.aux_size, last_offset_, fresh, &piece.data);
+  } else {
+    // Round once, ending inside the reference, with the bytes between the head and the previous
+    // head unchanged: only those are old; every other byte is new and nothing was lost.
+    const uint64_t old = (last_offset_ + ring.aux_size - offset) % ring.aux_size;
+    const bool once = old != 0 && old < reference_.size() &&
+                      Before(ring, last_offset_, old) ==
+                          std::vector<uint8_t>(reference_.end() - static_cast<ptrdiff_t>(old),
+                                               reference_.end());
+    if (once) {
+      CopyFromRing(ring.aux, ring.aux_size, last_offset_, ring.aux_size - old, &piece.data);
+    } else {
+      whole = true;
+    }
+  }
+  if (whole) {
+    wrapped_ = true;
+    piece.flags |= format::kPtOverwritten;
     CopyFromRing(ring.aux, ring.aux_size, offset, ring.aux_size, &piece.data);
   }
   last_offset_ = offset;
   have_previous_ = true;
+  KeepReference(ring, offset);
   stream_end_ = piece.stream_offset + piece.data.size();
   return piece;
 }

@@ -36,31 +36,48 @@ class AuxStreamReader {
   // The kernel reported (PERF_RECORD_AUX flag TRUNCATED) that it dropped data: the next piece is
   // marked so decoders show a gap there.
   void NoteTruncated() { truncated_pending_ = true; }
+  bool truncated_pending() const { return truncated_pending_; }
 
  private:
   bool truncated_pending_ = false;
 };
 
-// Snapshot mode. In overwrite mode aux_head is the write position inside the buffer (perf's
-// "head is an offset within the buffer" case); a head that is already >= the buffer size is
-// treated as a running count. Whether the ring has wrapped is known from a head that moved
-// backwards or from non-zero bytes at the end of the (zero-initialised) buffer.
+// Snapshot mode. In overwrite mode the kernel publishes aux_head only when the event stops
+// (sched-out, disable), as the hardware's write offset inside the buffer (pt_event_stop(),
+// arch/x86/events/intel/pt.c); a head already >= the buffer size is taken as a running count.
+// Like perf (intel_pt_find_snapshot()), a snapshot copies only what is new since the previous
+// one: it keeps the newest bytes of each snapshot (the reference) and compares them the next
+// time; while they are unchanged and the head did not come round into them, the ring did not go
+// round since, and only the bytes after the previous head are new. Otherwise the whole ring is
+// new, and older data was overwritten. So no execution is copied (and decoded) twice.
 class AuxSnapshotReader {
  public:
-  // Call while the event is disabled. Returns the bytes new since the previous snapshot when
-  // the ring has never wrapped, else the whole ring oldest-first (flag kPtOverwritten).
-  // std::nullopt when nothing was written since the last snapshot.
+  // `reference_bytes`: how much of the ring's newest data to keep (perf: two PSB periods, at
+  // most 256 KiB); at most half the ring is used.
+  explicit AuxSnapshotReader(uint64_t reference_bytes = 32 * 1024)
+      : reference_bytes_(reference_bytes) {}
+  // Call while the event is disabled. std::nullopt when nothing was written since the last
+  // snapshot.
   std::optional<AuxPiece> Take(const AuxRingView& ring);
   bool wrapped() const { return wrapped_; }
 
  private:
-  bool wrapped_ = false;
-  uint64_t last_offset_ = 0;     // head offset at the previous snapshot
-  uint64_t stream_end_ = 0;      // stream_offset just past the last piece emitted
+  std::optional<AuxPiece> TakeRunningCount(const AuxRingView& ring, uint64_t head);
+  bool WentRound(const AuxRingView& ring, uint64_t offset) const;
+  void KeepReference(const AuxRingView& ring, uint64_t offset);
+
+  uint64_t reference_bytes_;
   bool have_previous_ = false;
+  bool wrapped_ = false;          // the ring went round at least once
+  uint64_t last_offset_ = 0;      // head offset at the previous snapshot
+  uint64_t last_head_ = 0;        // raw head (running-count kernels)
+  std::vector<uint8_t> reference_;  // the bytes before last_offset_ at the previous snapshot
+  uint64_t stream_end_ = 0;       // stream_offset just past the last piece emitted
 };
 
-// Bytes at the buffer's end that must be zero while the ring has not wrapped yet.
-inline constexpr uint64_t kWrapProbeBytes = 256;
+// Bytes at the end of a never-wrapped, zero-initialised buffer that must still be zero (perf's
+// intel_pt_first_wrap() looks at the last 512 u64; the hardware pads with PAD packets, 0x00, so a
+// shorter look can miss a wrap).
+inline constexpr uint64_t kWrapProbeBytes = 4096;
 
 }  // namespace ptscope::record

@@ -23,6 +23,12 @@ Result<uint64_t> ParseBufferSize(const std::string& text) {
     return MakeError(Errc::kInvalidArgument, "--snapshot-size '" + text +
                                                  "' is not a size like 256K, 4M or 1G");
   uint64_t bytes = value * scale;
+  // rb_alloc_aux() (kernel/events/ring_buffer.c) keeps the AUX pages in one array that must fit
+  // in an allocation of order MAX_PAGE_ORDER: 2 GiB of 4 KiB pages at most; larger always fails.
+  if (bytes > (2ull << 30))
+    return MakeError(Errc::kInvalidArgument, "--snapshot-size '" + text +
+                                                 "' is above 2G, the largest AUX area the kernel "
+                                                 "allocates per event");
   uint64_t rounded = PageSize();
   while (rounded < bytes) rounded <<= 1;
   return rounded;

@@ -1,5 +1,6 @@
 #include "pt_config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -127,9 +128,11 @@ perf_event_attr BuildPtAttr(const PtConfig& config, const PtAttrRequest& request
   attr.exclude_kernel = config.kernel ? 0 : 1;
   attr.exclude_user = config.user ? 0 : 1;
   attr.exclude_hv = 1;
-  // Full mode: wake the reader when a quarter of the AUX buffer is filled so it never stalls.
-  if (!request.snapshot && request.aux_bytes >= 4) attr.aux_watermark =
-      static_cast<uint32_t>(request.aux_bytes / 4);
+  // Full mode: wake the reader when a quarter of the AUX buffer is filled so it never stalls
+  // (perf's intel_pt_recording_options(), which clamps to the u32 field as here).
+  if (!request.snapshot && request.aux_bytes >= 4) {
+    attr.aux_watermark = static_cast<uint32_t>(std::min<uint64_t>(request.aux_bytes / 4, UINT32_MAX));
+  }
   return attr;
 }
 

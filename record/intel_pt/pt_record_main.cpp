@@ -66,6 +66,7 @@ int RunCheck(const HostFacts& facts, const po::variables_map& vm) {
       return kExitError;
     }
     needs.aux_bytes = *size;
+    needs.aux_is_default = false;
   }
   std::vector<CheckLine> lines = EvaluateHost(facts, needs);
   for (const CheckLine& line : lines) std::printf("%s\n", FormatCheckLine(line).c_str());
@@ -81,7 +82,7 @@ struct Options {
 };
 
 Result<Options> BuildOptions(const po::variables_map& vm, std::vector<std::string> program,
-                             const std::string& command_line) {
+                             const std::string& command_line, const HostFacts& facts) {
   Options options;
   SessionOptions& o = options.session;
   KernelSourceOptions& k = options.source;
@@ -116,7 +117,11 @@ Result<Options> BuildOptions(const po::variables_map& vm, std::vector<std::strin
   if (vm.count("cyc-thresh")) k.pt.cyc_thresh = vm["cyc-thresh"].as<uint32_t>();
   k.pt.no_retcomp = vm.count("no-retcomp") > 0;
   k.pt.kernel = vm.count("kernel") > 0;
-  if (vm.count("filter")) k.filter = vm["filter"].as<std::string>();
+  if (vm.count("filter")) {
+    // Refused now, with the reason, rather than by the kernel once the program was started.
+    PTSCOPE_ASSIGN_OR_RETURN(k.filter, ResolvePtFilter(vm["filter"].as<std::string>(),
+                                                       FilterLimitsOf(facts, vm.count("all-cpus") > 0)));
+  }
   if (vm.count("trigger")) {
     PTSCOPE_ASSIGN_OR_RETURN(TriggerSpec spec, ParseTriggerSpec(vm["trigger"].as<std::string>()));
     o.trigger = spec;
@@ -159,7 +164,7 @@ int main(int argc, char** argv) {
   HostFacts facts = GatherHostFacts();
   if (vm.count("check")) return RunCheck(facts, vm);
 
-  auto options = BuildOptions(vm, std::move(program), command_line);
+  auto options = BuildOptions(vm, std::move(program), command_line, facts);
   if (!options) {
     std::fprintf(stderr, "pt-record: %s\n%s", options.error().message.c_str(), kUsage);
     return kExitError;

@@ -4,12 +4,15 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <charconv>
 #include <cstdio>
 
+#include "perf_event.h"
 #include "proc_maps.h"
+#include "ring_budget.h"
 
 namespace ptscope::record {
 namespace {
@@ -146,6 +149,10 @@ HostFacts GatherHostFacts() {
   f.privileges.euid = geteuid();
   if (auto status = ReadProcFile("/proc/self/status"))
     if (auto cap = ParseCapEff(*status)) f.privileges.cap_effective = *cap;
+  if (auto cpus = OnlineCpus()) f.online_cpus = *cpus;
+  rlimit memlock{};
+  if (getrlimit(RLIMIT_MEMLOCK, &memlock) == 0 && memlock.rlim_cur != RLIM_INFINITY)
+    f.rlimit_memlock = memlock.rlim_cur;
   if (Exists("/.dockerenv")) f.container_hints.push_back("/.dockerenv exists");
   if (Exists("/run/.containerenv")) f.container_hints.push_back("/run/.containerenv exists");
   if (auto cgroup = ReadProcFile("/proc/1/cgroup")) {
@@ -255,26 +262,33 @@ CheckLine PrivilegeLine(const HostFacts& f) {
                    .fix = {}};
 }
 
+// Both limits of perf_mmap()'s accounting (ring_budget.h), and the rings this recording would
+// map: what fits, shrunk if need be, or what is missing.
 CheckLine MlockLine(const HostFacts& f, const RecordingNeeds& needs) {
-  CheckLine l{.ok = true, .fatal = false, .name = "perf_event_mlock_kb", .detail = {}, .fix = {}};
-  if (!f.perf_event_mlock_kb) {
-    l.ok = false;
-    l.detail = "/proc/sys/kernel/perf_event_mlock_kb is unreadable";
-    l.fix = "the AUX buffer may exceed the locked-memory limit; run as root or with CAP_IPC_LOCK "
-            "if recording fails";
-    return l;
-  }
-  l.detail = std::to_string(*f.perf_event_mlock_kb) + " KiB";
-  bool exempt = f.privileges.root() || f.privileges.cap_ipc_lock();
-  uint64_t need_kb = needs.aux_bytes / 1024;
-  if (exempt) {
-    l.detail += " (does not apply: root or CAP_IPC_LOCK)";
-  } else if (need_kb > *f.perf_event_mlock_kb) {
+  CheckLine l{.ok = true, .fatal = false, .name = "locked memory", .detail = {}, .fix = {}};
+  const LockedBudget budget = BudgetOf(f);
+  RingCounts counts;
+  counts.sideband = f.online_cpus.empty() ? 1 : f.online_cpus.size();
+  counts.pt = needs.all_cpus ? counts.sideband : needs.threads;
+  counts.breakpoints = needs.trigger ? needs.threads : 0;
+  Result<RingPlan> plan = PlanRings(budget, counts, needs.aux_bytes, needs.aux_is_default);
+  l.detail = "this user may lock " + budget.Describe();
+  if (!plan) {
     l.ok = false;
     l.fatal = true;
-    l.fix = "the " + std::to_string(need_kb) + " KiB AUX buffer exceeds it: use a smaller "
-            "--snapshot-size, sysctl kernel.perf_event_mlock_kb=" + std::to_string(need_kb + 516) +
-            ", or setcap cap_ipc_lock";
+    l.fix = plan.error().message;
+    return l;
+  }
+  const uint64_t page_kb = PageSize() / 1024;
+  l.detail += "; a recording of " + std::to_string(counts.pt) + (needs.all_cpus ? " CPU" : " thread") +
+              (counts.pt == 1 ? "" : "s") + " maps " +
+              std::to_string(plan->LockedPages(counts) * page_kb) + " KiB (AUX " +
+              std::to_string(plan->aux_pages * page_kb) + " KiB per event" +
+              (plan->aux_pages * PageSize() < needs.aux_bytes ? ", shrunk to fit" : "") + ")";
+  if (plan->aux_pages * PageSize() < needs.aux_bytes) {
+    l.ok = false;  // records, with less trace per snapshot than asked: a WARN, not an OK
+    l.fix = "raise kernel.perf_event_mlock_kb or ulimit -l (or run with CAP_IPC_LOCK) for the "
+            "whole AUX area";
   }
   return l;
 }

@@ -65,17 +65,22 @@ struct HostFacts {
   std::string host_name;
   std::optional<int> perf_event_paranoid;
   std::optional<uint64_t> perf_event_mlock_kb;
+  std::optional<uint64_t> rlimit_memlock;  // RLIMIT_MEMLOCK in bytes (ulimit -l); nullopt: unlimited
   Privileges privileges;
   std::vector<std::string> container_hints;  // e.g. "/.dockerenv exists"
+  std::vector<int> online_cpus;              // /sys/devices/system/cpu/online
 };
 
 HostFacts GatherHostFacts();
 
 // What the recording would need: decides which checks are fatal.
 struct RecordingNeeds {
-  bool kernel = false;      // --kernel
-  bool all_cpus = false;    // -a
-  uint64_t aux_bytes = 0;   // per event; compared with perf_event_mlock_kb when unprivileged
+  bool kernel = false;        // --kernel
+  bool all_cpus = false;      // -a
+  uint64_t aux_bytes = 0;     // per PT event
+  bool aux_is_default = true; // may shrink to fit the locked-memory budget (no --snapshot-size)
+  uint64_t threads = 1;       // traced threads (per-thread recording)
+  bool trigger = false;       // --trigger: one breakpoint ring per thread
 };
 
 struct CheckLine {

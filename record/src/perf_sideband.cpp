@@ -46,17 +46,19 @@ std::vector<std::pair<std::string, std::string>> PerfClock::Metadata() const {
 }
 
 PerfClock ReadPerfClock(const perf_event_mmap_page& page) {
-  PerfClock clock;
-  // The kernel updates these under the seqlock `lock`; retry until a stable read.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    uint32_t seq = __atomic_load_n(&page.lock, __ATOMIC_ACQUIRE);
+  // The kernel updates these between two increments of `lock` (perf_event_update_userpage()):
+  // a read counts only if the count was even and unchanged around it (perf's
+  // perf_read_tsc_conversion()). An update that never seems to end leaves the clock unknown.
+  for (int attempt = 0; attempt < 10000; ++attempt) {
+    const uint32_t seq = __atomic_load_n(&page.lock, __ATOMIC_ACQUIRE);
+    PerfClock clock;
     clock.cap_user_time_zero = page.cap_user_time_zero;
     clock.time_shift = page.time_shift;
     clock.time_mult = page.time_mult;
     clock.time_zero = page.time_zero;
-    if (__atomic_load_n(&page.lock, __ATOMIC_ACQUIRE) == seq) break;
+    if (__atomic_load_n(&page.lock, __ATOMIC_ACQUIRE) == seq && (seq & 1) == 0) return clock;
   }
-  return clock;
+  return PerfClock{};
 }
 
 const std::vector<uint8_t>& BuildIdCache::Get(const std::string& path, int pid,

@@ -79,28 +79,29 @@ const std::string kInsnHeader =
     "     calls       total_ns        self_ns         max_ns          insns     self_insns  "
     "function [module]\n";
 
+// Thread 1/1: main [0,100] > a [10,30] > b [15,25]; a [40,60]; b [70,75].
+// Thread 1/2: b [0,50].
+void WriteTwoThreads(SliceSink& sink) {
+  ThreadKey t1{1, 1}, t2{1, 2};
+  sink.BeginThread(t1, "prog", "main");
+  sink.Begin(t1, 0, Fn(0x1000), true);
+  sink.Begin(t1, 10, Fn(0x2000), false);
+  sink.Begin(t1, 15, Fn(0x3000), false);
+  sink.End(t1, 25);
+  sink.End(t1, 30);
+  sink.Begin(t1, 40, Fn(0x2000), false);
+  sink.End(t1, 60);
+  sink.Instant(t1, 65, "[trigger]");
+  sink.Begin(t1, 70, Fn(0x3000), false);
+  sink.End(t1, 75);
+  sink.End(t1, 100);
+  sink.Begin(t2, 0, Fn(0x3000), false);
+  sink.End(t2, 50);
+}
+
 TEST_CASE("summary: calls, inclusive, self and max per function, per thread and overall") {
-  // Thread 1/1: main [0,100] > a [10,30] > b [15,25]; a [40,60]; b [70,75].
-  // Thread 1/2: b [0,50].
-  std::string text = Summarize(
-      [](SliceSink& sink, testing::FakeNamer&) {
-        ThreadKey t1{1, 1}, t2{1, 2};
-        sink.BeginThread(t1, "prog", "main");
-        sink.Begin(t1, 0, Fn(0x1000), true);
-        sink.Begin(t1, 10, Fn(0x2000), false);
-        sink.Begin(t1, 15, Fn(0x3000), false);
-        sink.End(t1, 25);
-        sink.End(t1, 30);
-        sink.Begin(t1, 40, Fn(0x2000), false);
-        sink.End(t1, 60);
-        sink.Instant(t1, 65, "[trigger]");
-        sink.Begin(t1, 70, Fn(0x3000), false);
-        sink.End(t1, 75);
-        sink.End(t1, 100);
-        sink.Begin(t2, 0, Fn(0x3000), false);
-        sink.End(t2, 50);
-      },
-      0, true);
+  std::string text =
+      Summarize([](SliceSink& sink, testing::FakeNamer&) { WriteTwoThreads(sink); }, 0, true);
   // main: 100 inclusive, self 100 - 20 - 20 - 5 = 55. a: 20 + 20, self 10 + 20. b on thread 1:
   // 10 + 5, max 10; with thread 2's 50: 65 over all threads, max 50.
   CHECK(text == "pt-decode summary: 2 threads, 6 calls\n"
@@ -225,12 +226,6 @@ TEST_CASE("summary through the tracker: recursion past max_depth is counted, not
                     rows);
 }
 
-}  // namespace
-}  // namespace ptscope::decode
-
-namespace ptscope::decode {
-namespace {
-
 // The JSON encoding (docs/DECODE_JSON.md): the first test's slices again, with capture totals.
 std::string SummarizeJson(testing::FakeNamer& namer, const DecodeSummary* totals,
                           void (*write)(SliceSink&)) {
@@ -268,22 +263,7 @@ TEST_CASE("summary JSON: the tables, the capture's totals, version 1, exact text
   totals.stats[Stat::kOverflowGaps] = 1;
   totals.stats[Stat::kMissingCodeGaps] = 2;
   totals.missing.push_back(MissingModule{"/lib/libgone.so", {0xab, 0x01}});
-  std::string json = SummarizeJson(namer, &totals, [](SliceSink& sink) {
-    ThreadKey t1{1, 1}, t2{1, 2};
-    sink.BeginThread(t1, "prog", "main");
-    sink.Begin(t1, 0, Fn(0x1000), true);
-    sink.Begin(t1, 10, Fn(0x2000), false);
-    sink.Begin(t1, 15, Fn(0x3000), false);
-    sink.End(t1, 25);
-    sink.End(t1, 30);
-    sink.Begin(t1, 40, Fn(0x2000), false);
-    sink.End(t1, 60);
-    sink.Begin(t1, 70, Fn(0x3000), false);
-    sink.End(t1, 75);
-    sink.End(t1, 100);
-    sink.Begin(t2, 0, Fn(0x3000), false);
-    sink.End(t2, 50);
-  });
+  std::string json = SummarizeJson(namer, &totals, WriteTwoThreads);
   // The same numbers as the text table of the first test.
   CHECK(json ==
         "{\"schema\": \"ptscope-summary\", \"version\": 1, \"times\": \"ns\",\n"

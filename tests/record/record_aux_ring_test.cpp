@@ -8,36 +8,14 @@
 
 #include "perf_ring.h"
 #include "pt_aux_ring.h"
+#include "pt_stream.h"
 #include "ptscope/format.h"
 
 namespace ptscope::record {
 namespace {
 
-// A PT stream: PSB+ (PSB, TSC, MODE.Exec, PSBEND), then TNT-8 and TIP packets, repeated.
-std::vector<uint8_t> MakePtStream(size_t bytes) {
-  std::vector<uint8_t> s;
-  uint8_t tsc = 1;
-  while (s.size() < bytes) {
-    for (int i = 0; i < 8; ++i) s.insert(s.end(), {0x02, 0x82});          // PSB
-    s.insert(s.end(), {0x19, tsc++, 0x22, 0x33, 0x44, 0x55, 0x66, 0x00});  // TSC
-    s.insert(s.end(), {0x99, 0x01});                                       // MODE.Exec 64-bit
-    s.insert(s.end(), {0x02, 0x23});                                       // PSBEND
-    for (int i = 0; i < 40; ++i) {
-      s.insert(s.end(), {0x0a, 0x06});                                     // TNT-8 x2
-      s.insert(s.end(), {0x4d, 0x10, static_cast<uint8_t>(i), 0x40, 0x00});  // TIP update-32
-    }
-  }
-  s.resize(bytes);
-  return s;
-}
-
-size_t FirstPsb(const std::vector<uint8_t>& bytes) {
-  static const uint8_t kPsb[16] = {2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82,
-                                   2, 0x82, 2, 0x82, 2, 0x82, 2, 0x82};
-  for (size_t i = 0; i + 16 <= bytes.size(); ++i)
-    if (std::memcmp(&bytes[i], kPsb, 16) == 0) return i;
-  return bytes.size();
-}
+using testing::FirstPsb;
+using testing::MakePtStream;
 
 struct SimulatedAux {
   explicit SimulatedAux(uint64_t size, bool overwrite)
@@ -158,7 +136,7 @@ TEST_CASE("snapshot mode: a ring filled exactly once is whole and in order") {
   CHECK(piece->flags == (format::kPtSnapshot | format::kPtOverwritten));
 }
 
-TEST_CASE("snapshot mode: a head that moved backwards means a wrap even with a zero tail") {
+TEST_CASE("snapshot mode: a head that came round past the buffer's end: only the new bytes") {
   SimulatedAux sim(4096, true);
   // 3000 bytes of PT, then PAD (0x00) to the ring's end: the end-of-buffer probe sees zeros.
   std::vector<uint8_t> stream = MakePtStream(3000);
@@ -171,10 +149,14 @@ TEST_CASE("snapshot mode: a head that moved backwards means a wrap even with a z
   sim.Write(more);
   auto piece = reader.Take(sim.view());
   REQUIRE(piece);
-  CHECK(reader.wrapped());
-  std::vector<uint8_t> expected = Slice(stream, 200, 4096);
+  // The bytes before the previous head are unchanged: the ring did not go round past them, so
+  // what lies between the two heads is all that is new (the rest was in the first snapshot).
+  CHECK(!reader.wrapped());
+  CHECK(piece->flags == format::kPtSnapshot);
+  std::vector<uint8_t> expected = Slice(stream, 3000, 4096);
   expected.insert(expected.end(), more.begin(), more.end());
   CHECK(piece->data == expected);
+  CHECK(piece->stream_offset == 3000);
 }
 
 TEST_CASE("snapshot mode: a running-count aux_head gives the exact stream offset") {

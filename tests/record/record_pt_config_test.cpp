@@ -148,4 +148,14 @@ TEST_CASE("ParseTiming") {
   CHECK(bad.error().message == "--timing 'fast' is not one of low, normal, high");
 }
 
+TEST_CASE("defect 10: full mode's aux_watermark is a quarter of the AUX area, clamped to u32") {
+  PtConfig config;
+  PtAttrRequest request{9, false, /*snapshot=*/false, 8ull << 20};
+  CHECK(BuildPtAttr(config, request).aux_watermark == 2u << 20);
+  // perf clamps (intel_pt_recording_options): a quarter of 16 GiB does not fit attr's u32 and
+  // used to wrap to almost nothing, waking the reader on every few bytes.
+  request.aux_bytes = (16ull << 30) + 4 * 4096;
+  CHECK(BuildPtAttr(config, request).aux_watermark == UINT32_MAX);
+}
+
 }  // namespace ptscope::record

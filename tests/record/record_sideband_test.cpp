@@ -44,6 +44,26 @@ TEST_CASE("PerfClock converts TSC like perf, without overflow") {
                                 {"time.zero", "1000"}, {"time.cap_user_time_zero", "0"}});
 }
 
+TEST_CASE("defect 10: the time fields are read only under an even seqlock count "
+          "(perf_event_update_userpage increments it around an update)") {
+  perf_event_mmap_page page{};
+  page.time_shift = 31;
+  page.time_mult = 1u << 31;
+  page.time_zero = 5;
+  page.cap_user_time_zero = 1;
+  page.lock = 4;  // even: no update in progress
+  PerfClock clock = ReadPerfClock(page);
+  CHECK(clock.time_mult == 1u << 31);
+  CHECK(clock.time_zero == 5);
+  // Odd: the kernel is half-way through an update (of which the reader sees a torn mix). The
+  // count does not change while we read, yet the values must not be taken: unknown instead.
+  page.lock = 5;
+  page.time_mult = 0xdeadbeef;
+  clock = ReadPerfClock(page);
+  CHECK(clock.time_mult == 0);
+  CHECK(clock.time_zero == 0);
+}
+
 TEST_CASE("SynthesizeProcess(self): COMM per thread and MMAP2 with readelf's build id") {
   SynthesisContext context;
   context.time = 77;

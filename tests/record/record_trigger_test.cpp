@@ -132,12 +132,12 @@ TEST_CASE("ResolvePtFilter turns FUNC @ FILE into the kernel's file-offset form"
                 static_cast<unsigned long long>(runtime - m->start + m->offset));
   CHECK(filter->rfind(expected_offset, 0) == 0);
   CHECK(filter->substr(filter->size() - exe.size() - 1) == "@" + exe);
-  CHECK(*ResolvePtFilter("filter 0x1000/0x20@/bin/true, stop 0x2000@/bin/true") ==
-        "filter 0x1000/0x20@/bin/true,stop 0x2000@/bin/true");
+  CHECK(*ResolvePtFilter("filter 0x1000/0x20@/bin/true, stop 0x2000/0x8@/bin/true") ==
+        "filter 0x1000/0x20@/bin/true,stop 0x2000/0x8@/bin/true");
   auto bad = ResolvePtFilter("trace main @ /bin/true");
   REQUIRE(!bad);
-  CHECK(bad.error().message == "--filter 'trace main @ /bin/true': action 'trace' is not filter, "
-                               "start or stop (expected 'filter FUNC @ /path/to/file')");
+  CHECK(bad.error().message == "--filter 'trace main @ /bin/true': action 'trace' is not filter "
+                               "or stop (expected 'filter FUNC @ /path/to/file')");
   CHECK(!ResolvePtFilter("filter main @ relative/path"));
 }
 
@@ -154,6 +154,43 @@ TEST_CASE("ParsePidList and ParseBufferSize") {
   REQUIRE(!junk);
   CHECK(junk.error().message == "--snapshot-size '4X' is not a size like 256K, 4M or 1G");
   CHECK(!ParseBufferSize("0"));
+}
+
+TEST_CASE("defect 10: --snapshot-size above what rb_alloc_aux can allocate is refused at once") {
+  // The AUX page array must fit in one allocation of order MAX_PAGE_ORDER: 2 GiB of 4 KiB pages.
+  CHECK(*ParseBufferSize("2G") == 2ull << 30);
+  for (const char* text : {"3G", "4G", "16G"}) {
+    auto big = ParseBufferSize(text);
+    REQUIRE(!big);
+    CHECK(big.error().message ==
+          std::string("--snapshot-size '") + text +
+              "' is above 2G, the largest AUX area the kernel allocates per event");
+  }
+}
+
+TEST_CASE("defect 9: filters Intel PT cannot take are refused when the options are parsed") {
+  const std::string exe = SelfExe();
+  // pt_event_addr_filters_validate(): no "start" filters, no single-address (size-less) ones.
+  auto start = ResolvePtFilter("start ptscope_trigger_test_target @ " + exe);
+  REQUIRE(!start);
+  CHECK(start.error().message ==
+        "--filter 'start ptscope_trigger_test_target @ " + exe +
+            "': Intel PT has no start filters (use 'filter FUNC @ FILE' to trace only FUNC)");
+  auto stop = ResolvePtFilter("stop 0x2000 @ /bin/true");
+  REQUIRE(!stop);
+  CHECK(stop.error().message ==
+        "--filter 'stop 0x2000 @ /bin/true': 'stop' needs a size (0xOFFSET/SIZE, or a symbol with "
+        "a size): Intel PT filters ranges, not single addresses");
+  // File filters on CPU-wide events: perf_event_parse_addr_filter() says EOPNOTSUPP.
+  auto wide = ResolvePtFilter("filter 0x1000/0x10 @ /bin/true", FilterLimits{true, 2});
+  REQUIRE(!wide);
+  CHECK(wide.error().message ==
+        "--filter with -a: the kernel takes address filters in files only for a program or -p "
+        "PID, not for every CPU (they would mean different addresses in each process)");
+  auto many = ResolvePtFilter("filter 0x1/1@/bin/true,filter 0x2/1@/bin/true,filter 0x3/1@/bin/true",
+                              FilterLimits{false, 2});
+  REQUIRE(!many);
+  CHECK(many.error().message == "--filter: 3 ranges, but this CPU has 2 (caps/num_address_ranges)");
 }
 
 }  // namespace ptscope::record

@@ -27,6 +27,9 @@ struct PipelineOptions {
   unsigned jobs = 1;
   OutputFormat format = OutputFormat::kPerfetto;
   std::string output_path;
+  // Also the JSON summary of the same decode (OutputFormat::kSummaryJson) into this file; one
+  // decode, both outputs exactly as each alone. Empty: none. Not with kInsns.
+  std::string summary_json_path;
   // Decode only these threads (tids) or processes (pids); empty: all.
   std::vector<uint32_t> threads;
   // Decode only this window, in ns relative to the earliest timestamp of the capture

@@ -11,12 +11,12 @@ namespace ptscope::decode {
 
 CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
                        const SidebandTimeline& timeline, CodeFacts& code,
-                       SliceSink& sink, const std::vector<uint32_t>& selected_threads)
+                       const FeedSinks& sinks, const std::vector<uint32_t>& selected_threads)
     : archive_(archive),
       setup_(setup),
       timeline_(timeline),
       code_(code),
-      sink_(sink),
+      sinks_(sinks),
       selected_(selected_threads) {
   // At least 2^14 records each: below that, callers found late would start late too often.
   const size_t threads = std::max<size_t>(1, timeline.ScheduledThreadCount());
@@ -68,8 +68,8 @@ void CpuThreads::Deliver(Run& run) {
   Thread& thread = threads_[run.tid];
   if (thread.feed == nullptr) {
     const ThreadKey& key = keys_.at(run.tid);
-    sink_.BeginThread(key, timeline_.ProcessName(key.pid), timeline_.ThreadName(key.tid));
-    thread.feed = std::make_unique<ThreadFeed>(key, code_, sink_,
+    sinks_.BeginThread(key, timeline_.ProcessName(key.pid), timeline_.ThreadName(key.tid));
+    thread.feed = std::make_unique<ThreadFeed>(key, code_, sinks_,
                                                TriggersOf(archive_, setup_, key.tid),
                                                tracker_options_);
   }

@@ -32,7 +32,7 @@ namespace ptscope::decode {
 class CpuThreads {
  public:
   CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
-             const SidebandTimeline& timeline, CodeFacts& code, SliceSink& sink,
+             const SidebandTimeline& timeline, CodeFacts& code, const FeedSinks& sinks,
              const std::vector<uint32_t>& selected_threads);
 
   // A consumed unit of stream `stream_name` (restatement and carried instructions applied): its
@@ -60,7 +60,7 @@ class CpuThreads {
   const DecoderSetup& setup_;
   const SidebandTimeline& timeline_;
   CodeFacts& code_;
-  SliceSink& sink_;
+  FeedSinks sinks_;
   const std::vector<uint32_t>& selected_;
   StackTrackerOptions tracker_options_;
   // By (first event time, plan index); equal keys (one unit, one instant) keep their order.

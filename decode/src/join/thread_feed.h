@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -18,16 +19,35 @@
 
 namespace ptscope::decode {
 
+// What a decode writes: its output and, with pt-decode --summary-json, the JSON summary of the
+// same decode beside it.
+struct FeedSinks {
+  SliceSink& output;
+  SliceSink* summary = nullptr;
+  void BeginThread(const ThreadKey& key, const std::string& process_name,
+                   const std::string& thread_name) const {
+    output.BeginThread(key, process_name, thread_name);
+    if (summary != nullptr) summary->BeginThread(key, process_name, thread_name);
+  }
+};
+
 // Feeds one thread's stitched events to its StackTracker: triggers in time order among them,
 // lost-data gaps between pieces, the end; counts instructions in named functions.
+// With a summary sink the same events also go to a second StackTracker writing to it: one
+// decode, two outputs, each exactly what it would be alone (the trackers are independent, as they
+// must be: a summary needs every nesting level, a trace folds those past max_depth).
 class ThreadFeed {
  public:
-  ThreadFeed(const ThreadKey& key, CodeFacts& code, SliceSink& sink,
+  ThreadFeed(const ThreadKey& key, CodeFacts& code, const FeedSinks& sinks,
              std::vector<TriggerMark> triggers, StackTrackerOptions tracker_options = {})
       : key_(key),
         code_(code),
-        tracker_(key, code, sink, tracker_options),
+        tracker_(key, code, sinks.output, tracker_options),
         triggers_(std::move(triggers)) {
+    if (sinks.summary != nullptr) {
+      summary_tracker_ =
+          std::make_unique<StackTracker>(key, code, *sinks.summary, tracker_options);
+    }
     NoteNextTrigger();
   }
 
@@ -83,9 +103,11 @@ class ThreadFeed {
     // Triggers after the thread's last instruction (typically the one that stopped the capture)
     // are still shown at their own time, after its slices have closed.
     DeliverDueTriggers(triggers_, &next_trigger_, UINT64_MAX, end.time_ns,
-                       [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
+                       [this](FlowEvent& trigger) { Track(trigger); });
     NoteNextTrigger();
-    tracker_.Finish(std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns));
+    const uint64_t end_time = std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns);
+    tracker_.Finish(end_time);
+    if (summary_tracker_) summary_tracker_->Finish(end_time);
   }
   const FlowStats& stats() const { return stats_; }
   const DecodeStats& tracker_stats() const { return tracker_.stats(); }
@@ -125,14 +147,18 @@ class ThreadFeed {
     // Tested here: GCC leaves the template's call out of line, and most threads have no trigger.
     if (next_trigger_ns_ <= event.time_ns) [[unlikely]] {
       DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, c.last_ns,
-                         [this](FlowEvent& trigger) { tracker_.OnEvent(trigger); });
+                         [this](FlowEvent& trigger) { Track(trigger); });
       NoteNextTrigger();
     }
     CountSymbolized(c, event);
     c.instructions += event.insn_count;
     if (c.timing | (event.kind == FlowEvent::Kind::kGap)) [[unlikely]] CountGapTime(c, event);
     c.last_ns = event.time_ns;
+    Track(event);
+  }
+  [[gnu::always_inline]] void Track(const FlowEvent& event) {
     tracker_.OnEvent(event);
+    if (summary_tracker_) [[unlikely]] summary_tracker_->OnEvent(event);
   }
   static void CountGapTime(Counting& c, const FlowEvent& event) {
     if (c.first_ns == UINT64_MAX) {
@@ -163,6 +189,7 @@ class ThreadFeed {
   ThreadKey key_;
   CodeFacts& code_;
   StackTracker tracker_;
+  std::unique_ptr<StackTracker> summary_tracker_;  // with --summary-json only
   std::vector<TriggerMark> triggers_;
   size_t next_trigger_ = 0;
   uint64_t next_trigger_ns_ = UINT64_MAX;  // triggers_[next_trigger_].time_ns, if any

@@ -50,6 +50,10 @@ bad-values)
   expect 2 "pt-decode: --summary and --format insns contradict each other; give one of them" \
     -- --summary --format insns in.ptar
   expect 2 "pt-decode: --list-modules lists one input, 2 given" -- --list-modules a.ptar b.ptar
+  expect 2 "pt-decode: --summary-json names one file but 2 inputs were given" \
+    -- --summary-json s.json --output-dir out a.ptar b.ptar
+  expect 2 "pt-decode: --summary-json: an instruction listing has no call slices to summarize; use it with perfetto, text, folded or summary" \
+    -- --summary-json s.json --format insns in.ptar
   ;;
 good-values)
   # Well-formed values pass parsing: the sample archive (threads 100 and 101, no timestamps) is

@@ -6,15 +6,19 @@ runs it after scripts/setup (build/tools/fleet/ptscope-fleet, Debian's python3).
 
 - two corpus captures, given as a glob and as a manifest line, decode to outputs byte-identical
   to pt-decode run alone, with --format text as well as the default; exit status 0;
-- the plain log (stderr is no terminal) has a line per archive and names the dashboard;
+- the plain log (stderr is no terminal) has a line per archive and names the dashboard; on a
+  terminal (a pty) the live bar is drawn in place instead and ends at every archive done;
 - usage errors exit 2 before any cluster starts: no archive, a glob matching nothing, a
-  --symbols that is no directory;
+  --symbols that is no directory; a --scheduler nobody listens at exits 1, saying so;
 - `meson install` installs ptscope-fleet, its package and the pt-decode it runs by default.
 """
 import argparse
 import json
 import os
+import pty
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -35,6 +39,39 @@ def usage_errors(a, tmp):
         check(r.returncode == 2, 'usage %s: exit %d, want 2' % (args, r.returncode))
         check(text in r.stderr, 'usage %s: %r not in %r' % (args, text, r.stderr))
         check('Dask' not in r.stderr, 'usage %s: a cluster was started' % args)
+    # A scheduler nobody listens at: exit 1 with what to check, after Dask's connect timeout.
+    env = dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT='2s')
+    r = run([a.fleet, 'decode', '--output-dir', os.path.join(tmp, 'unused'), '--scheduler',
+             'tcp://127.0.0.1:1', os.path.join(tmp, 'arch', 'calls.ptar')], env=env)
+    check(r.returncode == 1 and 'cannot reach the Dask scheduler at tcp://127.0.0.1:1' in r.stderr,
+          'unreachable scheduler: exit %d: %s' % (r.returncode, r.stderr))
+    check('Traceback' not in r.stderr, 'unreachable scheduler: a traceback: %s' % r.stderr)
+
+
+def terminal_progress(a, tmp, archives):
+    """With stderr on a terminal: the live bar, redrawn in place, ends at 2/2; no plain log."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([a.fleet, 'decode', '--output-dir', os.path.join(tmp, 'out-tty'),
+                             '--force'] + archives, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    check(proc.wait(timeout=300) == 0, 'tty run: exit %d' % proc.returncode)
+    text = b''.join(chunks).decode(errors='replace')
+    bars = re.findall(r'\r\x1b\[K\[([#.]{24})\] (\d)/2  decoded (\d)', text)
+    check(bars and bars[-1] == ('#' * 24, '2', '2'), 'tty run: no bar ending at 2/2: %r' % text)
+    check(re.search(r'insns/s  \d+ s', text), 'tty run: the bar lacks the rate: %r' % text)
+    check('.ptar decoded, ' not in text, 'tty run: the plain log was printed on a terminal: %r' %
+          text)
 
 
 def installed(a):
@@ -96,6 +133,7 @@ def main():
                       'local: no log line for %s: %s' % (name, r.stderr))
             check('Dask dashboard: http://127.0.0.1:' in r.stderr,
                   'local: no dashboard address: %s' % r.stderr)
+        terminal_progress(a, tmp, [os.path.join(arch, n + '.ptar') for n in ('calls', 'recursion')])
         usage_errors(a, tmp)
         installed(a)
     finally:

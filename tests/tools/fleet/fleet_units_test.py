@@ -101,6 +101,27 @@ class ContentKey(unittest.TestCase):
         self.assertNotEqual(a, self.key(mods=modules(build_id='', code_path='/other/libx.so')))
 
 
+class SummaryInstructions(unittest.TestCase):
+    def read(self, text):
+        with tempfile.NamedTemporaryFile('w', suffix='.json', delete=False) as f:
+            f.write(text)
+        try:
+            return task.summary_instructions(f.name)
+        finally:
+            os.unlink(f.name)
+
+    def test_from_the_head_or_from_the_whole_document(self):
+        rows = ', '.join('{"function": "f%d", "calls": 1}' % i for i in range(2000))
+        self.assertEqual(self.read('{"schema": "ptscope-summary", "version": 1,\n "capture": '
+                                   '{"threads": 1, "instructions": 4590, "gaps": {"overflow": 0}},'
+                                   '\n "functions": [%s]}' % rows), 4590)
+        # Members in another order (a producer other than pt-decode): the whole file is read.
+        self.assertEqual(self.read('{"functions": [%s], "capture": {"instructions": 77}}' % rows),
+                         77)
+        self.assertEqual(self.read('{"capture": {"instructions": 5}'), 0)  # cut short
+        self.assertEqual(self.read('not json'), 0)
+
+
 class Statuses(unittest.TestCase):
     def test_worst_is_usage_then_failed_then_partial_then_complete(self):
         self.assertEqual(run.worst([]), 0)

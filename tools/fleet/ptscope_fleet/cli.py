@@ -118,4 +118,8 @@ def main(argv=None, default_pt_decode='pt-decode'):
         return 2
     from . import run
     run.import_dask()
-    return run.decode(args, archives, inputs.output_names(archives))
+    try:
+        return run.decode(args, archives, inputs.output_names(archives))
+    except run.SchedulerUnreachable as e:
+        print('ptscope-fleet decode: %s' % e, file=sys.stderr)
+        return 1

@@ -30,14 +30,24 @@ def import_dask():
                          '/usr/bin/python3' % e)
 
 
+class SchedulerUnreachable(Exception):
+    pass
+
+
 @contextlib.contextmanager
-def connect(scheduler, local_workers, err):
+def connect(scheduler, local_workers):
     """A Client on `scheduler`, or on a LocalCluster of this machine when none is given: one
     worker process (its nanny restarts it if it dies) with a thread per task slot, since every
     task's work happens in a pt-decode child process."""
     import distributed
     if scheduler:
-        with distributed.Client(scheduler, timeout='30s') as client:
+        try:
+            # Dask's own connect timeout (distributed.comm.timeouts.connect, 30 s by default).
+            client = distributed.Client(scheduler)
+        except (OSError, ValueError) as e:  # unreachable (a TimeoutError is an OSError), or bad
+            raise SchedulerUnreachable('cannot reach the Dask scheduler at %s: %s (is it running, '
+                                       'and is the address tcp://HOST:PORT?)' % (scheduler, e))
+        with client:
             yield client
         return
     with contextlib.ExitStack() as stack:
@@ -121,7 +131,7 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
     terminal = err.isatty() and not args.no_progress
     outcomes = []
     started = time.monotonic()
-    with connect(args.scheduler, args.local_workers, err) as client:
+    with connect(args.scheduler, args.local_workers) as client:
         workers = client.scheduler_info().get('workers', {})
         print('ptscope-fleet: %d archive%s on %s (%d worker%s, %d thread%s)' % (
             len(jobs), '' if len(jobs) == 1 else 's', client.scheduler.address, len(workers),

@@ -32,7 +32,7 @@ STDERR_LIMIT = 16384  # bytes of pt-decode's messages kept per output
 
 
 def output_names(name, trace_format):
-    """The files an archive named NAME produces, in the order they are decoded."""
+    """The files an archive named NAME produces: the summary first, then the trace."""
     names = [name + SUMMARY_EXTENSION]
     if trace_format != 'none':
         names.append(name + TRACE_EXTENSIONS[trace_format])
@@ -218,28 +218,24 @@ def decode_archive(job):
 
 
 def decode_outputs(job, started, archive_sha256, key, outputs, modules):
+    """One pt-decode run writes the JSON summary and, unless the format is none, the trace
+    (--summary-json: one decode, both outputs exactly as each alone), to temporary names; they
+    are renamed into place only when pt-decode says 0 or 3."""
     archive, output_dir, run_id = job['archive'], job['output_dir'], job['run_id']
-    common = decode_args(job) + ['--jobs', str(job['decode_jobs'])]
-    temps, status, messages, decode_seconds = [], 0, [], 0.0
-    instructions = 0
+    temps = [(temp_path(os.path.join(output_dir, o), run_id), os.path.join(output_dir, o))
+             for o in outputs]
+    summary_temp = temps[0][0]  # output_names puts the summary first
+    if len(temps) == 1:
+        args = ['--summary', '--format', 'json', '-o', summary_temp]
+    else:
+        args = ['--format', job['format'], '-o', temps[1][0], '--summary-json', summary_temp]
     try:
-        for output in outputs:
-            final = os.path.join(output_dir, output)
-            temp = temp_path(final, run_id)
-            temps.append((temp, final))
-            if output.endswith(SUMMARY_EXTENSION):
-                args = ['--summary', '--format', 'json']
-            else:
-                args = ['--format', job['format']]
-            proc, seconds = run_pt_decode(job, args + common + ['-o', temp, archive])
-            decode_seconds += seconds
-            messages.append(message_of(proc.stderr))
-            if proc.returncode not in (0, 3):
-                return result(job, 'failed', proc.returncode, started, key=key,
-                              message=messages[-1])
-            status = max(status, proc.returncode)
-            if output.endswith(SUMMARY_EXTENSION):
-                instructions = summary_instructions(temp)
+        proc, decode_seconds = run_pt_decode(
+            job, args + decode_args(job) + ['--jobs', str(job['decode_jobs']), archive])
+        message = message_of(proc.stderr)
+        if proc.returncode not in (0, 3):
+            return result(job, 'failed', proc.returncode, started, key=key, message=message)
+        instructions = summary_instructions(summary_temp)
         for temp, final in temps:
             fsync_path(temp)
             os.replace(temp, final)
@@ -247,15 +243,14 @@ def decode_outputs(job, started, archive_sha256, key, outputs, modules):
         temps = []
         record = {
             'version': RECORD_VERSION, 'key': key, 'archive': archive,
-            'archive_sha256': archive_sha256, 'status': status, 'outputs': outputs,
-            'instructions': instructions, 'message': messages[0] if messages else '',
-            'messages': messages, 'pt_decode': modules.get('pt_decode'),
+            'archive_sha256': archive_sha256, 'status': proc.returncode, 'outputs': outputs,
+            'instructions': instructions, 'message': message, 'pt_decode': modules.get('pt_decode'),
             'modules': modules.get('modules', []), 'host': socket.gethostname(),
             'decode_seconds': round(decode_seconds, 6),
         }
         write_atomically(os.path.join(output_dir, job['name'] + RECORD_EXTENSION),
                          json.dumps(record, indent=1, sort_keys=True).encode() + b'\n', run_id)
-        return result(job, 'decoded', status, started, key=key, message=record['message'],
+        return result(job, 'decoded', proc.returncode, started, key=key, message=message,
                       instructions=instructions, decode_seconds=decode_seconds)
     except OSError as e:
         return result(job, 'failed', 1, started,
@@ -270,10 +265,19 @@ def decode_outputs(job, started, archive_sha256, key, outputs, modules):
 
 
 def summary_instructions(path):
-    """Instructions decoded, from pt-decode's JSON summary (0 when unreadable)."""
+    """Instructions decoded, from pt-decode's JSON summary (0 when unreadable). pt-decode writes
+    the "capture" object before the function tables (docs/DECODE_JSON.md), so only the head of
+    a summary of any size is parsed; the whole file only if the head does not hold it."""
     try:
         with open(path, 'rb') as f:
-            return int(json.load(f).get('capture', {}).get('instructions', 0))
+            head = f.read(8192).decode('utf-8', 'replace')
+            at = head.find('"capture": {')
+            if at >= 0 and at < head.find('"functions"'):
+                capture, _ = json.JSONDecoder().raw_decode(head, at + len('"capture": '))
+            else:
+                f.seek(0)
+                capture = json.load(f).get('capture', {})
+        return int(capture.get('instructions', 0))
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
 
