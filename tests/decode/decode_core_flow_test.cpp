@@ -1,7 +1,8 @@
 // FlowDecoder on PT written with libipt's encoder over a small hand-assembled code image:
-// exact FlowEvents (kind, addresses, instruction counts, interpolated times).
+// exact UnitEvents (kind, addresses, instruction counts, interpolated times, the unit's end).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -40,21 +41,24 @@ std::vector<uint8_t> TestCode() {
   return code;
 }
 
-struct Recorder : FlowOutput {
-  std::vector<FlowEvent> events;
-  void OnFlowEvent(const FlowEvent& event) override { events.push_back(event); }
-};
-
-std::string Describe(const std::vector<FlowEvent>& events) {
-  static const char* kNames[] = {"call", "return", "jump", "syscall", "disable",
-                                 "enable", "async", "gap", "trigger", "end"};
+// The unit's events, then its end as the kEnd a thread's last unit ends with (join/thread_feed.h):
+// from the last block's end, after the instructions retired since the last event, when the last
+// instruction ran.
+std::string Describe(const UnitEvents& unit) {
+  static const char* kNames[] = {"call", "return", "jump", "syscall", "disable", "enable",
+                                 "async", "gap", "trigger", "end", "inline"};
   std::ostringstream out;
-  for (const FlowEvent& e : events) {
+  uint64_t last_ns = 0;
+  for (const FlowEvent& e : unit.events) {
     out << kNames[static_cast<int>(e.kind)] << std::hex << " 0x" << e.from << "->0x" << e.to;
     if (e.kind == Kind::kCall) out << " ret=0x" << e.return_ip();
     if (e.kind == Kind::kGap) out << " cause=" << GapCauseName(e.gap_cause);
+    if (e.kind == Kind::kInlineChange) out << " depth=" << std::dec << e.inline_depth;
     out << std::dec << " t=" << e.time_ns << " n=" << e.insn_count << "\n";
+    last_ns = e.time_ns;
   }
+  out << std::hex << "end 0x" << unit.last_end_ip << "->0x0" << std::dec
+      << " t=" << std::max(last_ns, unit.end_ns) << " n=" << unit.trailing_insns << "\n";
   return out.str();
 }
 
@@ -71,13 +75,13 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
   images.Prepare({1});
   DecoderSetup setup;
   setup.nom_freq = 1;  // with CBR 1: one CYC cycle = one TSC tick
-  Recorder recorder;
-  FlowDecoder decoder(setup, images, 1, recorder);
+  BlockFacts facts;
+  UnitEvents unit;
+  FlowDecoder decoder(setup, images, 1, facts, unit);
   if (walker != nullptr) decoder.UseWalker(walker);
   decoder.DecodeSegment(trace.data(), trace.size());
-  decoder.Finish();
   *refused = decoder.walker_refused();
-  return Describe(recorder.events);
+  return Describe(unit);
 }
 
 // Decodes `trace` over TestCode() (or `code`) and returns the events as text. Every trace is also
@@ -210,50 +214,66 @@ TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
   CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");
 }
 
-// Whether a unit's restated inlined depth at its start is kept: what a sequential decoder would
-// have emitted at that block. Per-CPU units tell which thread stretch (switch-in) it belongs to.
-TEST_CASE("a unit-start restatement is kept exactly when a sequential decoder would emit it") {
-  UnitEvents next;
-  next.restate_index = 0;
-  UnitEvents previous;
-  SUBCASE("first unit of a stream: depth 0 before it") {
-    next.restate_depth = 0;
-    CHECK_FALSE(KeepRestatement(nullptr, next));
-    next.restate_depth = 2;
-    CHECK(KeepRestatement(nullptr, next));
-  }
-  SUBCASE("the same stretch continues: only a change, or a non-zero depth after a transfer") {
-    previous.end_inline_depth = 1;
-    next.restate_depth = 1;
-    previous.end_after_transfer = false;
-    CHECK_FALSE(KeepRestatement(&previous, next));
-    previous.end_after_transfer = true;
-    CHECK(KeepRestatement(&previous, next));
-    previous.end_inline_depth = 0;
-    next.restate_depth = 0;
-    CHECK_FALSE(KeepRestatement(&previous, next));
-  }
-  SUBCASE("per-CPU: another thread, or the same thread switched in again, states its depth") {
-    // The previous unit ended in thread 7's stretch from t=100 at depth 0, with no transfer
-    // since: the same depth in the same stretch is not restated...
-    previous.end_stretch = {ThreadKey{1, 7}, 100};
-    previous.end_inline_depth = 0;
-    previous.end_after_transfer = false;
-    next.restate_depth = 0;
-    next.restate_stretch = {ThreadKey{1, 7}, 100};
-    CHECK_FALSE(KeepRestatement(&previous, next));
-    // ...but the thread may have run elsewhere between two stretches here (it migrated during a
-    // syscall, say), and another thread has its own state: a sequential decoder restates both.
-    next.restate_stretch = {ThreadKey{1, 7}, 250};
-    CHECK(KeepRestatement(&previous, next));
-    next.restate_stretch = {ThreadKey{1, 8}, 100};
-    CHECK(KeepRestatement(&previous, next));
-    // The previous unit ended just after thread 7 switched in, before its first block: the
-    // sequential decoder does not know its depth yet either, and states it.
-    next.restate_stretch = previous.end_stretch;
-    previous.end_depth_unknown = true;
-    CHECK(KeepRestatement(&previous, next));
-  }
+// CodeFacts with `depth` inlined frames everywhere and no function starts.
+struct UniformDepth : CodeFacts {
+  explicit UniformDepth(uint32_t depth) : depth(depth) {}
+  uint64_t FunctionStart(uint32_t, uint64_t, uint64_t) override { return 0; }
+  uint32_t InlineDepth(uint32_t, uint64_t, uint64_t) override { return depth; }
+  uint32_t depth;
+};
+
+// A unit cannot know the inlined depth before it (the unit before may be decoded at the same
+// time): one that continues another states the depth of its first block, whatever it is, and the
+// stack tracker takes a statement of the depth it has as a no-op (join/unit_join.h). A first unit
+// knows the depth before it, 0, and states only a change.
+TEST_CASE("a continuing unit states its first block's inlined depth; a first unit only a change") {
+  std::vector<uint8_t> code = TestCode();
+  CodeFile file(code);
+  symbols::AddressSpace space;
+  space.Map(1, 0, kBase, code.size(), 0, space.InternModule(file.path(), {}));
+  symbols::ModuleResolver resolver({});
+  CodeImages images(space, resolver);
+  images.Prepare({1});
+  DecoderSetup setup;
+  setup.nom_freq = 1;
+  PtBuilder pt;  // nop; call 0x1010 (nop; jz taken; ret); jmp 0x1020 (nop; syscall)
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(4);
+  pt.Tnt({true, true});
+  pt.Cyc(4);
+  pt.Ip(ppt_tip_pgd, 0);
+  auto decode = [&](uint32_t depth, bool continuation) {
+    UniformDepth facts_of_code(depth);
+    BlockFacts facts;
+    UnitEvents unit;
+    FlowDecoder decoder(setup, images, 1, facts, unit);
+    decoder.SetCodeFacts(&facts_of_code);
+    if (continuation) decoder.SetContinuation();
+    decoder.DecodeSegment(pt.bytes().data(), pt.bytes().size());
+    return Describe(unit);
+  };
+  const std::string depth0 =
+      "call 0x1001->0x1010 ret=0x1006 t=1002 n=2\n"
+      "return 0x1014->0x1006 t=1005 n=3\n"
+      "jump 0x1006->0x1020 t=1006 n=1\n"
+      "syscall 0x1021->0x0 t=1008 n=2\n"
+      "end 0x1021->0x0 t=1008 n=0\n";
+  CHECK(decode(0, false) == depth0);
+  CHECK(decode(0, true) == "inline 0x1000->0x1000 depth=0 t=1000 n=0\n" + depth0);
+  // At depth 1 every block after a transfer states it (the tracker closes inlined slices at
+  // calls and returns); the first block does in a first unit too, since it changes from 0.
+  const std::string depth1 =
+      "inline 0x1000->0x1000 depth=1 t=1000 n=0\n"
+      "call 0x1001->0x1010 ret=0x1006 t=1002 n=2\n"
+      "inline 0x1010->0x1010 depth=1 t=1002 n=0\n"
+      "return 0x1014->0x1006 t=1005 n=3\n"
+      "inline 0x1006->0x1006 depth=1 t=1005 n=0\n"
+      "jump 0x1006->0x1020 t=1006 n=1\n"
+      "inline 0x1020->0x1020 depth=1 t=1006 n=0\n"
+      "syscall 0x1021->0x0 t=1008 n=2\n"
+      "end 0x1021->0x0 t=1008 n=0\n";
+  CHECK(decode(1, false) == depth1);
+  CHECK(decode(1, true) == depth1);
 }
 
 // A call's length comes from a table keyed by (pid, address) that the decoders of one worker
@@ -277,14 +297,12 @@ TEST_CASE("calls at one address in two processes keep their own lengths (shared 
   images.Prepare({1, 2});
   DecoderSetup setup;
   setup.nom_freq = 1;
-  BlockInlineCache shared;
+  BlockFacts shared;
   auto decode = [&](uint32_t pid, const std::vector<uint8_t>& trace) {
-    Recorder recorder;
-    FlowDecoder decoder(setup, images, pid, recorder);
-    decoder.SetBlockInlineCache(&shared);
+    UnitEvents unit;
+    FlowDecoder decoder(setup, images, pid, shared, unit);
     decoder.DecodeSegment(trace.data(), trace.size());
-    decoder.Finish();
-    return Describe(recorder.events);
+    return Describe(unit);
   };
   PtBuilder direct;  // pid 1: call, compressed return, then tracing stops at the syscall
   direct.Psb(1000, 0x1000);

@@ -422,6 +422,38 @@ TEST_CASE("inlined slices opened by kInlineChange close at a tail call and at a 
         "! [gap] overflow: x @30\n");
 }
 
+// A decode unit that continues another states the inlined depth of its first block, which the
+// unit before it may already have opened (join/unit_join.h): the same tree either way.
+TEST_CASE("a statement of the inlined depth already open changes nothing") {
+  auto run = [](bool restate) {
+    Harness h;
+    h.namer.AddInlined(0x2010, {{"helper", "h.h", 3}});
+    h.namer.AddInlined(0x2018, {{"helper", "h.h", 3}});
+    std::vector<FlowEvent> events = {Enable(0, 0x1000), Call(5, 0x1005, 0x2000),
+                                     Inline(6, 0x2010, 1)};
+    if (restate) events.push_back(Inline(8, 0x2018, 1));  // depth 1 stated again
+    for (FlowEvent e : {Call(10, 0x2018, 0x3000), Ret(20, 0x3050, 0x201d)}) events.push_back(e);
+    if (restate) events.push_back(Inline(21, 0x2020, 0));  // depth 0, back in a
+    FlowEvent gap = Ev(K::kGap, 30);
+    gap.gap_cause = GapCause::kOverflow;
+    events.push_back(gap);
+    if (restate) events.push_back(Inline(32, 0x4010, 0));  // nothing open: no frame either
+    events.push_back(Ret(35, 0x3050, 0x1015));
+    events.push_back(End(40));
+    return h.Run(events);
+  };
+  const std::string tree = run(false);
+  CHECK(tree ==
+        "main* 0-30\n"
+        "  a 5-30\n"
+        "    helper (inlined) 6-20\n"
+        "      b 10-20\n"
+        "! [gap] overflow @30\n"
+        "main* 30-40\n"
+        "  b* 30-35\n");
+  CHECK(run(true) == tree);
+}
+
 TEST_CASE("unknown ips at the start do not invent frames") {
   // Tracing starts disabled with no ip, then enables in a: no "0x0" frame; the inferred frames
   // start at the trace start and wrap the untraced slice.

@@ -142,4 +142,18 @@ bool Selected(const std::vector<uint32_t>& threads, const ThreadKey& key) {
          std::find(threads.begin(), threads.end(), key.pid) != threads.end();
 }
 
+std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
+                                    uint32_t tid) {
+  std::vector<TriggerMark> triggers;
+  for (const format::MarkerChunk& marker : archive.markers) {
+    if (marker.kind != format::MarkerKind::kTrigger) continue;
+    if (marker.tid != 0 && marker.tid != tid) continue;
+    triggers.push_back(
+        TriggerMark{setup.time.ToNs(marker.tsc), marker.value, "trigger: " + marker.text});
+  }
+  std::stable_sort(triggers.begin(), triggers.end(),
+                   [](const TriggerMark& a, const TriggerMark& b) { return a.time_ns < b.time_ns; });
+  return triggers;
+}
+
 }  // namespace ptscope::decode

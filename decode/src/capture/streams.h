@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "capture/decoder_setup.h"
 #include "events.h"
-#include "flow/flow_decoder.h"
 #include "parallel/psb_units.h"
 #include "ptscope/format.h"
 #include "capture/sideband_timeline.h"
@@ -55,6 +55,17 @@ struct Piece {
   bool has_psb = false;          // set once decoding finds a PSB in it (UnitPlanner)
   bool in_memory() const { return chunks.empty(); }
 };
+
+// A trigger marker of the archive (pt-record --trigger), shown as an instant on its thread.
+struct TriggerMark {
+  uint64_t time_ns = 0;
+  uint64_t address = 0;
+  std::string text;
+};
+
+// The archive's trigger markers for thread `tid` (or for every thread), in time order.
+std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
+                                    uint32_t tid);
 
 struct Stream {
   ThreadKey key;     // per-thread streams

@@ -8,10 +8,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "capture/sideband_timeline.h"
+#include "capture/streams.h"
 #include "flow/query_walker.h"
 #include "ptscope/decode.h"
 #include "ptscope/symbols.h"
@@ -25,6 +28,12 @@ class CodeImages {
   ~CodeImages();
   CodeImages(const CodeImages&) = delete;
   CodeImages& operator=(const CodeImages&) = delete;
+
+  // One prepared CodeImages per decode worker (each its own section cache: see the .cpp), for
+  // the processes of `streams` and of the CPU schedule.
+  static std::vector<std::unique_ptr<CodeImages>> ForWorkers(
+      unsigned workers, const SidebandTimeline& timeline, const std::vector<Stream>& streams,
+      symbols::ModuleResolver& resolver, const symbols::JitCodeStore& jit);
 
   // JIT code (jitdump bytes) served to libipt through a read callback; set before Prepare().
   void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }

@@ -49,9 +49,7 @@ void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, Unit
     waiting.tid = run.thread.tid;
     waiting.end_ip = events.events[end - 1].from;
     waiting.events.reserve(end - run.first);
-    for (size_t e = run.first; e < end; ++e) {
-      if (e != events.restate_index) waiting.events.push_back(std::move(events.events[e]));
-    }
+    waiting.events.assign(events.events.begin() + run.first, events.events.begin() + end);
     waiting_.emplace(std::make_pair(events.events[run.first].time_ns, plan_index),
                      std::move(waiting));
   }
@@ -73,7 +71,7 @@ void CpuThreads::Deliver(Run& run) {
                                                TriggersOf(archive_, setup_, key.tid),
                                                tracker_options_);
   }
-  thread.feed->DeliverRun(run.events, nullptr);
+  thread.feed->DeliverRun(run.events);
   thread.end_ip = run.end_ip;
 }
 

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include "capture/decoder_setup.h"
-#include "flow/flow_decoder.h"
+#include "capture/sideband_timeline.h"
+#include "flow/unit_events.h"
+#include "join/thread_feed.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
-#include "capture/sideband_timeline.h"
 #include "stack/stack_tracker.h"
-#include "join/thread_feed.h"
 
 namespace ptscope::decode {
 

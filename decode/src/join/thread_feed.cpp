@@ -3,20 +3,6 @@
 
 namespace ptscope::decode {
 
-std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
-                                    uint32_t tid) {
-  std::vector<TriggerMark> triggers;
-  for (const format::MarkerChunk& marker : archive.markers) {
-    if (marker.kind != format::MarkerKind::kTrigger) continue;
-    if (marker.tid != 0 && marker.tid != tid) continue;
-    triggers.push_back(
-        TriggerMark{setup.time.ToNs(marker.tsc), marker.value, "trigger: " + marker.text});
-  }
-  std::stable_sort(triggers.begin(), triggers.end(),
-                   [](const TriggerMark& a, const TriggerMark& b) { return a.time_ns < b.time_ns; });
-  return triggers;
-}
-
 void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary) {
   const FlowStats& stats = feed.stats();
   summary.instructions += stats.instructions;

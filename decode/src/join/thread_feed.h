@@ -11,13 +11,30 @@
 #include <vector>
 
 #include "capture/decoder_setup.h"
+#include "capture/streams.h"
 #include "events.h"
-#include "flow/flow_decoder.h"
+#include "flow/unit_events.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
 #include "stack/stack_tracker.h"
 
 namespace ptscope::decode {
+
+// Hands `out` a kTrigger event for every mark of `triggers` (sorted by time) from *next on that
+// is due by `time_ns`, never earlier than `floor_ns` (the thread's last event time).
+template <typename Out>
+void DeliverDueTriggers(const std::vector<TriggerMark>& triggers, size_t* next, uint64_t time_ns,
+                        uint64_t floor_ns, Out&& out) {
+  while (*next < triggers.size() && triggers[*next].time_ns <= time_ns) {
+    FlowEvent trigger;
+    trigger.kind = FlowEvent::Kind::kTrigger;
+    trigger.time_ns = std::max(triggers[*next].time_ns, floor_ns);
+    trigger.to = triggers[*next].address;
+    trigger.detail = triggers[*next].text;
+    ++*next;
+    out(trigger);
+  }
+}
 
 // What a decode writes: its output and, with pt-decode --summary-json, the JSON summary of the
 // same decode beside it.
@@ -56,14 +73,12 @@ class ThreadFeed {
     Step(counting, event);
     counting_ = counting;
   }
-  // Deliver for each of `events` but `skip`, with the per-event state in a local for the run:
-  // as members, the tracker's calls could change them for all the compiler knows, so each would
-  // be loaded and stored again per event.
-  void DeliverRun(std::span<FlowEvent> events, const FlowEvent* skip) {
+  // Deliver for each of `events`, with the per-event state in a local for the run: as members,
+  // the tracker's calls could change them for all the compiler knows, so each would be loaded
+  // and stored again per event.
+  void DeliverRun(std::span<FlowEvent> events) {
     Counting counting = counting_;
-    for (FlowEvent& event : events) {
-      if (&event != skip) Step(counting, event);
-    }
+    for (FlowEvent& event : events) Step(counting, event);
     counting_ = counting;
   }
   void Gap(GapCause cause, std::string detail, uint64_t insn_count) {
@@ -170,10 +185,6 @@ class ThreadFeed {
   FlowStats stats_;
   Counting counting_;
 };
-
-// The archive's trigger markers for thread `tid` (or for every thread), in time order.
-std::vector<TriggerMark> TriggersOf(const format::Archive& archive, const DecoderSetup& setup,
-                                    uint32_t tid);
 
 // Adds a finished thread's counts, time span and first decode error to the summary.
 void AddThreadToSummary(const ThreadFeed& feed, DecodeSummary& summary);

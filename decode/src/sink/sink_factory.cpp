@@ -58,4 +58,28 @@ Result<std::unique_ptr<SliceSink>> CreateSink(const std::string& format, const s
   return CreateSink(parsed, path, namer);
 }
 
+SinkFormat SinkFormatOf(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kText: return SinkFormat::kText;
+    case OutputFormat::kFolded: return SinkFormat::kFolded;
+    case OutputFormat::kSummary: return SinkFormat::kSummary;
+    case OutputFormat::kSummaryJson: return SinkFormat::kSummaryJson;
+    case OutputFormat::kPerfetto:
+    case OutputFormat::kInsns: break;
+  }
+  return SinkFormat::kPerfetto;
+}
+
+const char* OutputFormatName(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kPerfetto: return "perfetto";
+    case OutputFormat::kText: return "text";
+    case OutputFormat::kFolded: return "folded";
+    case OutputFormat::kInsns: return "insns";
+    case OutputFormat::kSummary: return "summary";
+    case OutputFormat::kSummaryJson: return "summary-json";
+  }
+  return "?";
+}
+
 }  // namespace ptscope::decode

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "events.h"
+#include "ptscope/decode.h"
 #include "ptscope/result.h"
 
 namespace ptscope::decode {
@@ -19,6 +20,8 @@ Result<SinkFormat> ParseSinkFormat(const std::string& name);
 // Format implied by an output path: *.summary.txt -> summary, *.summary.json -> summary-json,
 // *.txt -> text, *.folded -> folded, anything else perfetto (.gz is looked through).
 SinkFormat SinkFormatForPath(const std::string& path);
+// The sink of a pt-decode output format (not kInsns, which is no sink of slices).
+SinkFormat SinkFormatOf(OutputFormat format);
 
 struct SinkOptions {
   size_t summary_top = 0;  // summary: rows per table (0 = all)

@@ -264,7 +264,8 @@ std::string SummarySink::Json(const Rows& all, const std::vector<Rows>& per_thre
   size_t i = 0;
   for (const auto& [key, state] : threads_) {
     out += i == 0 ? "\n  {" : ",\n  {";
-    out += "\"pid\": " + std::to_string(key.first) + ", \"tid\": " + std::to_string(key.second) + ", ";
+    out += "\"pid\": " + std::to_string(key.first) + ", \"tid\": " +
+           std::to_string(key.second) + ", ";
     AppendJsonKey(out, "process");
     AppendJsonString(out, state->process_name);
     out += ", ";

@@ -404,6 +404,10 @@ inline void StackTracker::CloseInlineDeeperThan(uint64_t ip, uint64_t t) {
 void StackTracker::OnInlineChange(const FlowEvent& e, uint64_t t) {
   if (!options_.inlined_frames) return;
   if (!stack_.empty() && stack_.back().type == FrameType::kSynthetic) return;
+  // A statement of the depth already open changes nothing (the loops below do nothing): a unit
+  // that continues another states the depth of its first block, whatever it was before
+  // (join/unit_join.h). Depth 0 with nothing open must not open an inferred frame either.
+  if (stack_.empty() && e.inline_depth == 0) return;
   EnsureCurrent(e.from);
   Frame& top = stack_.back();
   uint32_t depth = std::min<uint32_t>(e.inline_depth, 64);

@@ -25,7 +25,8 @@ import tempfile
 def run(cmd):
     r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
-        sys.exit('FAIL: %s: exit %d: %s' % (' '.join(map(str, cmd)), r.returncode, r.stderr[-2000:]))
+        sys.exit('FAIL: %s: exit %d: %s' % (' '.join(map(str, cmd)), r.returncode,
+                                            r.stderr[-2000:]))
     return r
 
 

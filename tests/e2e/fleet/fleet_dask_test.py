@@ -17,7 +17,12 @@ here on 127.0.0.1 (and stopped at the end).
 4. summary  `ptscope-fleet summary`: per function, calls and instructions equal the sums over the
             per-archive summaries, captures the number it appears in, max the largest per-capture
             max; the CSV holds the same rows as the JSON.
-5. kill     eight larger captures; one worker is killed (SIGKILL) while its pt-decode runs: every
+5. debuginfod  a capture whose binary is gone from this host, its symbols served by a real
+            `debuginfod` (the second deployment): decoded through --debuginfod with the program's
+            names, byte-identical to pt-decode alone with the same URL; again: up to date (the
+            workers' debuginfod cache keeps the key still); without the URL: decoded again, the
+            names gone.
+6. kill     eight larger captures; one worker is killed (SIGKILL) while its pt-decode runs: every
             archive still finishes, the one it was decoding on the other worker, every output is
             complete and byte-identical to pt-decode alone, and no temporary file is left; a
             watcher reading the output directory all along never sees an output under its final
@@ -40,6 +45,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'support'))
+from debuginfod_server import DebuginfodServer  # noqa: E402
 from fleet_common import (Failure, check, damage, emulate, fleet, function_names,  # noqa: E402
                           main_guard, reference, require_tools, run, run_ok, same_bytes)
 
@@ -62,8 +69,10 @@ class Cluster:
     def spawn(self, name, args):
         log = open(os.path.join(self.tmp, name + '.log'), 'w')
         self.logs.append(log)
+        # Each worker its own debuginfod client cache, as on separate hosts.
+        env = dict(os.environ, DEBUGINFOD_CACHE_PATH=os.path.join(self.tmp, name + '-cache'))
         self.processes[name] = subprocess.Popen([self.dask] + args, stdout=log, stderr=log,
-                                                stdin=subprocess.DEVNULL)
+                                                stdin=subprocess.DEVNULL, env=env)
 
     def start(self, workers):
         self.spawn('scheduler', ['scheduler', '--host', '127.0.0.1', '--port', '0',
@@ -252,6 +261,44 @@ class TornFileWatcher(threading.Thread):
         self.join()
 
 
+def phase_debuginfod(a, tmp, scheduler, program):
+    served, gone = os.path.join(tmp, 'served'), os.path.join(tmp, 'gone')
+    os.makedirs(served)
+    os.makedirs(gone)
+    binary = os.path.join(gone, 'recursion')
+    shutil.copy2(program, binary)
+    archive = os.path.join(tmp, 'gone.ptar')
+    emulate(a.emulate, binary, archive)
+    os.unlink(binary)  # decoded elsewhere: the binary is not on the decoding hosts
+    shutil.copy2(program, os.path.join(served, 'recursion'))
+    build_id = next(line.split()[-1] for line in
+                    run_ok(['readelf', '-n', program]).stdout.splitlines() if 'Build ID' in line)
+    out, ref = os.path.join(tmp, 'out-debuginfod'), os.path.join(tmp, 'ref-debuginfod')
+    with DebuginfodServer(served, build_id) as url:
+        env = dict(os.environ, DEBUGINFOD_CACHE_PATH=os.path.join(tmp, 'ref-cache'))
+        os.makedirs(ref)
+        for args in (['--summary', '--format', 'json', '-o',
+                      os.path.join(ref, 'gone.summary.json')],
+                     ['-o', os.path.join(ref, 'gone.pftrace')]):
+            run_ok([a.decode, '-j1', '--debuginfod', url] + args + [archive], env=env)
+        for attempt, want in (('first', 'decoded'), ('again', 'skipped')):
+            _, outcomes = fleet(a.fleet, [archive], out, os.path.join(tmp, 'report-d.json'),
+                                ['--scheduler', scheduler, '--debuginfod', url])
+            o = outcomes['gone.ptar']
+            check(o['state'] == want and o['status'] == 0,
+                  'debuginfod %s: %s status %d, want %s: %s' % (attempt, o['state'], o['status'],
+                                                                want, o.get('message')))
+        expect_outputs(out, ref, 'gone')
+    check('recurse' in function_names(os.path.join(out, 'gone.summary.json')),
+          'debuginfod: the served binary gave no names')
+    _, outcomes = fleet(a.fleet, [archive], out, os.path.join(tmp, 'report-d.json'),
+                        ['--scheduler', scheduler])
+    check(outcomes['gone.ptar']['state'] == 'decoded',
+          'without --debuginfod: %s, want decoded again' % outcomes['gone.ptar']['state'])
+    check('recurse' not in function_names(os.path.join(out, 'gone.summary.json')),
+          'without --debuginfod: names of a binary found nowhere')
+
+
 def worker_child_decoding(pid):
     """The archive a pt-decode child of `pid` is decoding (not listing modules), or None."""
     for task in os.listdir('/proc/%d/task' % pid):
@@ -317,7 +364,8 @@ def phase_kill(a, tmp, cluster):
     for archive in archives:
         name = os.path.basename(archive)[:-len('.ptar')]
         for suffix in ('.summary.json', '.pftrace'):
-            check(same_bytes(os.path.join(out, name + suffix), os.path.join(ref, 'walk-0' + suffix)),
+            check(same_bytes(os.path.join(out, name + suffix),
+                             os.path.join(ref, 'walk-0' + suffix)),
                   'kill: %s%s differs from pt-decode alone' % (name, suffix))
     time.sleep(0.5)  # a pt-decode of the killed worker would have been killed with it
     check(not temporaries(out), 'kill: temporary files left: %s' % temporaries(out))
@@ -330,6 +378,8 @@ def main():
     p.add_argument('--program', action='append', default=[])
     a = p.parse_args()
     programs = dict(item.split('=', 1) for item in a.program)
+    os.environ.pop('DEBUGINFOD_URLS', None)  # nothing is fetched unless a test says where from
+
     require_tools(a.fleet, a.decode, a.emulate, a.synth, *programs.values())
     tmp = tempfile.mkdtemp(prefix='ptscope-fleet-dask-')
     cluster = Cluster(tmp)
@@ -367,6 +417,7 @@ def main():
         phase_again(a, tmp, archives, scheduler, out)
         phase_symbols(a, tmp, archives, scheduler, out, symbols)
         phase_summary(a, tmp, out)
+        phase_debuginfod(a, tmp, scheduler, programs['recursion'])
         phase_kill(a, tmp, cluster)
     finally:
         cluster.stop()

@@ -10,6 +10,8 @@ runs it after scripts/setup (build/tools/fleet/ptscope-fleet, Debian's python3).
   terminal (a pty) the live bar is drawn in place instead and ends at every archive done;
 - usage errors exit 2 before any cluster starts: no archive, a glob matching nothing, a
   --symbols that is no directory; a --scheduler nobody listens at exits 1, saying so;
+- Ctrl-C after the first of six larger archives: exit 1 saying so, every output written is whole,
+  no temporary file is left, and the same command then decodes exactly the rest;
 - `meson install` installs ptscope-fleet, its package and the pt-decode it runs by default.
 """
 import argparse
@@ -18,13 +20,15 @@ import os
 import pty
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fleet_common import (check, emulate, fleet, main_guard, reference, require_tools,  # noqa: E402
-                          run, same_bytes)
+                          run, run_ok, same_bytes)
 
 
 def usage_errors(a, tmp):
@@ -74,6 +78,52 @@ def terminal_progress(a, tmp, archives):
           text)
 
 
+def interrupted(a, tmp):
+    """Ctrl-C (SIGINT) after the first archive: exit 1 saying so; what was written is whole (the
+    reference bytes), nothing temporary is left, and the same command then finishes the rest."""
+    walks = os.path.join(tmp, 'walks')
+    os.makedirs(walks)
+    first = os.path.join(walks, 'walk-0.ptar')
+    run_ok([a.synth, '-o', first, '--binary', a.synth_binary, '--instructions', '20000000',
+            '--seed', '11'])
+    archives = [first]
+    for i in range(1, 6):
+        archives.append(os.path.join(walks, 'walk-%d.ptar' % i))
+        shutil.copyfile(first, archives[-1])
+    ref = os.path.join(tmp, 'ref-walk')
+    statuses, _ = reference(a.decode, first, ref, 'walk-0')
+    check(statuses == [0, 0], 'pt-decode alone on the walk: %s' % statuses)
+    out = os.path.join(tmp, 'out-interrupted')
+    cmd = [a.fleet, 'decode', '--output-dir', out, '--no-progress', '--local-workers', '1']
+    proc = subprocess.Popen(cmd + archives, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.monotonic() + 120
+    while not (os.path.isdir(out) and any(n.endswith('.fleet.json') for n in os.listdir(out))):
+        check(time.monotonic() < deadline and proc.poll() is None,
+              'interrupt: no archive finished: %s' % (proc.stderr.read() if proc.poll() else ''))
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    check(proc.returncode == 1 and 'interrupted after' in stderr and 'Traceback' not in stderr,
+          'interrupt: exit %d: %s' % (proc.returncode, stderr))
+    names = os.listdir(out)
+    check(not [n for n in names if n.startswith('.')],
+          'interrupt: temporary files left: %s' % names)
+    records = [n[:-len('.fleet.json')] for n in names if n.endswith('.fleet.json')]
+    check(len(records) < len(archives), 'interrupt: every archive finished before Ctrl-C')
+    for name in records:
+        for suffix in ('.summary.json', '.pftrace'):
+            check(same_bytes(os.path.join(out, name + suffix),
+                             os.path.join(ref, 'walk-0' + suffix)),
+                  'interrupt: %s%s is not whole' % (name, suffix))
+    r, outcomes = fleet(a.fleet, archives, out, os.path.join(tmp, 'report-rest.json'),
+                        ['--local-workers', '1'])
+    states = sorted(o['state'] for o in outcomes.values())
+    check(r.returncode == 0 and states.count('skipped') == len(records) and
+          states.count('decoded') == len(archives) - len(records),
+          'after the interrupt: exit %d, %s (%d were done)' % (r.returncode, states, len(records)))
+
+
 def installed(a):
     r = run(['meson', 'introspect', '--installed', a.build_dir])
     check(r.returncode == 0, 'meson introspect --installed: %s' % r.stderr)
@@ -93,12 +143,13 @@ def installed(a):
 
 def main():
     p = argparse.ArgumentParser()
-    for option in ('--fleet', '--decode', '--emulate', '--build-dir'):
+    for option in ('--fleet', '--decode', '--emulate', '--synth', '--synth-binary', '--build-dir'):
         p.add_argument(option, required=True)
     p.add_argument('--program', action='append', default=[])
     a = p.parse_args()
     programs = dict(item.split('=', 1) for item in a.program)
-    require_tools(a.fleet, a.decode, a.emulate, *programs.values())
+    os.environ.pop('DEBUGINFOD_URLS', None)  # nothing is fetched unless a test says where from
+    require_tools(a.fleet, a.decode, a.emulate, a.synth, *programs.values())
     tmp = tempfile.mkdtemp(prefix='ptscope-fleet-local-')
     try:
         arch = os.path.join(tmp, 'arch')
@@ -125,7 +176,8 @@ def main():
             check(sorted(outcomes) == ['calls.ptar', 'recursion.ptar'],
                   'local %s: archives %s' % (trace, sorted(outcomes)))
             for name in ('calls', 'recursion'):
-                check(outcomes[name + '.ptar']['state'] == 'decoded', 'local: %s not decoded' % name)
+                check(outcomes[name + '.ptar']['state'] == 'decoded',
+                      'local: %s not decoded' % name)
                 for f in (name + '.summary.json', name + suffix):
                     check(same_bytes(os.path.join(out, f), os.path.join(ref, f)),
                           'local %s: %s differs from pt-decode alone' % (trace, f))
@@ -135,6 +187,7 @@ def main():
                   'local: no dashboard address: %s' % r.stderr)
         terminal_progress(a, tmp, [os.path.join(arch, n + '.ptar') for n in ('calls', 'recursion')])
         usage_errors(a, tmp)
+        interrupted(a, tmp)
         installed(a)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

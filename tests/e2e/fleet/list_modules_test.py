@@ -28,7 +28,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fleet_common import check, damage, emulate, main_guard, require_tools, run, run_ok  # noqa: E402
+from fleet_common import (check, damage, emulate, main_guard, require_tools, run,  # noqa: E402
+                          run_ok)
 
 
 def readelf_build_id(path):

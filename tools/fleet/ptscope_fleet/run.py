@@ -100,8 +100,8 @@ def outcome_of(future, job):
         import distributed
         if isinstance(e, distributed.scheduler.KilledWorker):
             message = ('every worker that ran this task died (%d attempts, Dask\'s '
-                       'distributed.scheduler.allowed-failures + 1): pt-decode or the worker may be '
-                       'running out of memory on it (KilledWorker)' % (e.args[2] + 1))
+                       'distributed.scheduler.allowed-failures + 1): pt-decode or the worker '
+                       'may be running out of memory on it (KilledWorker)' % (e.args[2] + 1))
         else:
             message = '%s: %s' % (type(e).__name__, e)
         return {'archive': job['archive'], 'name': job['name'], 'state': 'failed', 'status': 1,
@@ -143,6 +143,7 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
         print_dashboard(client, err)
         progress = Progress(len(jobs), err, terminal)
         progress.start()
+        futures, interrupted = [], False
         try:
             futures = client.map(task.decode_archive, jobs, key=[task_key(j) for j in jobs],
                                  pure=False)
@@ -152,12 +153,21 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
                 outcomes.append(outcome)
                 progress.update(outcome)
                 future.release()
+        except KeyboardInterrupt:
+            # Tasks not started are dropped; one already running finishes its archive whole (its
+            # outputs appear atomically, or not at all when its worker is stopped with us).
+            interrupted = True
+            client.cancel(futures)
         finally:
             progress.close()
             remove_temporaries(args.output_dir, run_id)
     order = {job['archive']: i for i, job in enumerate(jobs)}
     outcomes.sort(key=lambda o: order[o['archive']])
     status = report(outcomes, time.monotonic() - started, err)
+    if interrupted:
+        print('ptscope-fleet: interrupted after %d of %d archives; the finished ones are kept: '
+              'the same command decodes the rest' % (len(outcomes), len(jobs)), file=err)
+        status = worst([status, 1])
     if args.report:
         write_report(args.report, outcomes, status)
     return status

@@ -1,0 +1,62 @@
+// The capture before decoding (see capture_view.h).
+#include "capture/capture_view.h"
+
+#include "parallel/unit_planner.h"  // CaptureStartNs
+
+namespace ptscope::decode {
+
+Result<CaptureView> ViewCapture(format::Archive& archive, const PipelineOptions& options,
+                                DecodeSummary& summary) {
+  PTSCOPE_ASSIGN_OR_RETURN(DecoderSetup setup, SetupFromMetadata(archive));
+  if (!setup.cpu_note.empty()) summary.notes.push_back(setup.cpu_note);
+  CaptureView view{std::move(setup), SidebandTimeline::Build(archive), {}, {}};
+  summary.notes.insert(summary.notes.end(), view.timeline.notes().begin(),
+                       view.timeline.notes().end());
+  view.streams = CollectStreams(archive, view.timeline);
+  if (view.streams.empty()) {
+    return Unexpected(Errc::kNotFound, archive.path + ": the archive holds no PT data to decode");
+  }
+  std::erase_if(view.streams, [&](const Stream& stream) {
+    return stream.cpu < 0 && !Selected(options.threads, stream.key);
+  });
+  if (view.streams.empty()) {
+    return Unexpected(Errc::kNotFound, archive.path + ": no traced thread or process matches --threads");
+  }
+  for (Stream& stream : view.streams) {
+    if (stream.cpu < 0) stream.triggers = TriggersOf(archive, view.setup, stream.key.tid);
+  }
+  pt_config_init(&view.config);
+  view.setup.Apply(view.config);
+  return view;
+}
+
+TimeWindow WindowOf(const CaptureView& view, const PipelineOptions& options,
+                    const std::string& path) {
+  TimeWindow window;
+  window.active = options.time_from_ns != 0 || options.time_to_ns != UINT64_MAX;
+  // Only a window needs the capture's start before decoding (units are found as they are decoded).
+  if (!window.active) return window;
+  window.capture_start_ns = CaptureStartNs(view.streams, view.setup, view.config, path);
+  window.from_ns = window.capture_start_ns + options.time_from_ns;
+  window.to_ns = options.time_to_ns > UINT64_MAX - window.capture_start_ns
+                     ? UINT64_MAX
+                     : window.capture_start_ns + options.time_to_ns;
+  return window;
+}
+
+void NoteWindow(const TimeWindow& window, const PipelineOptions& options, DecodeSummary& summary) {
+  if (!window.active) return;
+  const uint64_t start = window.capture_start_ns;
+  uint64_t span = summary.last_ns > start ? summary.last_ns - start : 0;
+  std::string to = options.time_to_ns == UINT64_MAX ? "the end" : std::to_string(options.time_to_ns) + " ns";
+  summary.notes.push_back("--time-range: slices from " + std::to_string(options.time_from_ns) +
+                          " ns to " + to + " after the capture start (the capture spans " +
+                          std::to_string(span) + " ns); instructions counted in the decode "
+                          "units that overlap it");
+  if (options.time_from_ns > span ||
+      (options.time_to_ns != UINT64_MAX && start + options.time_to_ns < summary.first_ns)) {
+    summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
+  }
+}
+
+}  // namespace ptscope::decode

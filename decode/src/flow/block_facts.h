@@ -1,0 +1,63 @@
+// BlockFacts: a decode worker's cache of facts about code that never change for a (pid, address)
+// (JIT code aside): the inlined depth of each instruction of a block, the branch a block ends
+// with and the length of a call instruction (its return address). Shared by the FlowDecoders a
+// worker creates one after another, since blocks repeat across units.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "events.h"
+#include "flat_map.h"
+#include "flow/x86_branch.h"
+
+namespace ptscope::decode {
+
+// Key: (pid, block start or end).
+struct BlockKey {
+  uint32_t pid;
+  uint64_t ip;
+  bool operator==(const BlockKey&) const = default;
+};
+// Fibonacci hashing of (pid, address) for FlatMap (which takes the top bits).
+struct BlockKeyHash {
+  uint64_t operator()(const BlockKey& key) const {
+    return (key.ip ^ (static_cast<uint64_t>(key.pid) << 47)) * 0x9E3779B97F4A7C15ull;
+  }
+};
+
+// Inlined depth of each instruction of a block.
+struct InlineStep {
+  uint32_t index = 0;  // instruction index in the block
+  uint32_t depth = 0;
+  uint64_t ip = 0;
+};
+struct BlockInline {
+  uint64_t end_ip = 0;
+  uint32_t first_depth = 0;
+  std::vector<InlineStep> steps;  // depth changes after the first instruction
+};
+
+struct BlockFacts {
+  FlatMap<BlockKey, BlockInline, BlockKeyHash> blocks;
+  FlatMap<BlockKey, BranchInsn, BlockKeyHash> branches;
+  // The lengths of the call instructions that ended blocks, direct-mapped in front of `branches`:
+  // probed for every block (a block that is no call probes slot 0 and ignores it), so that only
+  // a miss takes a branch (see FlowDecoder::HandleBlock). Allocated at a decoder's first segment.
+  struct CallLength {
+    uint64_t end_ip = 0;  // 0: an empty slot (no call ends at address 0)
+    uint32_t pid = 0;
+    uint8_t size = 0;
+  };
+  static constexpr unsigned kCallLengthBits = 12;
+  static constexpr size_t kCallLengthSlots = size_t{1} << kCallLengthBits;
+  std::unique_ptr<CallLength[]> call_lengths;
+  // CodeFacts' last answer about a stretch of code: new blocks of the same function need no
+  // question to the (locked) CodeFacts.
+  InlineDepthStretch stretch;
+  uint32_t stretch_pid = 0;
+  BlockInline uniform;  // InlineStatements::InlineOf's answer for a block inside `stretch`
+};
+
+}  // namespace ptscope::decode

@@ -1,0 +1,83 @@
+// BlockSource: the blocks and events of one segment of PT, from QueryWalker or from libipt's block
+// decoder (the same blocks and events: see query_walker.h), behind one interface for the
+// FlowDecoder's loop. What the walker does not model reads as the end of the trace, and refused()
+// then says to decode the same bytes again with libipt.
+#pragma once
+
+#include <intel-pt.h>
+
+#include <memory>
+
+#include "flow/code_images.h"
+#include "flow/query_walker.h"
+
+namespace ptscope::decode {
+
+class BlockSource {
+ public:
+  explicit BlockSource(const ThreadImage& image) : walker_code_(image) {}
+  ~BlockSource() { Close(); }
+  BlockSource(const BlockSource&) = delete;
+  BlockSource& operator=(const BlockSource&) = delete;
+
+  // Walk with QueryWalker, sharing a worker's cache of decoded code (default: libipt).
+  void UseWalker(WalkerCache* cache) { walker_cache_ = cache; }
+  // Starts a segment (`config` as for pt_blk_alloc_decoder); false when it cannot be decoded.
+  bool Open(const pt_config& config) {
+    if (walker_cache_ != nullptr) {
+      walker_ = std::make_unique<QueryWalker>(config, walker_code_, walker_cache_);
+      if (!walker_->ok()) walker_.reset();
+    } else {
+      decoder_ = pt_blk_alloc_decoder(&config);
+    }
+    return active();
+  }
+  void Close() {
+    if (decoder_ != nullptr) pt_blk_free_decoder(decoder_);
+    decoder_ = nullptr;
+    walker_.reset();
+  }
+  bool active() const { return decoder_ != nullptr || walker_ != nullptr; }
+  bool refused() const { return refused_; }
+  // The code's epoch changed: `image` is the one to read from now.
+  void ImageChanged(pt_image* image) {
+    if (decoder_ != nullptr) pt_blk_set_image(decoder_, image);
+    if (walker_ != nullptr) walker_->CodeChanged();
+  }
+
+  int SyncForward() { return walker_ ? Refused(walker_->SyncForward()) : pt_blk_sync_forward(decoder_); }
+  int SyncSet(uint64_t offset) {
+    return walker_ ? Refused(walker_->SyncSet(offset)) : pt_blk_sync_set(decoder_, offset);
+  }
+  int NextBlock(pt_block* block) {
+    return walker_ ? Refused(walker_->Next(block)) : pt_blk_next(decoder_, block, sizeof *block);
+  }
+  int NextEvent(pt_event* event) {
+    return walker_ ? Refused(walker_->Event(event)) : pt_blk_event(decoder_, event, sizeof *event);
+  }
+  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
+    return walker_ ? walker_->Time(tsc, lost_mtc, lost_cyc)
+                   : pt_blk_time(decoder_, tsc, lost_mtc, lost_cyc);
+  }
+  int Offset(uint64_t* offset) const {
+    return walker_ ? walker_->GetOffset(offset) : pt_blk_get_offset(decoder_, offset);
+  }
+  int SyncOffset(uint64_t* offset) const {
+    return walker_ ? walker_->GetSyncOffset(offset) : pt_blk_get_sync_offset(decoder_, offset);
+  }
+
+ private:
+  int Refused(int status) {
+    if (status != QueryWalker::kUnsupported) return status;
+    refused_ = true;
+    return -pte_eos;
+  }
+
+  pt_block_decoder* decoder_ = nullptr;  // of the segment being decoded (libipt's)
+  std::unique_ptr<QueryWalker> walker_;  // of the segment being decoded (the walker)
+  ThreadImageCode walker_code_;
+  WalkerCache* walker_cache_ = nullptr;  // non-null: decode with the walker
+  bool refused_ = false;
+};
+
+}  // namespace ptscope::decode

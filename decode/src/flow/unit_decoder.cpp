@@ -1,0 +1,52 @@
+// Decoding one unit on a worker (see unit_decoder.h).
+#include "flow/unit_decoder.h"
+
+#include "flow/flow_decoder.h"
+
+namespace ptscope::decode {
+
+UnitDecoder::UnitDecoder(const DecoderSetup& setup, const SidebandTimeline& timeline,
+                         const std::vector<Stream>& streams, std::vector<const CodeImages*> images,
+                         CodeFacts* code, bool walker)
+    : setup_(setup),
+      timeline_(timeline),
+      streams_(streams),
+      images_(std::move(images)),
+      code_(code),
+      facts_(images_.size()) {
+  if (walker) walker_caches_ = std::vector<WalkerCache>(images_.size());
+}
+
+void UnitDecoder::Decode(const WorkUnit& work, unsigned worker, UnitEvents& out) {
+  const bool walker = !walker_caches_.empty();
+  units_.fetch_add(1, std::memory_order_relaxed);
+  if (DecodeWith(work, worker, walker, out) || !walker) return;
+  libipt_units_.fetch_add(1, std::memory_order_relaxed);
+  out.Reset();
+  DecodeWith(work, worker, false, out);
+}
+
+// One attempt: with the worker's QueryWalker when `walker` is set, else with libipt's block
+// decoder. Returns false when the walker refused the unit's trace.
+bool UnitDecoder::DecodeWith(const WorkUnit& work, unsigned worker, bool walker, UnitEvents& out) {
+  const Stream& stream = streams_[work.stream];
+  FlowDecoder decoder(setup_, *images_[worker], stream.key.pid, facts_[worker], out);
+  decoder.SetCodeFacts(code_);
+  if (walker) decoder.UseWalker(&walker_caches_[worker]);
+  decoder.SetOffsetBase(work.span.begin);
+  if (work.unit > 0) decoder.SetContinuation();
+  if (work.has_next) decoder.SetNextUnit(work.next_start);
+  if (stream.cpu >= 0) {
+    decoder.FollowCpu(&timeline_, static_cast<uint32_t>(stream.cpu));
+  } else {
+    out.runs.push_back(UnitEvents::Run{stream.key, 0});
+  }
+  if (!work.unreadable.empty()) {
+    decoder.FailSegment(work.unreadable);
+    return true;
+  }
+  decoder.DecodeSegment(work.bytes.data(), work.bytes.size());
+  return !decoder.walker_refused();
+}
+
+}  // namespace ptscope::decode

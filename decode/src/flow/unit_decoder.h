@@ -1,0 +1,49 @@
+// UnitDecoder: decodes planned units on the workers (parallel/unit_pool.h), each worker with its
+// own code images and caches: QueryWalker first, libipt's block decoder for a unit holding trace
+// the walker does not model (units are independent, so nothing of the first attempt is kept).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "capture/decoder_setup.h"
+#include "capture/sideband_timeline.h"
+#include "capture/streams.h"
+#include "flow/block_facts.h"
+#include "flow/code_images.h"
+#include "flow/query_walker.h"
+#include "flow/unit_events.h"
+#include "parallel/unit_planner.h"
+
+namespace ptscope::decode {
+
+class UnitDecoder {
+ public:
+  // `images` has one CodeImages per worker (see the pipeline: one section cache each); `code`
+  // (may be null: no kInlineChange) must be thread-safe. All must outlive the decoder.
+  UnitDecoder(const DecoderSetup& setup, const SidebandTimeline& timeline,
+              const std::vector<Stream>& streams, std::vector<const CodeImages*> images,
+              CodeFacts* code, bool walker);
+
+  // Decodes `work` on worker `worker` into `out` (empty). Thread-safe for distinct workers.
+  void Decode(const WorkUnit& work, unsigned worker, UnitEvents& out);
+
+  uint64_t units() const { return units_; }
+  uint64_t libipt_units() const { return libipt_units_; }  // the walker refused them
+
+ private:
+  bool DecodeWith(const WorkUnit& work, unsigned worker, bool walker, UnitEvents& out);
+
+  const DecoderSetup& setup_;
+  const SidebandTimeline& timeline_;
+  const std::vector<Stream>& streams_;
+  std::vector<const CodeImages*> images_;
+  CodeFacts* code_;
+  std::vector<BlockFacts> facts_;           // per worker
+  std::vector<WalkerCache> walker_caches_;  // per worker; empty: libipt walks the code
+  std::atomic<uint64_t> units_{0}, libipt_units_{0};
+};
+
+}  // namespace ptscope::decode

@@ -1,0 +1,96 @@
+// The join stage (see thread_assembler.h).
+#include "join/thread_assembler.h"
+
+#include <string>
+
+namespace ptscope::decode {
+
+ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSetup& setup,
+                                 const SidebandTimeline& timeline, std::vector<Stream>& streams,
+                                 CodeFacts& code, const FeedSinks& sinks,
+                                 const std::vector<uint32_t>& selected, DecodeSummary& summary)
+    : timeline_(timeline),
+      streams_(streams),
+      code_(code),
+      sinks_(sinks),
+      joins_(streams.size()),
+      summary_(summary),
+      cpu_threads_(archive, setup, timeline, code, sinks, selected) {}
+
+void ThreadAssembler::BeginThread(const Stream& stream) {
+  sinks_.BeginThread(stream.key, timeline_.ProcessName(stream.key.pid),
+                    timeline_.ThreadName(stream.key.tid));
+}
+
+void ThreadAssembler::FinishThread() {
+  if (!feed_) return;
+  feed_->Finish(last_end_ip_, joins_[feed_stream_].TakeTrailing(), last_end_ns_);
+  AddThreadToSummary(*feed_, summary_);
+  ++summary_.threads;
+  feed_.reset();
+}
+
+void ThreadAssembler::Consume(size_t index, const WorkUnit& work, UnitEvents& events) {
+  Stream& stream = streams_[work.stream];
+  UnitJoin& join = joins_[work.stream];
+  if (stream.cpu >= 0) {
+    FinishThread();  // the per-thread streams all came first
+    // As for a thread's stream: instructions retired before the join count in the first event
+    // after it (the CPU's thread does not change at a PSB), or they would be lost.
+    join.Join(work.piece, work.unit, events);
+    cpu_threads_.Consume(index, StreamName(stream), events);
+    cpu_threads_.Release(work.following_start_ns);
+    return;
+  }
+  if (work.stream != feed_stream_) {
+    FinishThread();
+    feed_stream_ = work.stream;
+    feed_piece_ = SIZE_MAX;
+    BeginThread(stream);
+    feed_ = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, stream.triggers);
+  }
+  if (work.piece != feed_piece_) {
+    feed_piece_ = work.piece;
+    const Piece& piece = stream.pieces[work.piece];
+    if (!piece.loss_before.empty()) {
+      feed_->CountGap(GapCause::kLostData);
+      feed_->Gap(GapCause::kLostData, piece.loss_before, join.TakeTrailing());
+    }
+  }
+  feed_->AddStats(events.stats);
+  join.Join(work.piece, work.unit, events);
+  feed_->DeliverRun(events.events);
+  last_end_ip_ = events.last_end_ip;
+  last_end_ns_ = events.end_ns;
+}
+
+void ThreadAssembler::Finish(const std::function<bool(size_t)>& decoded, bool windowed) {
+  FinishThread();
+  // Pieces without a single PSB decode to nothing: say so, and keep the track of a thread none of
+  // whose trace was decodable, with its gaps.
+  for (size_t s = 0; s < streams_.size(); ++s) {
+    const Stream& stream = streams_[s];
+    std::unique_ptr<ThreadFeed> empty;
+    if (!decoded(s) && stream.cpu < 0 && !windowed) {
+      BeginThread(stream);
+      empty = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, std::vector<TriggerMark>{});
+      ++summary_.threads;
+    }
+    for (const Piece& piece : stream.pieces) {
+      if (empty && !piece.loss_before.empty()) {
+        empty->Gap(GapCause::kLostData, piece.loss_before, 0);
+        summary_.stats[Stat::kLostDataGaps]++;
+      }
+      if (piece.has_psb || piece.size == 0) continue;
+      std::string detail = "no PSB in " + std::to_string(piece.size) +
+                           " bytes of trace: nothing to decode";
+      summary_.stats[Stat::kDecodeErrorGaps]++;
+      if (empty) empty->Gap(GapCause::kDecodeError, detail, 0);
+      summary_.notes.push_back(StreamName(stream) + ": " + detail);
+    }
+    if (empty) empty->Finish(0, 0);
+  }
+  cpu_threads_.Finish(summary_);
+}
+
+}  // namespace ptscope::decode

@@ -1,0 +1,59 @@
+// ThreadAssembler: the join stage. Takes the decoded units in plan order (parallel/unit_planner.h:
+// per-thread streams stream by stream, then per-CPU units by start time), joins each to the unit
+// before it in its stream (unit_join.h), and feeds each thread's events to its StackTracker
+// (thread_feed.h): a per-thread stream as its units come; per-CPU streams' runs through CpuThreads,
+// which puts each thread's runs from several CPUs back in time order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "capture/decoder_setup.h"
+#include "capture/sideband_timeline.h"
+#include "capture/streams.h"
+#include "events.h"
+#include "flow/unit_events.h"
+#include "join/cpu_threads.h"
+#include "join/thread_feed.h"
+#include "join/unit_join.h"
+#include "parallel/unit_planner.h"
+#include "ptscope/decode.h"
+
+namespace ptscope::decode {
+
+class ThreadAssembler {
+ public:
+  // All must outlive the assembler. `selected`: --threads (empty: all). Threads' counts, times
+  // and first errors go to `summary` as they end.
+  ThreadAssembler(const format::Archive& archive, const DecoderSetup& setup,
+                  const SidebandTimeline& timeline, std::vector<Stream>& streams, CodeFacts& code,
+                  const FeedSinks& sinks, const std::vector<uint32_t>& selected,
+                  DecodeSummary& summary);
+
+  // The next unit in plan order, the `index`th (its events are taken).
+  void Consume(size_t index, const WorkUnit& work, UnitEvents& events);
+  // After the last unit: ends every thread; a stream none of whose trace could be decoded still
+  // gets its track and gaps (`decoded(stream)` says whether any unit of it was planned, and
+  // `windowed` whether --time-range cut the capture, which leaves such tracks out).
+  void Finish(const std::function<bool(size_t)>& decoded, bool windowed);
+
+ private:
+  void FinishThread();
+  void BeginThread(const Stream& stream);
+
+  const SidebandTimeline& timeline_;
+  std::vector<Stream>& streams_;
+  CodeFacts& code_;
+  FeedSinks sinks_;
+  std::vector<UnitJoin> joins_;  // per stream
+  // The per-thread stream being fed (they come one after another) and its piece.
+  std::unique_ptr<ThreadFeed> feed_;
+  size_t feed_stream_ = SIZE_MAX, feed_piece_ = SIZE_MAX;
+  uint64_t last_end_ip_ = 0, last_end_ns_ = 0;
+  DecodeSummary& summary_;
+  CpuThreads cpu_threads_;
+};
+
+}  // namespace ptscope::decode
