@@ -203,9 +203,11 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
 // Exit statuses (README "Exit status").
 constexpr int kComplete = 0, kFailed = 1, kUsageError = 2, kPartial = 3;
 
-// The worse of two statuses: failed, then partial, then complete.
+// The worse of two statuses: a usage error, failed, partial, then complete.
 int Worse(int a, int b) {
-  auto rank = [](int status) { return status == kFailed ? 2 : status == kPartial ? 1 : 0; };
+  auto rank = [](int status) {
+    return status == kUsageError ? 3 : status == kFailed ? 2 : status == kPartial ? 1 : 0;
+  };
   return rank(a) >= rank(b) ? a : b;
 }
 
