@@ -19,27 +19,14 @@
 #include <vector>
 
 #include "code_graph.h"
+#include "ground_truth.h"
 #include "synth_encoder.h"
 #include "ptscope/result.h"
 
 namespace ptscope::synth {
 
-// Buffered `TID 0xADDRESS` lines, formatted without printf (one per instruction).
-class GroundTruthWriter {
- public:
-  static Result<std::unique_ptr<GroundTruthWriter>> Create(const std::string& path);
-  ~GroundTruthWriter();
-  void Add(uint32_t tid, uint64_t ip);
-  Status Close();
-
- private:
-  GroundTruthWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
-  void Drain();
-  std::FILE* file_;
-  std::string path_;
-  std::vector<char> buffer_;
-  bool failed_ = false;
-};
+// The ground truth (tools/ptgen): one `TID 0xADDRESS` line per walked instruction.
+using GroundTruthWriter = ptgen::GroundTruthWriter;
 
 struct WalkOptions {
   uint64_t instructions = 0;  // at least this many (the walk ends at the next ret/indirect/syscall)
