@@ -2,8 +2,7 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstdio>
+#include <charconv>
 #include <map>
 
 #include "kernel_source.h"
@@ -47,10 +46,11 @@ static_assert(ptscope::record::kSelftestCalls == 10000, "the loop count is in th
 namespace ptscope::record {
 namespace {
 
+// "+0x1a": where an event's IP is, relative to the workload's entry.
 std::string Offset(uint64_t offset) {
-  char text[32];
-  std::snprintf(text, sizeof text, "+0x%llx", static_cast<unsigned long long>(offset));
-  return text;
+  char text[24] = "+0x";
+  char* end = std::to_chars(text + 3, text + sizeof text, offset, 16).ptr;
+  return std::string(text, end);
 }
 
 // The checker's state: which event the code must produce next.
