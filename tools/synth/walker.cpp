@@ -45,7 +45,7 @@ struct Frame {
 
 class Walker {
  public:
-  Walker(CodeGraph& graph, SynthEncoder& encoder, const WalkOptions& options,
+  Walker(CodeGraph& graph, ptgen::PtPacketEncoder& encoder, const WalkOptions& options,
          GroundTruthWriter* truth)
       : graph_(graph), enc_(encoder), options_(options), truth_(truth), rng_(options.seed) {}
 
@@ -273,7 +273,7 @@ class Walker {
   }
 
   CodeGraph& graph_;
-  SynthEncoder& enc_;
+  ptgen::PtPacketEncoder& enc_;
   const WalkOptions& options_;
   GroundTruthWriter* truth_;
   Rng rng_;
@@ -288,8 +288,8 @@ class Walker {
 
 }  // namespace
 
-Result<WalkStats> Walk(CodeGraph& graph, SynthEncoder& encoder, const WalkOptions& options,
-                       GroundTruthWriter* truth) {
+Result<WalkStats> Walk(CodeGraph& graph, ptgen::PtPacketEncoder& encoder,
+                       const WalkOptions& options, GroundTruthWriter* truth) {
   if (graph.entries().empty()) {
     return Unexpected(Errc::kInvalidArgument,
                       "the binary has no decodable function entry to start a walk at");

@@ -1,5 +1,5 @@
-// The random walk of one thread over a CodeGraph, reported block by block to a SynthEncoder (and,
-// optionally, instruction by instruction to a ground-truth file).
+// The random walk of one thread over a CodeGraph, reported block by block to a PtPacketEncoder
+// (tools/ptgen; and, optionally, instruction by instruction to a ground-truth file).
 //
 // Conditional branches go either way (a backward branch, usually a loop's back edge, is taken 7
 // times in 8); direct calls push the return address on a shadow call stack and returns pop it;
@@ -20,7 +20,7 @@
 
 #include "code_graph.h"
 #include "ground_truth.h"
-#include "synth_encoder.h"
+#include "pt_packet_encoder.h"
 #include "ptscope/result.h"
 
 namespace ptscope::synth {
@@ -49,7 +49,7 @@ struct WalkStats {
 };
 
 // Fails only when the binary has no function entry a walk can start at.
-Result<WalkStats> Walk(CodeGraph& graph, SynthEncoder& encoder, const WalkOptions& options,
-                       GroundTruthWriter* truth);
+Result<WalkStats> Walk(CodeGraph& graph, ptgen::PtPacketEncoder& encoder,
+                       const WalkOptions& options, GroundTruthWriter* truth);
 
 }  // namespace ptscope::synth
