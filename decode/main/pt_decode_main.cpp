@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -120,14 +121,6 @@ std::string Count(uint64_t value) {
   return out;
 }
 
-std::string Duration(uint64_t ns) {
-  char text[64];
-  if (ns < 10'000) std::snprintf(text, sizeof text, "%" PRIu64 " ns", ns);
-  else if (ns < 10'000'000) std::snprintf(text, sizeof text, "%.3f us", ns / 1e3);
-  else if (ns < 10'000'000'000ull) std::snprintf(text, sizeof text, "%.3f ms", ns / 1e6);
-  else std::snprintf(text, sizeof text, "%.3f s", ns / 1e9);
-  return text;
-}
 
 // The stats that are data loss, one line each with what a count means; "none" when all are 0.
 void PrintDataLoss(const ptscope::decode::DecodeStats& stats) {
@@ -149,14 +142,30 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   std::fprintf(stderr, "pt-decode: %s: %s thread%s, %s instructions", input.c_str(),
                Count(s.threads).c_str(), s.threads == 1 ? "" : "s", Count(s.instructions).c_str());
   if (s.last_ns >= s.first_ns && s.first_ns != UINT64_MAX) {
-    std::fprintf(stderr, " over %s", Duration(s.last_ns - s.first_ns).c_str());
+    std::fprintf(stderr, " over %s", ptscope::decode::FormatDuration(s.last_ns - s.first_ns).c_str());
   }
   std::fprintf(stderr, "\n");
   if (format != OutputFormat::kInsns && s.instructions != 0) {
-    std::fprintf(stderr, "  symbolized code: %.1f%% of decoded instructions\n",
+    std::fprintf(stderr, "  symbolized code: %.1f%% of decoded instructions ran in named "
+                 "functions\n",
                  100.0 * static_cast<double>(s.symbolized_instructions) / s.instructions);
   }
   PrintDataLoss(s.stats);
+  if (s.stats.gaps() != 0 && s.traced_ns != 0 && format != OutputFormat::kInsns) {
+    // What a gap loses is time: its instructions are unknown (and not counted above).
+    char share[48];
+    std::snprintf(share, sizeof share, " (%.1f%%)",
+                  100.0 * static_cast<double>(s.gap_ns) / static_cast<double>(s.traced_ns));
+    std::string line = ptscope::decode::FormatDuration(s.gap_ns) + " of the threads' " +
+                       ptscope::decode::FormatDuration(s.traced_ns) + share +
+                       ", their instructions unknown";
+    if (s.threads_ending_in_gap != 0) {
+      line += "; " + Count(s.threads_ending_in_gap) +
+              (s.threads_ending_in_gap == 1 ? " thread's trace ends" : " threads' traces end") +
+              " in a gap of unknown length";
+    }
+    std::fprintf(stderr, "  time in gaps: %s\n", line.c_str());
+  }
   for (const auto& missing : s.missing) {
     if (missing.path == "[vdso]") {
       std::fprintf(stderr, "  missing module: [vdso]: the capture holds no copy of its bytes, so "
@@ -262,7 +271,8 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   if (printed) std::fprintf(stderr, "\n");
   if (!summary) {
     std::fprintf(stderr, "pt-decode: %s\n", summary.error().message.c_str());
-    return 1;
+    // --threads or --time-range selecting nothing the capture holds: a usage error.
+    return summary.error().code == ptscope::Errc::kInvalidArgument ? 2 : 1;
   }
   PrintSummary(input, *summary, format);
   return 0;
@@ -277,7 +287,7 @@ int main(int argc, char** argv) {
       ("help,h", "show this help")
       ("output,o", po::value(&options.output), "output file (one input); default: the input "
        "name with the format's extension (.pftrace for perfetto)")
-      ("output-dir", po::value(&options.output_dir), "output directory (several inputs)")
+      ("output-dir", po::value(&options.output_dir), "output directory (several inputs); created if missing")
       ("format", po::value(&options.format), "perfetto|text|folded|insns|summary|summary-json; "
        "default from the output's extension (.summary.txt, .summary.json, .txt, .folded, "
        ".insns), else perfetto")
@@ -413,6 +423,15 @@ int main(int argc, char** argv) {
       return 2;
     }
     return ListModules(options.inputs[0], options.output, options);
+  }
+  if (!options.output_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(options.output_dir, error);
+    if (error) {
+      std::fprintf(stderr, "pt-decode: --output-dir %s: cannot create it: %s\n",
+                   options.output_dir.c_str(), error.message().c_str());
+      return 1;
+    }
   }
   int status = 0;
   for (const std::string& input : options.inputs) {

@@ -153,11 +153,11 @@ class CodeFacts {
     (void)pid, (void)address, (void)time_ns;
     return {};
   }
-  // Whether `address` lies in a module with a symbol table or debug info (for the summary's
-  // symbolized share), and the range [*start, *end) around it for which the answer holds (a
-  // whole mapping; [address, address + 1) outside every mapping).
-  virtual bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns,
-                                  uint64_t* start, uint64_t* end) {
+  // Whether `address` lies in a named function (for the summary's symbolized share), and the
+  // range [*start, *end) around it for which the answer holds ([address, address + 1) outside
+  // every mapping).
+  virtual bool InNamedCode(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
+                           uint64_t* end) {
     (void)pid, (void)time_ns;
     *start = address;
     *end = address + 1;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "capture/capture_view.h"
+#include "capture/selection.h"
 #include "flow/code_images.h"
 #include "flow/unit_decoder.h"
 #include "join/thread_assembler.h"
@@ -28,6 +29,7 @@
 #include "parallel/unit_planner.h"
 #include "parallel/unit_pool.h"
 #include "ptscope/decode.h"
+#include "sink/null_sink.h"
 #include "sink/sink_factory.h"
 #include "sink/window_sink.h"
 
@@ -43,10 +45,15 @@ struct OutputSink {
   SliceSink& sink() { return window ? *window : *file; }
 };
 
+// An empty path: a sink that keeps nothing (PipelineOptions::count_only).
 Result<OutputSink> OpenOutput(SinkFormat format, const std::string& path, FrameNamer& namer,
                               const TimeWindow& window) {
   OutputSink output;
-  PTSCOPE_ASSIGN_OR_RETURN(output.file, CreateSink(format, path, namer));
+  if (path.empty()) {
+    output.file = std::make_unique<NullSink>();
+  } else {
+    PTSCOPE_ASSIGN_OR_RETURN(output.file, CreateSink(format, path, namer));
+  }
   if (window.active) {
     output.window = std::make_unique<WindowSink>(*output.file, window.from_ns, window.to_ns);
   }
@@ -90,12 +97,29 @@ Decoded DecodeUnits(CaptureView& view, const TimeWindow& window, const std::stri
   return decoded;
 }
 
+// --threads that select nothing: every thread's name and instructions, from a decode of them all
+// that writes nothing.
+Unexpected NoThreadSelected(format::Archive& archive, const PipelineOptions& options) {
+  PipelineOptions all = options;
+  all.threads.clear();
+  all.time_from_ns = 0;
+  all.time_to_ns = UINT64_MAX;
+  all.format = OutputFormat::kSummary;
+  all.count_only = true;
+  all.summary_json_path.clear();
+  all.progress = nullptr;
+  return NoSuchThreads(archive.path, options.threads, RunPipeline(archive, all));
+}
+
 }  // namespace
 
 Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options) {
   DecodeSummary summary;
   summary.output_path = options.output_path;
   PTSCOPE_ASSIGN_OR_RETURN(CaptureView view, ViewCapture(archive, options, summary));
+  if (!SelectsAny(options.threads, view.streams, view.timeline)) {
+    return NoThreadSelected(archive, options);
+  }
   const TimeWindow window = WindowOf(view, options, archive.path);
   CaptureResolver capture_resolver(options);
   PTSCOPE_TRY(capture_resolver.AddArchiveBlobs(archive));
@@ -125,10 +149,12 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   symbols::Symbolizer symbolizer;
   SymbolsFrameNamer namer(view.timeline.address_space(), resolver, symbolizer);
   if (!jit.empty()) namer.SetJitCode(&jit);
-  PTSCOPE_ASSIGN_OR_RETURN(OutputSink output, OpenOutput(SinkFormatOf(options.format),
-                                                         options.output_path, namer, window));
+  PTSCOPE_ASSIGN_OR_RETURN(
+      OutputSink output,
+      OpenOutput(SinkFormatOf(options.format),
+                 options.count_only ? std::string() : options.output_path, namer, window));
   std::optional<OutputSink> summary_output;  // --summary-json: the same decode's summary
-  if (!options.summary_json_path.empty()) {
+  if (!options.summary_json_path.empty() && !options.count_only) {
     PTSCOPE_ASSIGN_OR_RETURN(summary_output, OpenOutput(SinkFormat::kSummaryJson,
                                                         options.summary_json_path, namer, window));
   }
@@ -141,8 +167,10 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
         assembler.Consume(index, work, events);
       });
   assembler.Finish([&](size_t stream) { return decoded.planned[stream]; }, window.active);
+  // A module nobody ran code of made no gap: it is not reported missing.
+  summary.missing = images[0]->MissingThatRan(assembler.missing_code_ips());
 
-  NoteWindow(window, options, summary);
+  const bool outside = NoteWindow(window, options, summary);
   summary.stats[Stat::kWalkerFallbackUnits] = decoded.libipt_units;
   if (decoded.libipt_units != 0) {
     summary.notes.push_back(std::to_string(decoded.libipt_units) + " of " +
@@ -155,6 +183,18 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     sink->Finish();
     std::string output_error = sink->OutputError();
     if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+  }
+  if (outside) {  // an error: no output is left behind
+    for (const std::string& path : {options.output_path, options.summary_json_path}) {
+      if (!options.count_only && !path.empty() && path != "-") std::remove(path.c_str());
+    }
+    uint64_t span = summary.last_ns > window.capture_start_ns
+                        ? summary.last_ns - window.capture_start_ns : 0;
+    return WindowOutsideCapture(archive.path, options.time_from_ns, options.time_to_ns, span);
+  }
+  for (ThreadCount& thread : summary.per_thread) {
+    thread.process = view.timeline.ProcessName(thread.pid);
+    thread.thread = view.timeline.ThreadName(thread.tid);
   }
   for (const std::string& failure : symbolizer.failures()) {
     summary.notes.push_back("cannot load symbols: " + failure);

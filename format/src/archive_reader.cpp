@@ -33,7 +33,12 @@ std::string Checksums(uint32_t stored, uint32_t computed) {
 }
 
 // Why these 8 bytes are not our magic, in words a user can act on.
-std::string DescribeBadMagic(std::span<const uint8_t> head) {
+std::string DescribeBadMagic(std::span<const uint8_t> head, const std::string& path) {
+  if (head.size() >= 8 && std::memcmp(head.data(), "PERFILE2", 8) == 0) {
+    return "a perf.data file (magic PERFILE2), not a ptscope archive (.ptar): pt-decode reads it "
+           "as it is (pt-decode " + path + "); pt-archive import-perf " + path +
+           " -o OUT.ptar converts it";
+  }
   bool ptar_prefix = head.size() >= 4 && std::memcmp(head.data(), "PTAR", 4) == 0;
   if (ptar_prefix) {
     return "bad magic at offset 0: the line-ending bytes were altered (the archive was "
@@ -111,7 +116,7 @@ Status ArchiveReader::ParseHeader() {
   if (size == 0) return MakeError(Errc::kTruncated, n + ": empty file (0 bytes), not an archive");
   size_t magic_len = std::min<size_t>(head.size(), sizeof layout::kFileMagic);
   if (std::memcmp(head.data(), layout::kFileMagic, magic_len) != 0) {
-    return MakeError(Errc::kBadMagic, n + ": " + DescribeBadMagic(head));
+    return MakeError(Errc::kBadMagic, n + ": " + DescribeBadMagic(head, n));
   }
   // The first 16 bytes (magic, versions, header size) keep this layout in every version, so the
   // version check comes before anything a newer major version might have changed.

@@ -21,7 +21,6 @@
 namespace ptscope::record {
 namespace {
 
-constexpr size_t kSidebandFlushBytes = 256 * 1024;
 
 uint64_t NowNs(clockid_t clock) {
   timespec ts{};
@@ -354,13 +353,14 @@ Status KernelPtSource::SynthesizeAndVdso() {
   return capture_->AddRawRecords(records, -1);
 }
 
+// The kernel's sideband records, handed to the archive writer as they come: it writes them
+// before any PT chunk (so what maps the code always precedes the PT needing it) and at every
+// flush (so a killed recorder keeps them).
 Status KernelPtSource::DrainSideband(bool force_flush) {
   for (SidebandRing& ring : sideband_) {
+    ring.pending.clear();
     DrainDataRing(ring.event.data_ring(), &ring.pending);
-    if (force_flush || ring.pending.size() >= kSidebandFlushBytes) {
-      PTSCOPE_TRY(capture_->AddRawRecords(ring.pending, ring.cpu));
-      ring.pending.clear();
-    }
+    PTSCOPE_TRY(capture_->AddRawRecords(ring.pending, ring.cpu));
   }
   return force_flush ? capture_->FlushSideband() : Ok();
 }
@@ -394,6 +394,7 @@ Status KernelPtSource::WritePiece(const PtStream& stream, const AuxPiece& piece,
 }
 
 Status KernelPtSource::DrainPtFull() {
+  PTSCOPE_TRY(DrainSideband(false));  // the mappings of the code in these pieces come first
   for (PtStream& stream : pt_) {
     PTSCOPE_TRY(DrainPtRecords(stream));
     AuxRingView view{stream.event.page(), stream.event.aux(), stream.event.aux_size()};
@@ -413,6 +414,7 @@ Status KernelPtSource::DrainPtFull() {
 Status KernelPtSource::Snapshot(uint32_t index, bool final) {
   if (pt_.empty()) return Ok();
   for (PtStream& stream : pt_) PTSCOPE_TRY(stream.event.Disable());
+  PTSCOPE_TRY(DrainSideband(false));  // the mappings of the code in the snapshot come first
   for (PtStream& stream : pt_) {
     PTSCOPE_TRY(DrainPtRecords(stream));
     AuxRingView view{stream.event.page(), stream.event.aux(), stream.event.aux_size()};
@@ -470,6 +472,7 @@ Result<SourceEvents> KernelPtSource::Run(uint64_t deadline_ns) {
     events.trigger_address = trigger_address_;
   }
   events.target_gone = !all_cpus() && target_->Exited();
+  PTSCOPE_TRY(capture_->FlushSideband());  // a killed recorder keeps what came so far
   return events;
 }
 

@@ -285,16 +285,23 @@ CheckLine MlockLine(const HostFacts& f, const RecordingNeeds& needs) {
               std::to_string(plan->LockedPages(counts) * page_kb) + " KiB (AUX " +
               std::to_string(plan->aux_pages * page_kb) + " KiB per event" +
               (plan->aux_pages * PageSize() < needs.aux_bytes ? ", shrunk to fit" : "") + ")";
+  if (plan->aux_pages * PageSize() < needs.aux_bytes) {
+    l.ok = false;  // records, with less trace per snapshot than asked: a WARN, not an OK
+    l.fix = "raise kernel.perf_event_mlock_kb or ulimit -l (or run with CAP_IPC_LOCK) for the "
+            "whole AUX area";
+  }
   return l;
 }
 
 CheckLine ContainerLine(const HostFacts& f) {
   CheckLine l{.ok = true, .fatal = false, .name = "container", .detail = "none detected", .fix = {}};
   if (!f.container_hints.empty()) {
+    // Not fatal (the PMU and paranoid lines decide), but not OK either: a warning.
+    l.ok = false;
     l.detail = f.container_hints.front();
     for (size_t i = 1; i < f.container_hints.size(); ++i) l.detail += ", " + f.container_hints[i];
-    l.detail += " (perf_event_open may be blocked: docker needs --cap-add PERFMON or a "
-                "seccomp profile allowing perf_event_open)";
+    l.fix = "perf_event_open may be blocked: docker needs --cap-add PERFMON or a seccomp profile "
+            "allowing perf_event_open";
   }
   return l;
 }
@@ -332,7 +339,9 @@ bool CanRecord(const std::vector<CheckLine>& lines) {
 }
 
 std::string FormatCheckLine(const CheckLine& line) {
-  std::string text = (line.ok ? "OK      " : "MISSING ") + line.name + ": " + line.detail;
+  // Three states, never mixed in one line: OK, WARN (recording works, with a caveat), MISSING.
+  std::string state = line.ok ? "OK      " : line.fatal ? "MISSING " : "WARN    ";
+  std::string text = state + line.name + ": " + line.detail;
   if (!line.ok && !line.fix.empty()) text += " -- fix: " + line.fix;
   return text;
 }

@@ -84,8 +84,8 @@ struct RecordingNeeds {
 };
 
 struct CheckLine {
-  bool ok = false;
-  bool fatal = false;      // a MISSING line that stops recording
+  bool ok = false;         // OK: nothing to say beyond the detail
+  bool fatal = false;      // not ok and stops recording (MISSING); not ok otherwise is a WARN
   std::string name;        // "cpu", "intel_pt PMU", ...
   std::string detail;      // what we found
   std::string fix;         // what to do (MISSING lines)
@@ -93,7 +93,8 @@ struct CheckLine {
 
 std::vector<CheckLine> EvaluateHost(const HostFacts& facts, const RecordingNeeds& needs);
 bool CanRecord(const std::vector<CheckLine>& lines);  // no fatal line
-std::string FormatCheckLine(const CheckLine& line);   // "OK      name: detail" / "MISSING name: ..."
+// "OK      name: detail", "WARN    name: detail -- fix: ...", "MISSING name: detail -- fix: ...".
+std::string FormatCheckLine(const CheckLine& line);
 
 // The one-line reason recording cannot start on a host without the PT PMU, pointing at
 // pt-emulate; nullopt when the PMU is there.

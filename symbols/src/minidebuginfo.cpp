@@ -125,6 +125,13 @@ bool MiniDebugInfoSymbolizer::Has(const std::string& path) {
   return impl_->Load(path) != nullptr;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> MiniDebugInfoSymbolizer::Functions(
+    const std::string& path) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  Impl::Module* module = impl_->Load(path);
+  return module == nullptr ? std::vector<std::pair<uint64_t, uint64_t>>{} : module->functions;
+}
+
 MiniSymbol MiniDebugInfoSymbolizer::Symbolize(const std::string& path, uint64_t vaddr) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   MiniSymbol result;

@@ -33,6 +33,8 @@ class MiniDebugInfoSymbolizer {
   // Whether `path` has usable MiniDebugInfo (decompresses it on first use).
   bool Has(const std::string& path);
   MiniSymbol Symbolize(const std::string& path, uint64_t vaddr);
+  // Its function symbols as (start, size), sorted; empty without MiniDebugInfo.
+  std::vector<std::pair<uint64_t, uint64_t>> Functions(const std::string& path);
 
  private:
   struct Impl;

@@ -8,7 +8,6 @@
 #include <system_error>
 
 #include "ptscope/symbols.h"
-#include "ptscope/symbols.h"
 
 namespace ptscope::symbols {
 namespace fs = std::filesystem;
@@ -130,13 +129,41 @@ std::optional<ModuleResolver::Candidate> ModuleResolver::Probe(
     return std::nullopt;
   }
   if (!build_id.empty() && elf->build_id != build_id) {
-    if (report_mismatch) {
-      Note("rebuilt binary: build id " + format::ToHex(elf->build_id) + " at " + path +
-           ", capture needs " + format::ToHex(build_id));
-    }
+    if (report_mismatch) NoteRefused(path, elf->build_id, path, build_id);
     return std::nullopt;
   }
   return Candidate{path, std::move(*elf)};
+}
+
+void ModuleResolver::NoteRefused(const std::string& path, const std::vector<uint8_t>& file_id,
+                                 const std::string& recorded_path,
+                                 const std::vector<uint8_t>& build_id) {
+  std::string has = file_id.empty() ? "no build id" : "build id " + format::ToHex(file_id);
+  if (path == recorded_path) {
+    Note("refused " + path + ": " + has + ", but the capture recorded build id " +
+         format::ToHex(build_id) + " for it (a rebuilt binary: its addresses do not match)");
+  } else {
+    Note("refused " + path + ": " + has + ", but the capture's " + recorded_path +
+         " has build id " + format::ToHex(build_id) + " (another build: its addresses do not "
+         "match)");
+  }
+}
+
+// A file in --symbols named like the module (or like its debug file) but of another build is
+// what a user who copied the wrong binary has: say so, naming both build ids.
+void ModuleResolver::NoteRefusedByName(const std::string& recorded_path,
+                                       const std::vector<uint8_t>& build_id) {
+  if (symbol_dirs_.empty() || build_id.empty() || recorded_path.empty()) return;
+  ScanSymbolDirs();
+  std::string name = fs::path(recorded_path).filename().string();
+  for (const std::string& candidate : {name, name + ".debug"}) {
+    auto range = scanned_by_name_.equal_range(candidate);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second.second != build_id) {
+        NoteRefused(it->second.first, it->second.second, recorded_path, build_id);
+      }
+    }
+  }
 }
 
 void ModuleResolver::ScanSymbolDirs() {
@@ -162,7 +189,9 @@ void ModuleResolver::ScanSymbolDirs() {
         continue;
       }
       Result<ElfInfo> elf = ReadElfInfo(path);
-      if (elf && !elf->build_id.empty()) scanned_files_.emplace(format::ToHex(elf->build_id), path);
+      if (!elf) continue;
+      scanned_by_name_.emplace(it->path().filename().string(), std::make_pair(path, elf->build_id));
+      if (!elf->build_id.empty()) scanned_files_.emplace(format::ToHex(elf->build_id), path);
     }
   }
 }
@@ -248,6 +277,7 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
       Note(fetched.error().message);
     }
   }
+  if (!code.elf.has_symtab && !code.elf.has_debug_info) NoteRefusedByName(recorded_path, build_id);
   origin = "code file";
   return code.path;  // the binary itself: its symbol table (and DWARF, if not stripped)
 }
@@ -339,6 +369,7 @@ const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
     }
   }
   ModuleFiles files;
+  if (!code) NoteRefusedByName(recorded_path, build_id);
   if (code) {
     files.debug_path = FindDebugFile(*code, build_id, recorded_path, files.debug_origin);
     files.debug_path =

@@ -4,11 +4,11 @@
 #include <llvm/DebugInfo/Symbolize/Symbolize.h>
 #include <llvm/Object/ELFObjectFile.h>
 #include <llvm/Object/ObjectFile.h>
-#include <llvm/Support/TargetSelect.h>
 
 #include <algorithm>
 #include <set>
 
+#include "function_bounds.h"
 #include "inline_spans.h"
 #include "minidebuginfo.h"
 #include "ptscope/symbols.h"
@@ -24,83 +24,53 @@ struct FunctionEntry {
 
 bool IsBad(const std::string& text) { return text.empty() || text == llvm::DILineInfo::BadString; }
 
-// Function symbols sorted by address; .symtab when present, else .dynsym.
-std::vector<FunctionEntry> LoadFunctionTable(const std::string& path, std::string* error) {
-  std::vector<FunctionEntry> table;
+// A module's symbols (.symtab when present, else .dynsym), sorted by address: `functions`, the
+// function symbols (their entries are where calls go: tail calls are told by them), and `named`,
+// every symbol LLVM's symbolizer names code by (also assembly labels without a type, and data),
+// for the named stretches.
+struct SymbolTables {
+  std::vector<FunctionEntry> functions;
+  std::vector<FunctionEntry> named;
+};
+
+SymbolTables LoadSymbolTables(const std::string& path, std::string* error) {
+  SymbolTables tables;
   auto owning = llvm::object::ObjectFile::createObjectFile(path);
   if (!owning) {
     *error = llvm::toString(owning.takeError());
-    return table;
+    return tables;
   }
   const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
-  if (elf == nullptr) return table;
+  if (elf == nullptr) return tables;
   auto add = [&](const llvm::object::ELFSymbolRef& symbol) {
     auto type = symbol.getType();
     auto address = symbol.getAddress();
-    if (!type || !address) {
+    auto section = symbol.getSection();
+    if (!type || !address || !section) {
       if (!type) llvm::consumeError(type.takeError());
       if (!address) llvm::consumeError(address.takeError());
+      if (!section) llvm::consumeError(section.takeError());
       return;
     }
-    if (*type == llvm::object::SymbolRef::ST_Function && *address != 0) {
-      table.push_back(FunctionEntry{*address, symbol.getSize()});
+    if (*address == 0 || *section == elf->section_end()) return;  // undefined or absolute
+    FunctionEntry entry{*address, symbol.getSize()};
+    if (*type == llvm::object::SymbolRef::ST_Function) tables.functions.push_back(entry);
+    const uint8_t elf_type = symbol.getELFType();
+    if (elf_type == llvm::ELF::STT_FUNC || elf_type == llvm::ELF::STT_GNU_IFUNC ||
+        elf_type == llvm::ELF::STT_OBJECT || elf_type == llvm::ELF::STT_NOTYPE) {
+      tables.named.push_back(entry);
     }
   };
   for (const llvm::object::ELFSymbolRef symbol : elf->symbols()) add(symbol);
-  if (table.empty()) {
+  if (tables.functions.empty() && tables.named.empty()) {
     for (const llvm::object::ELFSymbolRef symbol : elf->getDynamicSymbolIterators()) add(symbol);
   }
-  std::sort(table.begin(), table.end(), [](const FunctionEntry& a, const FunctionEntry& b) {
-    return a.start != b.start ? a.start < b.start : a.size > b.size;
-  });
-  return table;
-}
-
-// PLT stubs have no symbols of their own: without this table their code is named after the
-// nearest preceding symbol (`_init`, which ends where .plt starts). LLVM pairs each stub with
-// its GOT slot's relocation, the way objdump names `printf@plt`.
-struct PltEntry {
-  uint64_t start = 0;
-  uint64_t size = 16;  // x86-64 .plt/.plt.sec stubs; .plt.got stubs are 8 bytes
-  std::string name;    // "printf@plt"
-};
-
-std::vector<PltEntry> LoadPltTable(const std::string& path) {
-  static const bool targets_ready = [] {
-    LLVMInitializeX86TargetInfo();
-    LLVMInitializeX86TargetMC();
-    return true;
-  }();
-  (void)targets_ready;
-  std::vector<PltEntry> table;
-  auto owning = llvm::object::ObjectFile::createObjectFile(path);
-  if (!owning) {
-    llvm::consumeError(owning.takeError());  // LoadFunctionTable reports the same failure
-    return table;
+  for (std::vector<FunctionEntry>* table : {&tables.functions, &tables.named}) {
+    std::sort(table->begin(), table->end(), [](const FunctionEntry& a, const FunctionEntry& b) {
+      return a.start != b.start ? a.start < b.start : a.size > b.size;
+    });
   }
-  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
-  if (elf == nullptr) return table;
-  uint64_t first_lazy_stub = UINT64_MAX;
-  for (const llvm::object::ELFPltEntry& entry : elf->getPltEntries()) {
-    if (entry.Section == ".plt") first_lazy_stub = std::min(first_lazy_stub, entry.Address);
-    if (!entry.Symbol) continue;
-    auto name = llvm::object::ELFSymbolRef(llvm::object::SymbolRef(*entry.Symbol, elf)).getName();
-    if (!name) {
-      llvm::consumeError(name.takeError());
-      continue;
-    }
-    uint64_t size = entry.Section == ".plt.got" ? 8 : 16;
-    if (!name->empty()) table.push_back(PltEntry{entry.Address, size, name->str() + "@plt"});
-  }
-  // The 16-byte header before the first lazy stub (PLT0) pushes the link map and jumps to
-  // ld.so's resolver: every first call of a lazily bound function passes through it. Named
-  // like objdump's <.plt>.
-  if (first_lazy_stub != UINT64_MAX && first_lazy_stub >= 16) {
-    table.push_back(PltEntry{first_lazy_stub - 16, 16, ".plt"});
-  }
-  std::sort(table.begin(), table.end(),
-            [](const PltEntry& a, const PltEntry& b) { return a.start < b.start; });
-  return table;
+  return tables;
 }
 
 }  // namespace
@@ -116,8 +86,15 @@ struct Symbolizer::Impl {
   }
   std::mutex mutex;
   llvm::symbolize::LLVMSymbolizer llvm_symbolizer;
-  std::unordered_map<std::string, std::vector<FunctionEntry>> function_tables;
-  std::unordered_map<std::string, std::vector<PltEntry>> plt_tables;
+  // Per debug file: its tables, each loaded on first use.
+  struct ModuleTables {
+    std::optional<SymbolTables> symbols;
+    std::optional<std::vector<PltStub>> plt;              // from the code file
+    std::optional<std::vector<CodeRange>> fdes;           // .eh_frame of the code file
+    std::optional<std::vector<std::pair<uint64_t, bool>>> named;  // see NamedStretches
+  };
+  std::unordered_map<std::string, ModuleTables> tables;
+  std::unordered_map<std::string, std::string> code_files;  // debug path -> code path
   std::map<std::pair<std::string, uint64_t>, Symbol> cache;
   std::set<std::string> failed_modules;
   std::vector<std::string> failures;
@@ -152,39 +129,133 @@ struct Symbolizer::Impl {
         path, {vaddr, llvm::object::SectionedAddress::UndefSection});
   }
 
-  const std::vector<FunctionEntry>& Table(const std::string& path) {
-    auto it = function_tables.find(path);
-    if (it != function_tables.end()) return it->second;
-    std::string error;
-    std::vector<FunctionEntry> table = LoadFunctionTable(path, &error);
-    if (!error.empty()) Fail(path, error);
-    return function_tables.emplace(path, std::move(table)).first->second;
+  const std::string& CodeFileOf(const std::string& path) const {
+    auto it = code_files.find(path);
+    return it == code_files.end() ? path : it->second;
+  }
+  const SymbolTables& Symbols(const std::string& path) {
+    ModuleTables& t = tables[path];
+    if (!t.symbols) {
+      std::string error;
+      t.symbols = LoadSymbolTables(path, &error);
+      if (!error.empty()) Fail(path, error);
+    }
+    return *t.symbols;
+  }
+  const std::vector<FunctionEntry>& Functions(const std::string& path) {
+    return Symbols(path).functions;
+  }
+  const std::vector<PltStub>& Plt(const std::string& path) {
+    ModuleTables& t = tables[path];
+    if (!t.plt) t.plt = LoadPltStubs(CodeFileOf(path), path);
+    return *t.plt;
+  }
+  const std::vector<CodeRange>& Fdes(const std::string& path) {
+    ModuleTables& t = tables[path];
+    if (!t.fdes) t.fdes = LoadFdeRanges(CodeFileOf(path));
+    return *t.fdes;
   }
   void Fail(const std::string& path, const std::string& reason) {
     if (failed_modules.insert(path).second) failures.push_back(path + ": " + reason);
   }
   // The PLT stub holding vaddr, or nullptr.
-  const PltEntry* PltStub(const std::string& path, uint64_t vaddr) {
-    auto it = plt_tables.find(path);
-    if (it == plt_tables.end()) it = plt_tables.emplace(path, LoadPltTable(path)).first;
-    const std::vector<PltEntry>& table = it->second;
+  const PltStub* Stub(const std::string& path, uint64_t vaddr) {
+    const std::vector<PltStub>& table = Plt(path);
     auto next = std::upper_bound(table.begin(), table.end(), vaddr,
-                                 [](uint64_t a, const PltEntry& e) { return a < e.start; });
+                                 [](uint64_t a, const PltStub& e) { return a < e.start; });
     if (next == table.begin()) return nullptr;
     --next;
     return vaddr - next->start < next->size ? &*next : nullptr;
   }
-  uint64_t StartFromTable(const std::string& path, uint64_t vaddr) {
-    if (const PltEntry* stub = PltStub(path, vaddr)) return stub->start;
-    const std::vector<FunctionEntry>& table = Table(path);
+  // Entry of the function holding vaddr by name: a PLT stub, a symbol (the symbol table, else
+  // MiniDebugInfo); 0 when none covers it.
+  uint64_t StartFromSymbols(const std::string& path, uint64_t vaddr) {
+    if (const PltStub* stub = Stub(path, vaddr)) return stub->start;
+    const std::vector<FunctionEntry>& table = Functions(path);
     auto it = std::upper_bound(table.begin(), table.end(), vaddr,
                                [](uint64_t a, const FunctionEntry& e) { return a < e.start; });
-    if (it == table.begin()) return 0;
-    --it;
-    if (it->size == 0 || vaddr - it->start < it->size) return it->start;
-    return 0;
+    if (it != table.begin()) {
+      --it;
+      if (it->size == 0 || vaddr - it->start < it->size) return it->start;
+    }
+    return mini.Symbolize(path, vaddr).function_start;
   }
+  // Entry of the .eh_frame FDE holding vaddr (stripped code keeps them); 0 when none does.
+  uint64_t StartFromFde(const std::string& path, uint64_t vaddr) {
+    const std::vector<CodeRange>& fdes = Fdes(path);
+    auto fde = std::upper_bound(fdes.begin(), fdes.end(), vaddr,
+                                [](uint64_t a, const CodeRange& r) { return a < r.start; });
+    if (fde == fdes.begin()) return 0;
+    --fde;
+    return vaddr - fde->start < fde->size ? fde->start : 0;
+  }
+  const std::vector<std::pair<uint64_t, bool>>& NamedStretches(const std::string& path);
 };
+
+// Stretches of a module's code (in vaddr order, each from its start to the next one's) that are
+// all named or all unnamed: named are the symbols LLVM's symbolizer names code by (a sized one
+// over its size, an unsized one until the next symbol), PLT stubs and MiniDebugInfo functions;
+// unnamed the FDEs no name covers. Padding between two functions belongs to the first, so that
+// a fully named module is one stretch (the decoder asks again only when code crosses a stretch).
+const std::vector<std::pair<uint64_t, bool>>& Symbolizer::Impl::NamedStretches(
+    const std::string& path) {
+  ModuleTables& t = tables[path];
+  if (t.named) return *t.named;
+  struct Interval {
+    uint64_t start, end;
+    bool named;
+  };
+  std::vector<Interval> intervals;
+  auto add_functions = [&](const std::vector<std::pair<uint64_t, uint64_t>>& functions) {
+    for (size_t i = 0; i < functions.size(); ++i) {
+      auto [start, size] = functions[i];
+      uint64_t end = start + size;
+      if (size == 0) end = i + 1 < functions.size() && functions[i + 1].first > start
+                               ? functions[i + 1].first : start + 1;
+      intervals.push_back({start, end, true});
+    }
+  };
+  std::vector<std::pair<uint64_t, uint64_t>> functions;
+  for (const FunctionEntry& f : Symbols(path).named) {
+    // At one address LLVM keeps the largest size (the table is sorted so: the first).
+    if (functions.empty() || functions.back().first != f.start) functions.emplace_back(f.start, f.size);
+  }
+  add_functions(functions);
+  add_functions(mini.Functions(path));
+  for (const PltStub& stub : Plt(path)) intervals.push_back({stub.start, stub.start + stub.size, true});
+  std::sort(intervals.begin(), intervals.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  // The union of the named intervals, to leave out FDEs of named functions.
+  std::vector<std::pair<uint64_t, uint64_t>> covered;
+  for (const Interval& i : intervals) {
+    if (!covered.empty() && i.start <= covered.back().second) {
+      covered.back().second = std::max(covered.back().second, i.end);
+    } else {
+      covered.emplace_back(i.start, i.end);
+    }
+  }
+  for (const CodeRange& fde : Fdes(path)) {
+    auto after = std::upper_bound(covered.begin(), covered.end(), std::make_pair(fde.start, UINT64_MAX));
+    bool named = after != covered.begin() && fde.start < std::prev(after)->second;
+    if (!named) intervals.push_back({fde.start, fde.start + fde.size, false});
+  }
+  std::stable_sort(intervals.begin(), intervals.end(),
+                   [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<std::pair<uint64_t, bool>> stretches = {{0, false}};
+  for (const Interval& i : intervals) {
+    if (i.named == stretches.back().second) continue;
+    if (i.start == stretches.back().first) {
+      stretches.back().second = i.named;  // nothing before it at that address
+      if (stretches.size() > 1 && stretches[stretches.size() - 2].second == i.named) {
+        stretches.pop_back();
+      }
+    } else {
+      stretches.emplace_back(i.start, i.named);
+    }
+  }
+  t.named = std::move(stretches);
+  return *t.named;
+}
 
 Symbolizer::Symbolizer() : impl_(std::make_unique<Impl>()) {}
 Symbolizer::~Symbolizer() = default;
@@ -195,7 +266,7 @@ Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
   auto cached = impl_->cache.find(key);
   if (cached != impl_->cache.end()) return cached->second;
   Symbol symbol;
-  if (const PltEntry* stub = impl_->PltStub(debug_path, vaddr)) {
+  if (const PltStub* stub = impl_->Stub(debug_path, vaddr)) {
     symbol.found = true;
     symbol.function = stub->name;
     symbol.function_start = stub->start;
@@ -225,16 +296,20 @@ Symbol Symbolizer::Symbolize(const std::string& debug_path, uint64_t vaddr) {
       }
     }
   }
-  uint64_t table_start = impl_->StartFromTable(debug_path, vaddr);
   if (!symbol.found) {
     MiniSymbol mini = impl_->mini.Symbolize(debug_path, vaddr);
     if (mini.found) {
       symbol.found = true;
       symbol.function = mini.function;
-      table_start = mini.function_start;
     }
   }
-  if (table_start != 0) symbol.function_start = table_start;
+  // The symbol table's entry over DWARF's (a function split in parts has one per part); the FDE
+  // for code without either.
+  if (uint64_t start = impl_->StartFromSymbols(debug_path, vaddr); start != 0) {
+    symbol.function_start = start;
+  } else if (symbol.function_start == 0) {
+    symbol.function_start = impl_->StartFromFde(debug_path, vaddr);
+  }
   impl_->cache.emplace(std::move(key), symbol);
   return symbol;
 }
@@ -244,7 +319,7 @@ std::shared_ptr<const InlineDepthSpan> Symbolizer::InlineDepths(const std::strin
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->failed_modules.count(debug_path) != 0) return nullptr;
   // PLT stubs have no inlined frames (Symbolize names them from the PLT table).
-  if (const PltEntry* stub = impl_->PltStub(debug_path, vaddr)) {
+  if (const PltStub* stub = impl_->Stub(debug_path, vaddr)) {
     auto span = std::make_shared<InlineDepthSpan>();
     span->begin = stub->start;
     span->end = stub->start + stub->size;
@@ -257,9 +332,34 @@ std::shared_ptr<const InlineDepthSpan> Symbolizer::InlineDepths(const std::strin
 
 uint64_t Symbolizer::FunctionStart(const std::string& debug_path, uint64_t vaddr) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  uint64_t start = impl_->StartFromTable(debug_path, vaddr);
-  if (start == 0) start = impl_->mini.Symbolize(debug_path, vaddr).function_start;
-  return start;
+  uint64_t start = impl_->StartFromSymbols(debug_path, vaddr);
+  return start != 0 ? start : impl_->StartFromFde(debug_path, vaddr);
+}
+
+void Symbolizer::SetCodeFile(const std::string& debug_path, const std::string& code_path) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  auto [it, inserted] = impl_->code_files.emplace(debug_path, code_path);
+  if (!inserted && it->second == code_path) return;
+  it->second = code_path;
+  // Tables read from the code file are read again from the right one.
+  Impl::ModuleTables& tables = impl_->tables[debug_path];
+  tables.plt.reset();
+  tables.fdes.reset();
+  tables.named.reset();
+  for (auto cached = impl_->cache.begin(); cached != impl_->cache.end();) {
+    cached = cached->first.first == debug_path ? impl_->cache.erase(cached) : std::next(cached);
+  }
+}
+
+NamedStretch Symbolizer::NamedStretchAt(const std::string& debug_path, uint64_t vaddr) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  const std::vector<std::pair<uint64_t, bool>>& stretches = impl_->NamedStretches(debug_path);
+  auto next = std::upper_bound(stretches.begin(), stretches.end(), std::make_pair(vaddr, true));
+  NamedStretch stretch;  // stretches.front() starts at 0: `next` is past it
+  stretch.begin = std::prev(next)->first;
+  stretch.named = std::prev(next)->second;
+  stretch.end = next == stretches.end() ? UINT64_MAX : next->first;
+  return stretch;
 }
 
 std::vector<std::string> Symbolizer::failures() const {

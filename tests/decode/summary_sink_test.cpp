@@ -258,6 +258,8 @@ TEST_CASE("summary JSON: the tables, the capture's totals, version 1, exact text
   totals.symbolized_instructions = 1000;
   totals.first_ns = 500;
   totals.last_ns = 600;
+  totals.traced_ns = 150;
+  totals.gap_ns = 40;
   totals.stats[Stat::kOverflowGaps] = 1;
   totals.stats[Stat::kMissingCodeGaps] = 2;
   totals.missing.push_back(MissingModule{"/lib/libgone.so", {0xab, 0x01}});
@@ -266,7 +268,8 @@ TEST_CASE("summary JSON: the tables, the capture's totals, version 1, exact text
   CHECK(json ==
         "{\"schema\": \"ptscope-summary\", \"version\": 1, \"times\": \"ns\",\n"
         " \"capture\": {\"threads\": 2, \"instructions\": 1234, \"symbolized_instructions\": "
-        "1000, \"span_ns\": 100, \"calls\": 6, \"gaps\": {\"overflow\": 1, \"lost_data\": 0, "
+        "1000, \"span_ns\": 100, \"traced_ns\": 150, \"gap_ns\": 40, \"calls\": 6, "
+        "\"gaps\": {\"overflow\": 1, \"lost_data\": 0, "
         "\"decode_error\": 0, \"missing_code\": 2}, \"missing_modules\": [{\"path\": "
         "\"/lib/libgone.so\", \"build_id\": \"ab01\"}]},\n"
         " \"instructions_counted\": false,\n"
@@ -293,7 +296,8 @@ TEST_CASE("summary JSON: nothing decoded is still a whole document") {
   CHECK(SummarizeJson(namer, nullptr, [](SliceSink&) {}) ==
         "{\"schema\": \"ptscope-summary\", \"version\": 1, \"times\": \"ns\",\n"
         " \"capture\": {\"threads\": 0, \"instructions\": 0, \"symbolized_instructions\": 0, "
-        "\"span_ns\": 0, \"calls\": 0, \"gaps\": {\"overflow\": 0, \"lost_data\": 0, "
+        "\"span_ns\": 0, \"traced_ns\": 0, \"gap_ns\": 0, \"calls\": 0, \"gaps\": "
+        "{\"overflow\": 0, \"lost_data\": 0, "
         "\"decode_error\": 0, \"missing_code\": 0}, \"missing_modules\": []},\n"
         " \"instructions_counted\": false,\n"
         " \"functions\": [],\n"

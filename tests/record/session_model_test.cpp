@@ -74,5 +74,53 @@ TEST_CASE("model: full mode streams every byte as the kernel commits it") {
   CHECK(joined == stream);
 }
 
+TEST_CASE("issue 24: what maps the code is written before the PT that needs it, so a cut "
+          "archive keeps the sideband of every PT chunk it holds") {
+  KernelModel model;
+  ModelRun run(model);
+  run.session.argv = {"/bin/sleep", "30"};
+  int step = 0, pid = -1;
+  model.on_poll = [&](KernelModel& m) {
+    if (step == 0) {
+      pid = run.TargetPid();
+      m.SchedIn(pid, pid, 0);
+      perf::MmapRecord mapping;  // a library the target maps just before running it
+      mapping.pid = mapping.tid = static_cast<uint32_t>(pid);
+      mapping.addr = 0x7f0000000000;
+      mapping.len = 0x2000;
+      mapping.prot = 5;
+      mapping.flags = 2;
+      mapping.filename = "/usr/lib/model/late.so";
+      m.Mmap2(pid, pid, mapping);
+      m.WritePt(pid, MakePtStream(2000));
+      m.SchedOut(pid);
+      ::kill(::getpid(), SIGINT);  // the snapshot comes before the loop drains the rings
+    }
+    ++step;
+  };
+  auto summary = run.Run();
+  KillTarget(pid);
+  REQUIRE_MESSAGE(summary, summary.error().message);
+  // Walk the file in order: the MMAP2 must come before the first PT chunk.
+  auto reader = format::ArchiveReader::Open(run.session.output);
+  REQUIRE(reader);
+  bool mapped = false, pt_seen = false;
+  while (auto chunk = (*reader)->Next()) {
+    if (std::holds_alternative<format::PtDataChunk>(*chunk)) {
+      pt_seen = true;
+      CHECK(mapped);
+    } else if (const auto* sideband = std::get_if<format::SidebandChunk>(&*chunk)) {
+      perf::RecordIterator it(sideband->records, SidebandLayout());
+      while (auto next = it.Next()) {
+        REQUIRE(*next);
+        const auto* mmap = std::get_if<perf::MmapRecord>(&next->value().body);
+        if (mmap != nullptr && mmap->filename == "/usr/lib/model/late.so") mapped = true;
+      }
+    }
+  }
+  CHECK(pt_seen);
+  CHECK(mapped);
+}
+
 }  // namespace
 }  // namespace ptscope::record::testing

@@ -157,7 +157,36 @@ TEST_CASE("resolver: recorded path, build-id dir, plain dir, rebuilt binary refu
     CHECK(files.code_path.empty());
     REQUIRE(resolver.notes().size() == 1);
     CHECK(resolver.notes()[0] ==
-          "rebuilt binary: build id " + hex2 + " at " + prog2 + ", capture needs " + hex);
+          "refused " + prog2 + ": build id " + hex2 + ", but the capture recorded build id " + hex +
+              " for it (a rebuilt binary: its addresses do not match)");
+  }
+  SUBCASE("a file in --symbols named like the module but of another build is reported") {
+    TempDir dir;
+    fs::copy_file(prog2, dir.path / "prog");
+    ModuleResolver resolver({dir.path.string()});
+    const ModuleFiles& files = resolver.Resolve("/gone/prog", id);
+    CHECK(files.code_path.empty());
+    REQUIRE(resolver.notes().size() == 1);
+    CHECK(resolver.notes()[0] == "refused " + (dir.path / "prog").string() + ": build id " + hex2 +
+                                     ", but the capture's /gone/prog has build id " + hex +
+                                     " (another build: its addresses do not match)");
+  }
+  SUBCASE("a stripped binary's debug file of another build in --symbols is reported") {
+    TempDir dir;
+    std::string app = (dir.path / "app").string();
+    REQUIRE(std::system(("objcopy --strip-all '" + prog + "' '" + app + "'").c_str()) == 0);
+    fs::create_directories(dir.path / "syms");
+    REQUIRE(std::system(("objcopy --only-keep-debug '" + prog2 + "' '" +
+                         (dir.path / "syms" / "app.debug").string() + "'").c_str()) == 0);
+    ModuleResolver resolver({(dir.path / "syms").string()});
+    const ModuleFiles& files = resolver.Resolve(app, id);
+    CHECK(files.code_path == app);
+    CHECK(files.debug_path == app);
+    REQUIRE(resolver.notes().size() == 1);
+    CHECK(resolver.notes()[0] == "refused " + (dir.path / "syms" / "app.debug").string() +
+                                     ": build id " + hex2 + ", but the capture's " + app +
+                                     " has build id " + hex +
+                                     " (another build: its addresses do not match)");
   }
   SUBCASE(".build-id layout: stripped binary + .debug from different files") {
     TempDir dir;

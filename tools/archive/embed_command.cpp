@@ -1,10 +1,12 @@
 // pt-archive embed IN.ptar --symbols DIR [--symbols DIR2 ...] [--debug-info] [-o OUT.ptar]
 //
 // Copies the binaries the archive's sideband maps (every module with a build id, from MMAP2
-// records and Module chunks) into the archive as kElf blobs, found by build id in the --symbols
-// directories through symbols::ModuleResolver (DIR/.build-id/xx/rest, then any ELF file below DIR
-// whose own build id matches). --debug-info also embeds separate debug files (kDebugInfo).
-// A file with the module's name but another build id is refused, naming both ids. Every other
+// records and Module chunks) into the archive as kElf blobs, found by build id through
+// symbols::ModuleResolver in pt-decode's order: the recorded path (when its build id matches),
+// then the --symbols directories (DIR/.build-id/xx/rest, then any ELF file below DIR whose own
+// build id matches). --debug-info also embeds separate debug files (kDebugInfo, including
+// /usr/lib/debug). A file with the module's name but another build id is refused, naming both
+// ids. Every other
 // chunk stays byte-identical (archive_splice.h); the result replaces OUT (default: IN)
 // atomically, mode 0600. Nothing missing means nothing is rewritten.
 #include <cinttypes>
@@ -85,47 +87,6 @@ Result<std::vector<uint8_t>> ReadBytes(const std::string& path) {
   return bytes;
 }
 
-// Files below `dirs` by file name, built on first use (one walk however many modules miss).
-class NameIndex {
- public:
-  explicit NameIndex(const std::vector<std::string>& dirs) : dirs_(dirs) {}
-  const std::vector<std::string>& Find(const std::string& name) {
-    if (!built_) Build();
-    static const std::vector<std::string> kNone;
-    auto it = by_name_.find(name);
-    return it == by_name_.end() ? kNone : it->second;
-  }
-
- private:
-  void Build() {
-    built_ = true;
-    for (const std::string& dir : dirs_) {
-      std::error_code ec;
-      fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
-      for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-        if (it->is_regular_file(ec)) by_name_[it->path().filename().string()].push_back(it->path());
-      }
-    }
-  }
-  std::vector<std::string> dirs_;
-  bool built_ = false;
-  std::map<std::string, std::vector<std::string>> by_name_;
-};
-
-// Files named like the module but carrying another build id: the user probably put a rebuilt
-// binary there. Returns "refused FILE: build id X, capture needs Y (PATH)" lines.
-std::vector<std::string> Refusals(NameIndex& index, const NeededModule& m) {
-  std::vector<std::string> lines;
-  for (const std::string& path : index.Find(fs::path(m.path).filename().string())) {
-    Result<symbols::ElfInfo> elf = symbols::ReadElfInfo(path);
-    if (!elf || elf->build_id == m.build_id) continue;
-    lines.push_back("refused " + path + ": build id " +
-                    (elf->build_id.empty() ? "none" : fmt::ToHex(elf->build_id)) +
-                    ", capture needs " + fmt::ToHex(m.build_id) + " (" + m.path + ")");
-  }
-  return lines;
-}
-
 struct EmbedPlan {
   SpliceEdits edits;
   std::vector<std::string> lines;  // the report, one line per module and file
@@ -147,7 +108,6 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
   std::vector<NeededModule> modules = CollectModules(a, plan.lines);
   std::set<std::string> have_code, have_debug;
   symbols::ModuleResolver resolver(dirs);
-  NameIndex names(dirs);
   for (const fmt::Chunk& chunk : a.chunks) {
     const auto* blob = std::get_if<fmt::BlobChunk>(&chunk);
     if (blob == nullptr || blob->build_id.empty()) continue;
@@ -167,20 +127,33 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
       ++plan.present;
       continue;
     }
-    // No recorded path: only the --symbols directories (and embedded copies) are searched.
-    const symbols::ModuleFiles& files = resolver.Resolve("", m.build_id);
+    bool debug_embedded_as_code = false;
+    // As pt-decode finds it: an embedded copy, the recorded path, the --symbols directories.
+    const symbols::ModuleFiles& files = resolver.Resolve(m.path, m.build_id);
     if (code_present) {
       plan.lines.push_back("present    " + what);
       ++plan.present;
     } else if (files.code_path.empty()) {
       plan.lines.push_back("not found  " + what);
       ++plan.not_found;
-      for (std::string& line : Refusals(names, m)) plan.lines.push_back("  " + line);
       continue;
     } else {
-      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(files.code_path));
-      plan.lines.push_back("embedded   " + what + " from " + files.code_path + " (" +
-                           std::to_string(data.size()) + " bytes)");
+      // An unstripped copy of the same build found for its symbols holds the same code and its
+      // names: embed it instead of the stripped file.
+      std::string code_file = files.code_path, origin = files.code_origin;
+
+      if (!files.debug_path.empty() && RealPath(files.debug_path) != RealPath(code_file)) {
+        Result<symbols::ElfInfo> debug = symbols::ReadElfInfo(files.debug_path);
+        if (debug && debug->build_id == m.build_id && !debug->code_is_nobits &&
+            (debug->has_symtab || debug->has_debug_info)) {
+          code_file = RealPath(files.debug_path);
+          origin = files.debug_origin + ", unstripped";
+          debug_embedded_as_code = true;
+        }
+      }
+      PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(code_file));
+      plan.lines.push_back("embedded   " + what + " from " + code_file + " (" +
+                           std::to_string(data.size()) + " bytes, " + origin + ")");
       plan.edits.append.push_back(MakeBlob(fmt::BlobKind::kElf, m, std::move(data)));
       ++plan.embedded;
       if (m.module_chunk) {
@@ -201,6 +174,7 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
     // The resolver may hand out a symlink of its own (split DWARF): compare the real files.
     std::string debug_file = RealPath(files.debug_path);
     bool separate_debug = !debug_file.empty() && debug_file != RealPath(files.code_path);
+    if (debug_embedded_as_code) separate_debug = false;
     if (separate_debug && debug_info && have_debug.count(hex) == 0) {
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> data, ReadBytes(debug_file));
       plan.lines.push_back("debug info " + what + " from " + debug_file + " (" +
@@ -221,12 +195,12 @@ Result<EmbedPlan> Plan(const SplicedArchive& a, const std::vector<std::string>& 
 
 int RunEmbed(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
-  const char* synopsis = "IN.ptar --symbols DIR [--symbols DIR ...] [--debug-info] [-o OUT.ptar]";
+  const char* synopsis = "IN.ptar [--symbols DIR ...] [--debug-info] [-o OUT.ptar]";
   po::options_description options("embed options");
   options.add_options()
-      ("symbols", po::value<std::vector<std::string>>()->required(),
+      ("symbols", po::value<std::vector<std::string>>()->default_value({}, ""),
        "directory to search by build id (DIR/.build-id/xx/rest[.debug], or any ELF file below "
-       "DIR); repeatable")
+       "DIR) after the recorded paths; repeatable")
       ("debug-info", "also embed separate debug files (DIR/.build-id/xx/rest.debug, "
        ".gnu_debuglink)")
       ("output,o", po::value<std::string>(), "write OUT.ptar instead of replacing IN.ptar");

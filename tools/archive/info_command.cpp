@@ -141,6 +141,26 @@ void PrintRest(const fmt::Archive& a) {
 
 }  // namespace
 
+// Each key once, where it first appears, with its value in force (the last: a recorder writes
+// some again at the end, e.g. pt-record's time.* once the kernel has filled them in).
+void PrintMetadata(const fmt::Archive& a) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::string>> values;
+  for (const auto& [key, value] : a.metadata) {
+    std::vector<std::string>& seen = values[key];
+    if (seen.empty()) order.push_back(key);
+    if (seen.empty() || seen.back() != value) seen.push_back(value);
+  }
+  std::printf("metadata (%zu):\n", order.size());
+  for (const std::string& key : order) {
+    const std::vector<std::string>& seen = values[key];
+    std::string earlier;
+    for (size_t i = 0; i + 1 < seen.size(); ++i) earlier += (i ? ", " : "") + seen[i];
+    std::printf("  %s = %s%s\n", key.c_str(), seen.back().c_str(),
+                earlier.empty() ? "" : (" (earlier: " + earlier + ")").c_str());
+  }
+}
+
 int RunInfo(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description options("info options");
@@ -162,8 +182,7 @@ int RunInfo(const std::vector<std::string>& args) {
   std::printf("status: %s\n", a.damage     ? "damaged (see the error below)"
                               : a.complete ? "complete"
                                            : "incomplete (no End chunk: the capture was cut off)");
-  std::printf("metadata (%zu):\n", a.metadata.size());
-  for (const auto& [key, value] : a.metadata) std::printf("  %s = %s\n", key.c_str(), value.c_str());
+  PrintMetadata(a);
   PrintPtStreams(a, vm.count("pieces") > 0);
   PrintSideband(a);
   PrintRest(a);

@@ -75,6 +75,11 @@ void GroundTruthWriter::Add(uint32_t tid, uint64_t ip) {
   if (buffer_.size() >= (1u << 20)) Drain();
 }
 
+void GroundTruthWriter::Flush() {
+  Drain();
+  if (std::fflush(file_) != 0) failed_ = true;
+}
+
 void GroundTruthWriter::Drain() {
   if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
     failed_ = true;

@@ -54,6 +54,8 @@ class GroundTruthWriter {
   static Result<std::unique_ptr<GroundTruthWriter>> Create(const std::string& path);
   ~GroundTruthWriter();
   void Add(uint32_t tid, uint64_t ip);
+  // Hands what is buffered to the kernel (a killed pt-emulate keeps it).
+  void Flush();
   Status Close();
 
  private:
@@ -163,6 +165,10 @@ class Tracer {
   Status DetachAll();
   void DrainStepTrap(Thread& t);
   Status WriteTimeSync();
+  // Hands what was traced so far to the archive: the ground truth first (so that it always holds
+  // every instruction the PT written after it describes), then full mode's PT pieces, the time
+  // sync pairs and the sideband. A killed pt-emulate loses only what came after.
+  Status FlushOutputs();
   uint64_t ResolveTrigger(ProcessState& process) const;
   Status ArmStartAt(ProcessState& process, Thread& t);
   Status CheckDeferred();

@@ -88,7 +88,19 @@ Result<record::SourceEvents> Tracer::Run(uint64_t deadline_ns) {
     }
   }
   if (threads_.empty()) events.target_gone = true;
+  PTSCOPE_TRY(FlushOutputs());
   return events;
+}
+
+Status Tracer::FlushOutputs() {
+  if (truth_ != nullptr && !capture_ended_) truth_->Flush();
+  if (options_.snapshot_size == 0) {
+    PTSCOPE_TRY(ForEachStream([&](PtEncoderModel&, StreamOutput& output) {
+      return output.Flush(clock_);
+    }));
+  }
+  PTSCOPE_TRY(WriteTimeSync());
+  return writer_->FlushSideband();
 }
 
 // One wait: a stop handled (true), or an interrupted wait (false: a signal or the deadline).

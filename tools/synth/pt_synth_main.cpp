@@ -88,8 +88,9 @@ int main(int argc, char** argv) {
   if (parsed->help) return 0;
   auto summary = ptscope::synth::WriteSynthCapture(parsed->options);
   if (!summary) {
+    // An archive already begun keeps what was written, readable and without its End chunk (so
+    // it does not pass for a complete capture); one that could not even be begun is not left.
     std::fprintf(stderr, "pt-synth: %s\n", summary.error().message.c_str());
-    std::remove(parsed->options.output.c_str());  // never leave a capture that looks usable
     return 1;
   }
   const auto& s = *summary;

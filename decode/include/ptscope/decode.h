@@ -45,6 +45,9 @@ struct PipelineOptions {
   // Called after each decode unit with (PT bytes decoded or skipped so far, PT bytes in all);
   // may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
+  // Decode without writing any output (options.output_path is not opened): the summary's
+  // counts only, e.g. per_thread.
+  bool count_only = false;
 };
 
 // Why trace is missing where a gap is (each gap is also counted: Stat below).
@@ -56,6 +59,9 @@ enum class GapCause : uint8_t {
   kTraceStart,     // not a gap: first sync point of a stream (kept for symmetry; never emitted)
 };
 const char* GapCauseName(GapCause cause);
+
+// A duration as the summaries print it: "9794 ns", "15.825 us", "1.500 ms", "12.000 s".
+std::string FormatDuration(uint64_t ns);
 
 // What a decode lost, and how it rebuilt what the trace shows: one typed table of counters, each
 // with a name, a severity and an explanation (Perfetto's trace_processor stats are the model).
@@ -123,14 +129,26 @@ struct MissingModule {
   std::vector<uint8_t> build_id;
 };
 
+// One decoded thread, for listings (what --threads can select).
+struct ThreadCount {
+  uint32_t pid = 0, tid = 0;
+  std::string process, thread;  // names from the sideband, empty when unknown
+  uint64_t instructions = 0;
+};
+
 struct DecodeSummary {
   uint64_t threads = 0;
   uint64_t instructions = 0;
-  uint64_t symbolized_instructions = 0;   // instructions retired in modules with symbols
+  uint64_t symbolized_instructions = 0;   // instructions retired in named functions
+  // Summed over threads: the time from each thread's first event to its last, and the part of
+  // it in gaps (from a gap to the next event: trace lost, instructions unknown).
+  uint64_t traced_ns = 0, gap_ns = 0;
+  uint64_t threads_ending_in_gap = 0;     // their last gap's length is unknown (not in gap_ns)
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
   DecodeStats stats;                      // data loss and reconstruction counts
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  std::vector<ThreadCount> per_thread;    // every thread decoded
   std::string output_path;
 };
 

@@ -18,10 +18,7 @@ Result<CaptureView> ViewCapture(format::Archive& archive, const PipelineOptions&
   }
   std::erase_if(view.streams, [&](const Stream& stream) {
     return stream.cpu < 0 && !Selected(options.threads, stream.key);
-  });
-  if (view.streams.empty()) {
-    return Unexpected(Errc::kNotFound, archive.path + ": no traced thread or process matches --threads");
-  }
+  });  // (when nothing is left selected, the pipeline says what there is: capture/selection.h)
   for (Stream& stream : view.streams) {
     if (stream.cpu < 0) stream.triggers = TriggersOf(archive, view.setup, stream.key.tid);
   }
@@ -44,19 +41,22 @@ TimeWindow WindowOf(const CaptureView& view, const PipelineOptions& options,
   return window;
 }
 
-void NoteWindow(const TimeWindow& window, const PipelineOptions& options, DecodeSummary& summary) {
-  if (!window.active) return;
+bool NoteWindow(const TimeWindow& window, const PipelineOptions& options, DecodeSummary& summary) {
+  if (!window.active) return false;
   const uint64_t start = window.capture_start_ns;
   uint64_t span = summary.last_ns > start ? summary.last_ns - start : 0;
+  // (Only when something was decoded: a capture without a timestamp has no span to miss.)
+  if (summary.first_ns != UINT64_MAX &&
+      (options.time_from_ns > span ||
+       (options.time_to_ns != UINT64_MAX && start + options.time_to_ns < summary.first_ns))) {
+    return true;
+  }
   std::string to = options.time_to_ns == UINT64_MAX ? "the end" : std::to_string(options.time_to_ns) + " ns";
   summary.notes.push_back("--time-range: slices from " + std::to_string(options.time_from_ns) +
                           " ns to " + to + " after the capture start (the capture spans " +
                           std::to_string(span) + " ns); instructions counted in the decode "
                           "units that overlap it");
-  if (options.time_from_ns > span ||
-      (options.time_to_ns != UINT64_MAX && start + options.time_to_ns < summary.first_ns)) {
-    summary.notes.push_back("--time-range lies outside the capture: the output holds no slices");
-  }
+  return false;
 }
 
 }  // namespace ptscope::decode

@@ -35,8 +35,9 @@ struct TimeWindow {
 };
 TimeWindow WindowOf(const CaptureView& view, const PipelineOptions& options,
                     const std::string& path);
-// After decoding: what the output holds (the summary's counts are of the units overlapping the
-// window), and whether the window missed the capture altogether.
-void NoteWindow(const TimeWindow& window, const PipelineOptions& options, DecodeSummary& summary);
+// After decoding: a note on what the output holds (the summary's counts are of the units
+// overlapping the window); true, and no note, when the window missed the capture altogether
+// (capture/selection.h's WindowOutsideCapture says so).
+bool NoteWindow(const TimeWindow& window, const PipelineOptions& options, DecodeSummary& summary);
 
 }  // namespace ptscope::decode

@@ -136,6 +136,21 @@ std::vector<uint32_t> SidebandTimeline::Scheduled(uint32_t ThreadKey::*field) co
 
 std::vector<uint32_t> SidebandTimeline::ScheduledPids() const { return Scheduled(&ThreadKey::pid); }
 
+std::vector<ThreadKey> SidebandTimeline::ScheduledThreads() const {
+  std::vector<ThreadKey> threads;
+  for (const auto& [cpu, runs] : runs_by_cpu_) {
+    for (const CpuRun& run : runs) {
+      if (run.thread.tid != 0) threads.push_back(run.thread);
+    }
+  }
+  auto order = [](const ThreadKey& a, const ThreadKey& b) {
+    return a.pid != b.pid ? a.pid < b.pid : a.tid < b.tid;
+  };
+  std::sort(threads.begin(), threads.end(), order);
+  threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+  return threads;
+}
+
 size_t SidebandTimeline::ScheduledThreadCount() const {
   return Scheduled(&ThreadKey::tid).size();
 }

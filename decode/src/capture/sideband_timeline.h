@@ -33,6 +33,8 @@ class SidebandTimeline {
   ThreadKey ThreadOnCpu(uint32_t cpu, uint64_t time_ns, uint64_t* since_ns = nullptr) const;
   // Every process seen running on some CPU (their images must be prepared).
   std::vector<uint32_t> ScheduledPids() const;
+  // Every thread seen running on some CPU, sorted by (pid, tid).
+  std::vector<ThreadKey> ScheduledThreads() const;
   // How many distinct threads the schedule shows running on some CPU.
   size_t ScheduledThreadCount() const;
   uint64_t records() const { return records_; }

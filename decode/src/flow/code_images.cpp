@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <set>
 
 namespace ptscope::decode {
 namespace {
@@ -63,6 +64,27 @@ void CodeImages::Prepare(const std::vector<uint32_t>& pids) {
       isids.push_back(isid);
     }
   }
+}
+
+std::vector<MissingModule> CodeImages::MissingThatRan(const std::vector<uint64_t>& ips) const {
+  std::set<std::pair<std::string, std::vector<uint8_t>>> ran;
+  for (const auto& [pid, isids] : isid_by_pid_) {
+    const std::vector<symbols::Mapping>& mappings = address_space_.MappingsOf(pid);
+    for (size_t i = 0; i < mappings.size() && i < isids.size(); ++i) {
+      if (isids[i] >= 0) continue;
+      for (uint64_t ip : ips) {
+        if (ip < mappings[i].start || ip >= mappings[i].end) continue;
+        const symbols::Module& module = address_space_.modules()[mappings[i].module];
+        ran.emplace(module.path, module.build_id);
+        break;
+      }
+    }
+  }
+  std::vector<MissingModule> result;
+  for (const MissingModule& m : missing_) {
+    if (ran.count({m.path, m.build_id}) != 0) result.push_back(m);
+  }
+  return result;
 }
 
 std::vector<int> CodeImages::SectionsAt(uint32_t pid, uint64_t time_ns,

@@ -43,6 +43,9 @@ class CodeImages {
   void Prepare(const std::vector<uint32_t>& pids);
   pt_image_section_cache* iscache() const { return iscache_; }
   const std::vector<MissingModule>& missing() const { return missing_; }
+  // Those of missing() with a mapping (of any process) holding one of `ips`: the modules whose
+  // code ran and made missing-code gaps.
+  std::vector<MissingModule> MissingThatRan(const std::vector<uint64_t>& ips) const;
 
   // Section ids of `pid`'s mappings valid at `time_ns`; *next_change receives the next time at
   // which that set changes (UINT64_MAX when never).

@@ -386,6 +386,10 @@ void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset)
   GapCause cause = GapCause::kDecodeError;
   if (error == -pte_nomap) {
     cause = GapCause::kMissingCode;
+    std::vector<uint64_t>& ips = stats_.missing_code_ips;
+    if (at != 0 && ips.size() < 16 && std::find(ips.begin(), ips.end(), at) == ips.end()) {
+      ips.push_back(at);
+    }
     char text[96];
     std::snprintf(text, sizeof text, "no code bytes for 0x%llx (module not found or not mapped)",
                   static_cast<unsigned long long>(at));

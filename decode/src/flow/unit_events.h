@@ -18,6 +18,9 @@ struct FlowStats {
   DecodeStats counts;              // gaps by cause (Stat)
   uint64_t first_ns = UINT64_MAX, last_ns = 0;
   std::string first_error;         // first libipt error, with its stream offset
+  // Where code bytes were missing (kMissingCode gaps), each address once, at most 16: which
+  // missing modules really ran.
+  std::vector<uint64_t> missing_code_ips;
 };
 
 struct UnitEvents {

@@ -31,6 +31,10 @@ void ThreadAssembler::FinishThread() {
 }
 
 void ThreadAssembler::Consume(size_t index, const WorkUnit& work, UnitEvents& events) {
+  if (missing_code_ips_.size() < 4096) {
+    missing_code_ips_.insert(events.stats.missing_code_ips.begin(),
+                             events.stats.missing_code_ips.end());
+  }
   Stream& stream = streams_[work.stream];
   UnitJoin& join = joins_[work.stream];
   if (stream.cpu >= 0) {
@@ -75,6 +79,10 @@ void ThreadAssembler::Finish(const std::function<bool(size_t)>& decoded, bool wi
       BeginThread(stream);
       empty = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, std::vector<TriggerMark>{});
       ++summary_.threads;
+      ThreadCount count;
+      count.pid = stream.key.pid;
+      count.tid = stream.key.tid;
+      summary_.per_thread.push_back(count);
     }
     for (const Piece& piece : stream.pieces) {
       if (empty && !piece.loss_before.empty()) {

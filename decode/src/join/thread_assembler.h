@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "capture/decoder_setup.h"
@@ -38,6 +39,10 @@ class ThreadAssembler {
   // gets its track and gaps (`decoded(stream)` says whether any unit of it was planned, and
   // `windowed` whether --time-range cut the capture, which leaves such tracks out).
   void Finish(const std::function<bool(size_t)>& decoded, bool windowed);
+  // Where units met code without bytes (FlowStats::missing_code_ips of them all).
+  std::vector<uint64_t> missing_code_ips() const {
+    return {missing_code_ips_.begin(), missing_code_ips_.end()};
+  }
 
  private:
   void FinishThread();
@@ -54,6 +59,7 @@ class ThreadAssembler {
   uint64_t last_end_ip_ = 0, last_end_ns_ = 0;
   DecodeSummary& summary_;
   CpuThreads cpu_threads_;
+  std::set<uint64_t> missing_code_ips_;
 };
 
 }  // namespace ptscope::decode

@@ -49,7 +49,7 @@ struct FeedSinks {
 };
 
 // Feeds one thread's stitched events to its StackTracker: triggers in time order among them,
-// lost-data gaps between pieces, the end; counts instructions in modules with symbols.
+// lost-data gaps between pieces, the end; counts instructions in named functions.
 // With a summary sink the same events also go to a second StackTracker writing to it: one
 // decode, two outputs, each exactly what it would be alone (the trackers are independent, as they
 // must be: a summary needs every nesting level, a trace folds those past max_depth).
@@ -112,6 +112,8 @@ class ThreadFeed {
       end_ns = std::min(end_ns, triggers_[next_trigger_].time_ns);
     }
     end.time_ns = std::max(counting_.last_ns, end_ns);
+    // A trace that stops in a gap and no later time known: how long the gap lasted is not.
+    ends_in_gap_ = counting_.in_gap && end.time_ns == counting_.gap_from_ns;
     Deliver(end);
     // Triggers after the thread's last instruction (typically the one that stopped the capture)
     // are still shown at their own time, after its slices have closed.
@@ -125,6 +127,13 @@ class ThreadFeed {
   const FlowStats& stats() const { return stats_; }
   const DecodeStats& tracker_stats() const { return tracker_.stats(); }
   uint64_t symbolized() const { return counting_.symbolized; }
+  uint64_t instructions() const { return counting_.instructions; }
+  // Nanoseconds from the thread's first event to its last, and those of them in gaps.
+  uint64_t traced_ns() const {
+    return counting_.first_ns == UINT64_MAX ? 0 : counting_.last_ns - counting_.first_ns;
+  }
+  uint64_t gap_ns() const { return counting_.gap_ns; }
+  bool ends_in_gap() const { return ends_in_gap_; }
   const ThreadKey& key() const { return key_; }
 
  private:
@@ -137,10 +146,16 @@ class ThreadFeed {
   struct Counting {
     uint64_t last_ns = 0;  // the last event's time
     uint64_t last_to = 0;  // the last non-zero `to`: where an event without `from` happened
-    // The mapping of the last address asked about, [range_start, range_start + range_size), and
-    // all ones in symbolized_mask when it has symbols.
+    // The stretch of named or unnamed code around the last address asked about (within its
+    // mapping), [range_start, range_start + range_size), and all ones in symbolized_mask when it
+    // is named.
     uint64_t range_start = 0, range_size = 0, symbolized_mask = 0;
-    uint64_t symbolized = 0;  // instructions counted in modules with symbols
+    uint64_t symbolized = 0;  // instructions counted in named functions
+    uint64_t instructions = 0;  // all of them
+    // Time: from the first event to the last, and how much of it lay in gaps (from each gap to
+    // the next event). `timing` is set until the first event and while in a gap.
+    bool timing = true, in_gap = false;
+    uint64_t first_ns = UINT64_MAX, gap_from_ns = 0, gap_ns = 0;
   };
   [[gnu::always_inline]] void Step(Counting& c, FlowEvent& event) {
     if (event.time_ns < c.last_ns) event.time_ns = c.last_ns;  // non-decreasing per thread
@@ -151,12 +166,23 @@ class ThreadFeed {
       NoteNextTrigger();
     }
     CountSymbolized(c, event);
+    c.instructions += event.insn_count;
+    if (c.timing | (event.kind == FlowEvent::Kind::kGap)) [[unlikely]] CountGapTime(c, event);
     c.last_ns = event.time_ns;
     Track(event);
   }
   [[gnu::always_inline]] void Track(const FlowEvent& event) {
     tracker_.OnEvent(event);
     if (summary_tracker_) [[unlikely]] summary_tracker_->OnEvent(event);
+  }
+  static void CountGapTime(Counting& c, const FlowEvent& event) {
+    if (c.first_ns == UINT64_MAX) {
+      c.first_ns = event.time_ns;
+    } else if (c.in_gap) {
+      c.gap_ns += event.time_ns - c.gap_from_ns;
+    }
+    c.in_gap = c.timing = event.kind == FlowEvent::Kind::kGap;
+    c.gap_from_ns = event.time_ns;
   }
   void CountSymbolized(Counting& c, const FlowEvent& event) {
     uint64_t where = event.from != 0 ? event.from : c.last_to;
@@ -166,8 +192,8 @@ class ThreadFeed {
     if (where - c.range_start < c.range_size && where != 0) [[likely]] {
       c.symbolized += event.insn_count & c.symbolized_mask;
     } else if (event.insn_count != 0 && where != 0) {
-      uint64_t start = 0, end = 0;  // the answer holds for a whole mapping
-      const bool symbolized = code_.InSymbolizedModule(key_.pid, where, event.time_ns, &start, &end);
+      uint64_t start = 0, end = 0;  // the answer holds for a whole stretch
+      const bool symbolized = code_.InNamedCode(key_.pid, where, event.time_ns, &start, &end);
       c.range_start = start;
       c.range_size = end > start ? end - start : 0;
       c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
@@ -184,6 +210,7 @@ class ThreadFeed {
   uint64_t next_trigger_ns_ = UINT64_MAX;  // triggers_[next_trigger_].time_ns, if any
   FlowStats stats_;
   Counting counting_;
+  bool ends_in_gap_ = false;
 };
 
 // Adds a finished thread's counts, time span and first decode error to the summary.

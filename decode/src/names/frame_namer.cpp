@@ -39,10 +39,7 @@ std::optional<symbols::JitName> SymbolsFrameNamer::JitName(uint32_t pid, uint64_
   if (jit_ == nullptr) return std::nullopt;
   // A file-backed mapping holding the address wins: JIT code lives in anonymous memory.
   if (const symbols::Mapping* mapping = FindMapping(pid, address, time_ns)) {
-    const std::string& path = address_space_.modules()[mapping->module].path;
-    bool anonymous = path.empty() || path[0] != '/' || path.rfind("//anon", 0) == 0 ||
-                     path.rfind("/memfd:", 0) == 0;
-    if (!anonymous) return std::nullopt;
+    if (IsFileBacked(mapping)) return std::nullopt;
   }
   return jit_->Name(pid, address, time_ns);
 }
@@ -67,6 +64,9 @@ SymbolsFrameNamer::Location SymbolsFrameNamer::Locate(uint32_t pid, uint64_t add
   }
   const symbols::ModuleFiles& files = resolver_.Resolve(module.path, module.build_id);
   if (files.code_path.empty()) return location;
+  if (files.debug_path != files.code_path && code_files_told_.insert(location.mapping->module).second) {
+    symbolizer_.SetCodeFile(files.debug_path, files.code_path);
+  }
   location.code_path = files.code_path;
   location.debug_path = files.debug_path;
   location.code_elf = &files.code_elf;
@@ -192,32 +192,53 @@ uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64
   return start;
 }
 
-bool SymbolsFrameNamer::InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns,
-                                           uint64_t* start, uint64_t* end) {
+bool SymbolsFrameNamer::InNamedCode(uint32_t pid, uint64_t address, uint64_t time_ns,
+                                    uint64_t* start, uint64_t* end) {
   std::lock_guard<std::mutex> lock(mutex_);
   *start = address;
   *end = address + 1;
   if (JitName(pid, address, time_ns)) return true;
   const symbols::Mapping* mapping = FindMapping(pid, address, time_ns);
   if (mapping == nullptr) return false;
-  if (jit_ == nullptr) {  // with JIT code, anonymous mappings hold named and unnamed code
+  // With JIT code, anonymous mappings hold named and unnamed code: ask per address there.
+  const bool per_address = jit_ != nullptr && !IsFileBacked(mapping);
+  if (!per_address) {
     *start = mapping->start;
     *end = mapping->end;
   }
-  auto it = module_symbolized_.find(mapping->module);
-  if (it != module_symbolized_.end()) return it->second;
   Location location = Locate(pid, address, time_ns);
-  bool symbolized = false;
-  if (!location.debug_path.empty()) {
-    Result<symbols::ElfInfo> elf = symbols::ReadElfInfo(location.debug_path);
-    symbolized = elf && (elf->has_symtab || elf->has_debug_info);
-    if (!symbolized && location.has_vaddr) {
-      symbolized = symbolizer_.FunctionStart(location.debug_path, location.vaddr) != 0;
+  if (location.debug_path.empty() || !location.has_vaddr) return false;
+  symbols::NamedStretch stretch = symbolizer_.NamedStretchAt(location.debug_path, location.vaddr);
+  if (!stretch.named) NoteUnnamedCode(mapping->module, location.debug_path);
+  if (per_address) return stretch.named;
+  // In runtime addresses: the stretch within the mapping and within the PT_LOAD holding it (the
+  // bias from vaddr to address holds only there).
+  uint64_t below = location.vaddr - stretch.begin, above = stretch.end - location.vaddr;
+  if (location.code_elf != nullptr) {
+    for (const symbols::LoadSegment& s : location.code_elf->segments) {
+      if (location.vaddr >= s.vaddr && location.vaddr - s.vaddr < s.memsz) {
+        below = std::min(below, location.vaddr - s.vaddr);
+        above = std::min(above, s.vaddr + s.memsz - location.vaddr);
+      }
     }
   }
-  module_symbolized_.emplace(mapping->module, symbolized);
-  if (!symbolized && !location.debug_path.empty()) found_without_symbols_.insert(mapping->module);
-  return symbolized;
+  *start = address - std::min(below, address - mapping->start);
+  *end = address + std::min(above, mapping->end - address);
+  return stretch.named;
+}
+
+bool SymbolsFrameNamer::IsFileBacked(const symbols::Mapping* mapping) const {
+  const std::string& path = address_space_.modules()[mapping->module].path;
+  return !path.empty() && path[0] == '/' && path.rfind("//anon", 0) != 0 &&
+         path.rfind("/memfd:", 0) != 0;
+}
+
+void SymbolsFrameNamer::NoteUnnamedCode(uint32_t module, const std::string& debug_path) {
+  auto [it, inserted] = module_has_symbols_.emplace(module, false);
+  if (!inserted) return;
+  Result<symbols::ElfInfo> elf = symbols::ReadElfInfo(debug_path);
+  it->second = elf && (elf->has_symtab || elf->has_debug_info);
+  if (!it->second) found_without_symbols_.insert(module);
 }
 
 std::vector<std::string> SymbolsFrameNamer::UnsymbolizedNotes() {

@@ -30,8 +30,10 @@ class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) override;
-  bool InSymbolizedModule(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
-                          uint64_t* end) override;
+  // A stretch of named or unnamed functions (symbols::NamedStretch) within its mapping, or the
+  // address alone in JIT memory.
+  bool InNamedCode(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
+                   uint64_t* end) override;
   // Names JIT code (jitdump, then perf map) outside file-backed mappings.
   void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
   // One summary note per module whose code ran without symbols (named module+offset), saying
@@ -48,6 +50,9 @@ class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
     const symbols::ElfInfo* code_elf = nullptr;  // the code file's ELF facts (not for [vdso])
   };
   std::optional<symbols::JitName> JitName(uint32_t pid, uint64_t address, uint64_t time_ns) const;
+  bool IsFileBacked(const symbols::Mapping* mapping) const;
+  // Unnamed code of `module` ran: note the module when it has no symbols at all.
+  void NoteUnnamedCode(uint32_t module, const std::string& debug_path);
   Location Locate(uint32_t pid, uint64_t address, uint64_t time_ns);
   const symbols::Mapping* FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns) const;
 
@@ -70,7 +75,8 @@ class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
   FlatMap<PidAddress, uint32_t, PidAddressHash> name_index_;  // -> names_ index + 1
   std::vector<std::unique_ptr<FrameName>> names_;             // stable: returned by reference
   FlatMap<PidAddress, uint64_t, PidAddressHash> starts_;       // entry + 1 (0: not asked yet)
-  std::map<uint32_t, bool> module_symbolized_;
+  std::map<uint32_t, bool> module_has_symbols_;  // .symtab or DWARF in its debug file
+  std::set<uint32_t> code_files_told_;          // modules whose code file the symbolizer knows
   const symbols::JitCodeStore* jit_ = nullptr;
   std::set<uint32_t> found_without_symbols_;  // modules whose files were found, symbols not
 };

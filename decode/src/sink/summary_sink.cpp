@@ -241,6 +241,8 @@ std::string SummarySink::Json(const Rows& all, const std::vector<Rows>& per_thre
   AppendNumber(out, "instructions", c.instructions);
   AppendNumber(out, "symbolized_instructions", c.symbolized_instructions);
   AppendNumber(out, "span_ns", c.first_ns <= c.last_ns ? c.last_ns - c.first_ns : 0);
+  AppendNumber(out, "traced_ns", c.traced_ns);
+  AppendNumber(out, "gap_ns", c.gap_ns);
   AppendNumber(out, "calls", calls);
   out += ", \"gaps\": {";
   for (const auto& [cause, key] : kGapKeys) {

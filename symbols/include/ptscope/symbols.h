@@ -141,7 +141,9 @@ struct ModuleFiles {
 // file below it indexed by its own build id), then /usr/lib/debug for debug info, then the
 // binary's .gnu_debuglink (beside it, in .debug/, under /usr/lib/debug/<dir>, in --symbols;
 // CRC-32 checked, a stale file is refused with a note). A file whose
-// build id differs from the capture's is never used; the refusal is kept as a note.
+// build id differs from the capture's is never used; the refusal is kept as a note naming the
+// file and both build ids (also for a file in --symbols named like the module or its debug file,
+// when the module's code or symbols were not found).
 // Split DWARF: a DWARF package found as "<recorded path>.dwp", "<code file>.dwp" or by that name
 // in a --symbols directory is presented to LLVM as "<debug_path>.dwp" (see AttachDwp).
 class ModuleResolver {
@@ -169,6 +171,9 @@ class ModuleResolver {
     ElfInfo elf;
   };
   void ScanSymbolDirs();
+  void NoteRefused(const std::string& path, const std::vector<uint8_t>& file_id,
+                   const std::string& recorded_path, const std::vector<uint8_t>& build_id);
+  void NoteRefusedByName(const std::string& recorded_path, const std::vector<uint8_t>& build_id);
   std::optional<Candidate> Probe(const std::string& path, const std::vector<uint8_t>& build_id,
                                  bool report_mismatch);
   std::string FindDebugFile(const Candidate& code, const std::vector<uint8_t>& build_id,
@@ -189,6 +194,8 @@ class ModuleResolver {
   std::map<uint32_t, std::string> vdso_by_pid_;
   bool scanned_ = false;
   std::multimap<std::string, std::string> scanned_files_;  // hex build id -> path
+  // file name -> (path, build id) of every ELF file found there
+  std::multimap<std::string, std::pair<std::string, std::vector<uint8_t>>> scanned_by_name_;
   std::map<std::string, std::string> scanned_dwp_;         // "name.dwp" -> first path found
   std::map<std::string, ModuleFiles> cache_;               // path + '\0' + hex build id
   std::vector<std::string> notes_;
@@ -269,19 +276,36 @@ struct InlineDepthSpan {
   uint32_t DepthAt(uint64_t vaddr) const;
 };
 
-// Thread-safe facade over llvm::symbolize::LLVMSymbolizer plus a per-module sorted function
-// table (for fast function starts). Addresses are ELF vaddrs of the debug file.
+// Code of one module, [begin, end) in ELF vaddrs, whose functions are all named or all unnamed.
+struct NamedStretch {
+  uint64_t begin = 0, end = UINT64_MAX;
+  bool named = false;
+};
+
+// Thread-safe facade over llvm::symbolize::LLVMSymbolizer plus per-module sorted tables of
+// functions (symbols, PLT stubs, .eh_frame FDEs) for fast function starts. Addresses are ELF
+// vaddrs of the debug file.
 class Symbolizer {
  public:
   Symbolizer();
   ~Symbolizer();
+  // The binary whose code `debug_path` describes, when they are different files (a separate
+  // debug file keeps .plt and .eh_frame as NOBITS): PLT stubs and FDEs are read from it. Without
+  // this call they are read from `debug_path` itself.
+  void SetCodeFile(const std::string& debug_path, const std::string& code_path);
   Symbol Symbolize(const std::string& debug_path, uint64_t vaddr);
   // The inlined depths of the function (or stretch without debug info) around `vaddr`, computed
   // once per function from the DWARF tree; nullptr where only Symbolize can tell (split DWARF,
   // debug info LLVM would read from another file): ask per address then.
   std::shared_ptr<const InlineDepthSpan> InlineDepths(const std::string& debug_path, uint64_t vaddr);
-  // Entry of the function containing `vaddr` from the symbol table, 0 when unknown.
+  // Entry of the function containing `vaddr`: its PLT stub or symbol (symbol table,
+  // MiniDebugInfo), else, in stripped code, its .eh_frame FDE; 0 when unknown. A stripped
+  // function thus has one entry wherever it is entered or returned to.
   uint64_t FunctionStart(const std::string& debug_path, uint64_t vaddr);
+  // The stretch around `vaddr` whose code is all in named functions (Symbolize finds them: a
+  // symbol or PLT stub covers them) or all in unnamed ones (FDEs without a symbol, code no table
+  // knows). Padding between functions belongs to the function before it.
+  NamedStretch NamedStretchAt(const std::string& debug_path, uint64_t vaddr);
   // Modules that failed to load (each once): "PATH: reason".
   std::vector<std::string> failures() const;
 

@@ -3,8 +3,10 @@
 
 A stripped embed_program is recorded with pt-emulate and deleted; an unstripped copy sits in a
 --symbols directory. Checks, on that one recording:
-  refuse    a directory holding a rebuilt embed_program (other build id): nothing embedded, the
-            refusal names both build ids, the output equals the input byte for byte
+  refuse    a directory holding a rebuilt embed_program (other build id): not embedded, the
+            refusal names the file and both build ids
+  recorded  without --symbols, libc and ld.so are embedded from their recorded paths (build ids
+            match, as pt-decode resolves them); the deleted program is not found
   embed     from the unstripped copy: the report, `pt-archive info` (embedded-binaries feature,
             module flag, elf blob with the build id), every other chunk byte-identical, mode
             0600, and pt-decode without --symbols names main > embed_middle > embed_leaf x2
@@ -93,16 +95,37 @@ def check_refuse(tools, work, archive, program_v2, recorded, want_id):
     out = os.path.join(work, 'refused.ptar')
     r = run([ptarchive, 'embed', archive, '--symbols', wrong, '-o', out])
     v2_id = build_id(program_v2)
-    want = (f'  refused {wrong}/embed_program: build id {v2_id}, capture needs {want_id} '
-            f'({recorded})')
+    want = (f'  note: refused {wrong}/embed_program: build id {v2_id}, but the capture\'s '
+            f'{recorded} has build id {want_id} (another build: its addresses do not match)')
     if want not in r.stdout.splitlines():
         raise Failure(f'no refusal line {want!r} in:\n{r.stdout}')
     if f'not found  {recorded} {want_id}' not in r.stdout.splitlines():
         raise Failure(f'the module is not reported as not found:\n{r.stdout}')
-    if not r.stdout.splitlines()[-1].startswith(f'{out}: 0 embedded,'):
+    if not r.stdout.splitlines()[-1].startswith(f'{out}: 2 embedded, 0 debug files embedded, '
+                                                '0 already present, 1 not found'):
         raise Failure(f'bad summary line: {r.stdout}')
-    if open(out, 'rb').read() != open(archive, 'rb').read():
-        raise Failure('nothing was embedded, yet the output differs from the input')
+    if want_id in run([ptarchive, 'info', out]).stdout.split('blobs')[-1]:
+        raise Failure('the refused binary was embedded')
+
+
+def check_recorded_paths(tools, work, archive, recorded):
+    """Without --symbols, libc and ld.so are found where the capture saw them (their build ids
+    match), as pt-decode finds them; the deleted program is not found. Returns the archive."""
+    emulate, ptarchive, decode = tools
+    out = os.path.join(work, 'libs.ptar')
+    r = run([ptarchive, 'embed', archive, '-o', out])
+    embedded = re.findall(r'^embedded   (\S+) ([0-9a-f]+) from (\S+) \((\d+) bytes, recorded path\)$',
+                          r.stdout, re.M)
+    names = sorted(os.path.basename(path) for path, _, _, _ in embedded)
+    if names != ['ld-linux-x86-64.so.2', 'libc.so.6']:
+        raise Failure(f'libc and ld.so were not embedded from their recorded paths:\n{r.stdout}')
+    for path, bid, source, size in embedded:
+        if source != path or build_id(path) != bid or os.path.getsize(path) != int(size):
+            raise Failure(f'wrong file or size for {path}:\n{r.stdout}')
+    if r.stdout.splitlines()[-1] != (f'{out}: 2 embedded, 0 debug files embedded, '
+                                     '0 already present, 1 not found'):
+        raise Failure(f'bad summary line: {r.stdout}')
+    return out
 
 
 def check_embed(tools, work, archive, syms, recorded, want_id):
@@ -110,7 +133,7 @@ def check_embed(tools, work, archive, syms, recorded, want_id):
     out = os.path.join(work, 'once.ptar')
     r = run([ptarchive, 'embed', archive, '--symbols', syms, '-o', out])
     size = os.path.getsize(os.path.join(syms, 'embed_program'))
-    want = f'embedded   {recorded} {want_id} from {syms}/embed_program ({size} bytes)'
+    want = f'embedded   {recorded} {want_id} from {syms}/embed_program ({size} bytes, --symbols)'
     if want not in r.stdout.splitlines():
         raise Failure(f'no line {want!r} in:\n{r.stdout}')
     if stat.S_IMODE(os.stat(out).st_mode) != 0o600:
@@ -151,7 +174,7 @@ def check_idempotent(tools, work, once):
     digest = hashlib.sha256(open(twice, 'rb').read()).hexdigest()
     r = run([ptarchive, 'embed', twice, '--symbols', os.path.join(work, 'syms')])
     if not r.stdout.splitlines()[-1] == (f'{twice}: 0 embedded, 0 debug files embedded, '
-                                         '1 already present, 2 not found (archive unchanged)'):
+                                         '3 already present, 0 not found (archive unchanged)'):
         raise Failure(f'second embed did not find everything present:\n{r.stdout}')
     if hashlib.sha256(open(twice, 'rb').read()).hexdigest() != digest:
         raise Failure('embedding twice changed the archive')
@@ -274,10 +297,11 @@ def main():
             if 'embed_middle' in tree_of_main(decode, archive, work):
                 raise Failure('the stripped, deleted program was named before embedding')
             check_refuse(tools, work, archive, program_v2, recorded, want_id)
-            once = check_embed(tools, work, archive, syms, recorded, want_id)
+            libs = check_recorded_paths(tools, work, archive, recorded)
+            once = check_embed(tools, work, libs, syms, recorded, want_id)
             check_idempotent(tools, work, once)
             check_debug_info(tools, work, archive, stripped, syms, want_id)
-            check_unknown_and_incomplete(tools, work, archive)
+            check_unknown_and_incomplete(tools, work, libs)
             check_damaged(tools, work, archive)
         except Failure as e:
             print(f'FAIL {e}')

@@ -1,6 +1,8 @@
 // Writes small .ptar archives for the pt-archive command-line tests:
 //   make_archive sample OUT       every chunk type, sideband with every record kind, Close()d
 //   make_archive incomplete OUT   the same chunks without the End chunk (a killed writer)
+//   make_archive rewritten OUT    the sample with a second Metadata chunk at the end that writes
+//                                 some keys again, as pt-record writes time.* once known
 //   make_archive newer OUT        a header of format version 2 that needs reader version 2
 // The contents are fixed (including the creation time) so the expected output is stable.
 #include <cstdio>
@@ -62,7 +64,7 @@ std::vector<uint8_t> PtBytes(size_t n) {  // PSB-like, compressible
   return out;
 }
 
-bool WriteSample(const std::string& path, bool close) {
+bool WriteSample(const std::string& path, bool close, bool rewritten = false) {
   fmt::WriterOptions options;
   options.features = fmt::kFeatureEmulated | fmt::kFeatureEmbeddedBinaries;
   options.created_unix_ns = kCreated;
@@ -110,6 +112,10 @@ bool WriteSample(const std::string& path, bool close) {
                                   {'j', 'i', 't'}});
   chunks.push_back(fmt::MarkerChunk{fmt::MarkerKind::kTrigger, 900, 100, 101, 0, 0x401000, "main"});
   chunks.push_back(fmt::TimeSyncChunk{1, {{10, 20}, {30, 40}}});
+  if (rewritten) {
+    chunks.push_back(fmt::MetadataChunk{{{"capture.mode", "full"}, {"cpu.vendor", "AuthenticAMD"},
+                                         {"trigger.reason", "exit"}}});
+  }
   for (const fmt::Chunk& c : chunks) {
     if (auto s = w.Write(c); !s) {
       std::fprintf(stderr, "make_archive: %s\n", s.error().message.c_str());
@@ -138,12 +144,13 @@ bool WriteNewer(const std::string& path) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: make_archive sample|incomplete|newer OUT\n");
+    std::fprintf(stderr, "usage: make_archive sample|incomplete|rewritten|newer OUT\n");
     return 2;
   }
   std::string mode = argv[1];
   bool ok = mode == "sample"       ? WriteSample(argv[2], true)
             : mode == "incomplete" ? WriteSample(argv[2], false)
+            : mode == "rewritten"  ? WriteSample(argv[2], true, true)
             : mode == "newer"      ? WriteNewer(argv[2])
                                    : false;
   return ok ? 0 : 1;

@@ -62,6 +62,15 @@ markers (2):
 time sync: 1 chunk, 2 pairs
 EOT
   expect 0 "$tmp/want" "" -- info "$tmp/s.ptar"
+  # Keys written again later (pt-record writes time.* at the start and once known): each key
+  # once, where it first appeared, with the value in force and what it was before.
+  "$make_archive" rewritten "$tmp/r.ptar"
+  "$pt_archive" info "$tmp/r.ptar" >"$tmp/out" 2>"$tmp/err" || fail "info on rewritten: exit $?"
+  sed -n '/^metadata/,/^pt streams/p' "$tmp/out" >"$tmp/got"
+  printf '%s\n' 'metadata (5):' '  tool = pt-emulate' '  tool.version = 0.1.0' \
+    '  capture.mode = full' '  cpu.vendor = AuthenticAMD (earlier: GenuineIntel)' \
+    '  trigger.reason = exit' 'pt streams (2):' >"$tmp/want_meta"
+  diff -u "$tmp/want_meta" "$tmp/got" || fail "info: metadata keys written twice"
   # An archive whose writer never closed it: everything is there, status says incomplete.
   "$make_archive" incomplete "$tmp/i.ptar"
   "$pt_archive" info "$tmp/i.ptar" >"$tmp/out" 2>"$tmp/err" || fail "info on incomplete: exit $?"
@@ -141,6 +150,12 @@ bad-input)
   expect 1 /dev/null \
     "pt-archive: $tmp/random.ptar: not a ptscope archive (.ptar): bad magic at offset 0 (found 01 02 03 04 05 06 07 08)" \
     -- verify "$tmp/random.ptar"
+  # A perf.data (its 8-byte magic is all that is read): say what it is and what to run.
+  printf 'PERFILE2\150\000\000\000\000\000\000\000' >"$tmp/perf.data"
+  for command in verify info extract; do
+    expect 1 /dev/null "pt-archive: $tmp/perf.data: a perf.data file (magic PERFILE2), not a ptscope archive (.ptar): pt-decode reads it as it is (pt-decode $tmp/perf.data); pt-archive import-perf $tmp/perf.data -o OUT.ptar converts it" \
+      -- $command "$tmp/perf.data" $([ $command = extract ] && echo "$tmp/x")
+  done
   head -c 20 "$tmp/s.ptar" >"$tmp/short.ptar"
   expect 1 /dev/null "pt-archive: $tmp/short.ptar: truncated file header: 20 of 40 bytes at offset 0" \
     -- info "$tmp/short.ptar"

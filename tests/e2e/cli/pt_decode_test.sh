@@ -1,6 +1,7 @@
 #!/bin/sh
 # pt-decode command-line tests (issue #8): --summary, --threads and --time-range parsing and
-# their errors. pt_decode_test.sh GROUP PT_DECODE MAKE_ARCHIVE
+# their errors. pt_decode_test.sh GROUP PT_DECODE MAKE_ARCHIVE [PT_EMULATE PROGRAM]
+# (selection: --threads and --time-range selecting nothing the capture holds, --output-dir)
 set -u
 group=$1 pt_decode=$2 make_archive=$3
 tmp=$(mktemp -d /tmp/pt-decode-test.XXXXXX)
@@ -55,12 +56,13 @@ bad-values)
     -- --summary-json s.json --format insns in.ptar
   ;;
 good-values)
-  # Well-formed values pass parsing: the sample archive (two threads) is decoded (not exit 2, no
-  # option error); what --threads and --time-range select is the pipeline's business.
+  # Well-formed values pass parsing: the sample archive (threads 100 and 101, no timestamps) is
+  # decoded (not exit 2, no option error); what --threads and --time-range select is the
+  # pipeline's business (ids it does not hold: the selection group).
   "$make_archive" sample "$tmp/s.ptar" || { echo "make_archive failed"; exit 1; }
-  for args in "--summary" "--format summary" "--threads 1,2 --threads 3" \
+  for args in "--summary" "--format summary" "--threads 100,2 --threads 3" \
       "--time-range 2ms:" "--time-range :500us" "--time-range 1.5us:0.25s" "--time-range :" \
-      "--summary --format summary --threads 7 --time-range 0:1s" "--summary --format json" \
+      "--summary --format summary --threads 101 --time-range 0:1s" "--summary --format json" \
       "--format summary-json"; do
     # shellcheck disable=SC2086  # word splitting of $args is intended
     "$pt_decode" $args -o "$tmp/out.txt" "$tmp/s.ptar" >/dev/null 2>"$tmp/err"
@@ -91,6 +93,37 @@ good-values)
       "perfetto|text|folded|insns|summary|summary-json"; do
     grep -q -- "$option" "$tmp/help" || fail "--help does not mention $option"
   done
+  ;;
+selection)
+  # Errors that list what exists (issue #27): a capture of names_program, stopped after 3000
+  # instructions; the ground truth gives its thread id and instruction count.
+  pt_emulate=$4 program=$5
+  "$pt_emulate" --full --max-instructions 3000 --ground-truth "$tmp/truth" \
+    -o "$tmp/c.ptar" -- "$program" >/dev/null 2>"$tmp/rec" || { cat "$tmp/rec"; exit 1; }
+  tid=$(head -1 "$tmp/truth" | cut -d' ' -f1)
+  count=$(wc -l <"$tmp/truth" | tr -d ' ' | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta')
+  name=$(basename "$program" | cut -c1-15)  # the kernel's comm
+  expect 2 "pt-decode: $tmp/c.ptar: --threads 99999: no thread or process of the capture has that id; it holds 1 thread (tid, pid, names, instructions decoded):
+  $tid \"$name\" in process $tid \"$name\": $count instructions" -- --threads 99999 -o "$tmp/x.txt" "$tmp/c.ptar"
+  [ -e "$tmp/x.txt" ] && fail "--threads 99999 wrote an output"
+  expect 2 "pt-decode: $tmp/c.ptar: --threads 7,99999: no thread or process of the capture has those ids; it holds 1 thread (tid, pid, names, instructions decoded):
+  $tid \"$name\" in process $tid \"$name\": $count instructions" -- --threads 7,99999 -o "$tmp/x.txt" "$tmp/c.ptar"
+  # The capture's span as a plain decode states it ("over SPAN").
+  LC_ALL=C "$pt_decode" -o "$tmp/all.txt" "$tmp/c.ptar" 2>"$tmp/err" || fail "plain decode: exit $?"
+  span=$(sed -n 's/.* instructions over \(.*\)$/\1/p' "$tmp/err")
+  [ -n "$span" ] || fail "no span in: $(cat "$tmp/err")"
+  expect 2 "pt-decode: $tmp/c.ptar: --time-range 5ms:6ms lies outside the capture, which spans 0 ns to $span (times are relative to its start)" \
+    -- --time-range 5ms:6ms -o "$tmp/x.txt" "$tmp/c.ptar"
+  [ -e "$tmp/x.txt" ] && fail "--time-range outside the capture left an output"
+  expect 2 "pt-decode: $tmp/c.ptar: --time-range 1ms: lies outside the capture, which spans 0 ns to $span (times are relative to its start)" \
+    -- --time-range 1ms: -o "$tmp/x.txt" "$tmp/c.ptar"
+  # --output-dir is created (with its parents); a path under a file cannot be.
+  "$pt_decode" --output-dir "$tmp/new/dir" "$tmp/c.ptar" >/dev/null 2>"$tmp/err" ||
+    fail "--output-dir new/dir: exit $?: $(cat "$tmp/err")"
+  [ -s "$tmp/new/dir/c.pftrace" ] || fail "--output-dir new/dir: no c.pftrace in it"
+  : >"$tmp/file"
+  expect 1 "pt-decode: --output-dir $tmp/file/dir: cannot create it: Not a directory" \
+    -- --output-dir "$tmp/file/dir" "$tmp/c.ptar"
   ;;
 *)
   echo "unknown group $group"; exit 2 ;;

@@ -176,12 +176,15 @@ def check_filters(args, archive, work, failures):
             failures.append(f"{archive}: --time-range {lo}ns:{hi}ns kept a slice "
                             f"[{s} +{d}] outside [{start + lo}, {start + hi}]")
             break
-    # A window after the end of the capture: no slice, and the summary says why.
+    # A window after the end of the capture: a usage error that says what the capture spans,
+    # and no output.
     out_after = base + ".after.txt"
-    stderr = decode(args, archive, out_after, "--time-range", f"{end - start + 1000000}ns:")
-    if stamps(read(out_after)) or "lies outside the capture" not in stderr:
-        failures.append(f"{archive}: --time-range after the capture's end: "
-                        f"{len(stamps(read(out_after)))} slices, stderr {stderr.strip()!r}")
+    r = run([args.decoder, archive, "-o", out_after, "--time-range", f"{end - start + 1000000}ns:"])
+    if r.returncode != 2 or "lies outside the capture, which spans 0 ns to " not in r.stderr or \
+            os.path.exists(out_after):
+        failures.append(f"{archive}: --time-range after the capture's end: exit {r.returncode}, "
+                        f"output {'left' if os.path.exists(out_after) else 'absent'}, stderr "
+                        f"{r.stderr.strip()!r}")
     # Every slice of the full trace that lies inside the window is kept with its exact times.
     inside = sorted((s, d) for s, d in all_stamps if s >= start + lo and s + d <= start + hi)
     missing = [x for x in inside if x not in set(window)]

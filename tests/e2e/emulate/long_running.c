@@ -1,0 +1,22 @@
+// A target that runs until it is killed, for killing pt-emulate at any instant: calls through a
+// few functions, and after a while maps a library it did not have at start (dlopen) and calls
+// into it, so that a cut capture needs sideband written while it ran.
+#include <dlfcn.h>
+#include <stdio.h>
+
+static volatile double sink;
+
+__attribute__((noinline)) static int Leaf(int x) { return x * 3 + 1; }
+__attribute__((noinline)) static int Middle(int x) { return Leaf(x) + Leaf(x + 1); }
+
+int main(void) {
+  double (*cosine)(double) = NULL;
+  for (long i = 0;; ++i) {
+    sink += Middle((int)(i & 1023));
+    if (i == 20000) {
+      void* libm = dlopen("libm.so.6", RTLD_NOW);
+      if (libm != NULL) cosine = (double (*)(double))dlsym(libm, "cos");
+    }
+    if (cosine != NULL) sink += cosine((double)(i & 7));
+  }
+}
