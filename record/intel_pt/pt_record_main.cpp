@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "host_info.h"
+#include "ptscope/tool_version.h"
 #include "kernel_source.h"
 #include "selftest.h"
 #include "session.h"
@@ -21,7 +22,6 @@ using namespace ptscope::record;
 
 namespace {
 
-constexpr const char* kToolVersion = "0.1.0";
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitNoPt = 2;
@@ -37,6 +37,7 @@ po::options_description Describe() {
   po::options_description d("options");
   d.add_options()
       ("help,h", "this help")
+      ("version", "print the version and this binary's build id")
       ("check", "report whether this host can record Intel PT, and what to fix")
       ("selftest", "record a known program and check its trace (first run on a new host)")
       ("output,o", po::value<std::string>(), "archive to write (mode 0600)")
@@ -128,7 +129,7 @@ Result<Options> BuildOptions(const po::variables_map& vm, std::vector<std::strin
   SessionOptions& o = options.session;
   KernelSourceOptions& k = options.source;
   o.command_line = command_line;
-  o.tool_version = kToolVersion;
+  o.tool_version = format::PtscopeVersion();
   o.drop_privileges = true;
   int modes = (program.empty() ? 0 : 1) + (vm.count("pid") ? 1 : 0) + (vm.count("all-cpus") ? 1 : 0);
   if (modes != 1)
@@ -201,6 +202,10 @@ int main(int argc, char** argv) {
   }
   if (vm.count("help")) {
     std::cout << kUsage << desc;
+    return kExitOk;
+  }
+  if (vm.count("version")) {
+    std::printf("%s\n", format::VersionLine("pt-record").c_str());
     return kExitOk;
   }
   HostFacts facts = GatherHostFacts();
