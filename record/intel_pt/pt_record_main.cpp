@@ -98,7 +98,7 @@ int RunSelftestCommand(const HostFacts& facts, const po::variables_map& vm) {
   options.workload_file.assign(self, static_cast<size_t>(length));
   options.workload_argv = {options.workload_file, kSelftestWorkloadArg};
   options.output = vm.count("output") ? vm["output"].as<std::string>() : "pt-record-selftest.ptar";
-  options.tool_version = kToolVersion;
+  options.tool_version = format::PtscopeVersion();
   auto note = [](const std::string& line) {
     std::fprintf(stderr, "pt-record: %s\n", line.c_str());
   };
