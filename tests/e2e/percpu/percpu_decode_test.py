@@ -140,6 +140,17 @@ def parse_text_functions(text, names):
     return seen
 
 
+def creation_order(tids):
+    """The tids of one process in creation order: the lowest tid need not be the first, since
+    the kernel's tid counter wraps at pid_max (e.g. main 32700, its threads 100, 101, ...)."""
+    pid_max = int(pathlib.Path('/proc/sys/kernel/pid_max').read_text())
+    ordered = sorted(tids)
+    # The first created is the one after the largest gap between consecutive tids (cyclically).
+    gaps = [((ordered[(i + 1) % len(ordered)] - t) % pid_max, i) for i, t in enumerate(ordered)]
+    first = (max(gaps)[1] + 1) % len(ordered) if len(ordered) > 1 else 0
+    return ordered[first:] + ordered[:first]
+
+
 def parse_text_sequences(text, names):
     """{tid: the given functions' slices of that thread, in the text's (start) order}; inferred
     slices (frames found on the stack, not entered in the trace) left out."""
@@ -294,8 +305,8 @@ def check_case(tools, tmp, case):
     text1 = decode(tools['decode'], ptar1, tmp / f'{prog_name}-perthread.txt', '--format',
                    'text').decode()
     got, want = parse_text_functions(text, funcs), parse_text_functions(text1, funcs)
-    got_list = [sorted(got[t]) for t in sorted(got)]
-    want_list = [sorted(want[t]) for t in sorted(want)]
+    got_list = [sorted(got[t]) for t in creation_order(got)]
+    want_list = [sorted(want[t]) for t in creation_order(want)]
     if got_list != want_list:
         problems.append(f'{name}: functions per thread (creation order) per-CPU {got_list}, '
                         f'per-thread {want_list}')
