@@ -20,6 +20,7 @@
 #include "ptscope/format.h"
 #include "ptscope/output_file.h"
 #include "ptscope/symbols.h"
+#include "ptscope/tool_version.h"
 
 #if __has_include("ptscope/perf_data.h")
 #include "ptscope/perf_data.h"
@@ -247,13 +248,6 @@ ptscope::decode::PipelineOptions SymbolOptions(const Options& options) {
   return pipeline;
 }
 
-// pt-decode's own ELF build id: with the version, what names this decoder in --list-modules
-// (ptscope-fleet keys its outputs on it) and --version.
-std::vector<uint8_t> OwnBuildId() {
-  auto elf = ptscope::symbols::ReadElfInfo("/proc/self/exe");
-  return elf ? elf->build_id : std::vector<uint8_t>{};
-}
-
 // --list-modules: the JSON listing on stdout (or -o FILE). 0, or 3 when the archive is damaged
 // or unfinished (modules mapped after the damage are not listed), 1 when it cannot be read.
 int ListModules(const std::string& input, const std::string& output, const Options& options) {
@@ -262,8 +256,10 @@ int ListModules(const std::string& input, const std::string& output, const Optio
     std::fprintf(stderr, "pt-decode: %s\n", archive.error().message.c_str());
     return kFailed;
   }
-  auto json = ptscope::decode::ListModulesJson(*archive, SymbolOptions(options), PTSCOPE_VERSION,
-                                               OwnBuildId());
+  // The decoder's version and own build id name it (ptscope-fleet keys its outputs on them).
+  auto json = ptscope::decode::ListModulesJson(*archive, SymbolOptions(options),
+                                               ptscope::format::PtscopeVersion(),
+                                               ptscope::format::OwnBuildId());
   if (!json) {
     std::fprintf(stderr, "pt-decode: %s\n", json.error().message.c_str());
     return kFailed;
@@ -410,8 +406,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (vm.count("version")) {
-    std::printf("pt-decode %s (build id %s)\n", PTSCOPE_VERSION,
-                ptscope::format::ToHex(OwnBuildId()).c_str());
+    std::printf("%s\n", ptscope::format::VersionLine("pt-decode").c_str());
     return 0;
   }
   if (options.inputs.empty()) {

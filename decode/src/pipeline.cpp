@@ -6,13 +6,14 @@
 //   flow/      units decoded on the workers into events (pure: a unit's facts only)
 //   join/      units joined per stream, each thread's events fed to its stack tracker
 //   stack/     events -> slices;   sink/  slices -> the output
-// or, for --format insns, the streams listed instruction by instruction (listing/).
+// or, for --format insns, the same units' instructions listed per thread (listing/).
 //
 // Units are decoded on a worker pool, at most a window ahead of the consumer, and consumed on the
 // calling thread in plan order (parallel/unit_pool.h), so the call stacks are those of one
 // sequential pass and the output is the same for every --jobs value; memory is bounded by the
 // window, not by the capture.
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +60,43 @@ Result<OutputSink> OpenOutput(SinkFormat format, const std::string& path, FrameN
   return output;
 }
 
+// What decoding every unit left to say: which streams had a unit, and the walker's fallbacks.
+struct Decoded {
+  std::vector<bool> planned;  // by stream
+  uint64_t units = 0, libipt_units = 0;
+};
+
+// Plans the capture's units (within `window`) as the workers ask, decodes them on one worker per
+// CodeImages and hands each to `consume` on this thread, in plan order.
+Decoded DecodeUnits(CaptureView& view, const TimeWindow& window, const std::string& path,
+                    const std::vector<std::unique_ptr<CodeImages>>& images, CodeFacts* code,
+                    const PipelineOptions& options,
+                    const std::function<void(size_t, const WorkUnit&, UnitEvents&)>& consume) {
+  const size_t unit_bytes = options.unit_bytes != 0 ? options.unit_bytes : kDefaultUnitBytes;
+  UnitPlanner planner(view.streams, view.setup, view.config, unit_bytes, path, window.from_ns,
+                      window.to_ns);
+  std::vector<const CodeImages*> worker_images;
+  for (const auto& image : images) worker_images.push_back(image.get());
+  UnitDecoder decoder(view.setup, view.timeline, view.streams, std::move(worker_images), code,
+                      options.walker, options.format == OutputFormat::kInsns);
+  const unsigned jobs = static_cast<unsigned>(images.size());
+  const size_t in_flight = 2 * static_cast<size_t>(jobs) + 2;
+  std::vector<WorkUnit> plan(in_flight);  // unit i in plan[i % in_flight] (see RunOrdered)
+  RunOrdered(
+      jobs, in_flight, [&](size_t index) { return planner.Next(&plan[index % in_flight]); },
+      [&](size_t index, unsigned worker, UnitEvents& out) {
+        decoder.Decode(plan[index % in_flight], worker, out);
+      },
+      [&](size_t index, UnitEvents& events) {
+        const WorkUnit& work = plan[index % in_flight];
+        if (options.progress) options.progress(work.planned_bytes, planner.total_bytes());
+        consume(index, work, events);
+      });
+  Decoded decoded{{}, decoder.units(), decoder.libipt_units()};
+  for (size_t s = 0; s < view.streams.size(); ++s) decoded.planned.push_back(planner.planned(s));
+  return decoded;
+}
+
 // --threads that select nothing: every thread's name and instructions, from a decode of them all
 // that writes nothing.
 Unexpected NoThreadSelected(format::Archive& archive, const PipelineOptions& options) {
@@ -87,9 +125,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   PTSCOPE_TRY(capture_resolver.AddArchiveBlobs(archive));
   symbols::ModuleResolver& resolver = capture_resolver.resolver();
   symbols::JitCodeStore jit = symbols::JitCodeStore::FromArchive(archive, summary.notes);
-  const unsigned jobs = options.format == OutputFormat::kInsns ? 1 : std::max(1u, options.jobs);
-  std::vector<std::unique_ptr<CodeImages>> images =
-      CodeImages::ForWorkers(jobs, view.timeline, view.streams, resolver, jit);
+  std::vector<std::unique_ptr<CodeImages>> images = CodeImages::ForWorkers(
+      std::max(1u, options.jobs), view.timeline, view.streams, resolver, jit);
   summary.missing = images[0]->missing();
 
   if (options.format == OutputFormat::kInsns) {
@@ -97,9 +134,14 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
       return Unexpected(Errc::kInvalidArgument, "an instruction listing has no call slices to "
                                                 "summarize: --summary-json needs another format");
     }
+    PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<InsnListing> listing,
+                             InsnListing::Open(options.output_path, view.streams, options.threads));
     summary.threads = view.streams.size();
-    PTSCOPE_ASSIGN_OR_RETURN(summary, RunInsns(view.streams, archive.path, view.setup, *images[0],
-                                               view.timeline, options, std::move(summary)));
+    DecodeUnits(view, TimeWindow{}, archive.path, images, nullptr, options,  // (all of it)
+                [&](size_t, const WorkUnit& work, UnitEvents& events) {
+                  listing->Consume(work, events);
+                });
+    PTSCOPE_TRY(listing->Finish(summary));
     summary.notes.insert(summary.notes.end(), resolver.notes().begin(), resolver.notes().end());
     return summary;
   }
@@ -117,37 +159,22 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                                                         options.summary_json_path, namer, window));
   }
   const FeedSinks sinks{output.sink(), summary_output ? &summary_output->sink() : nullptr};
-
-  const size_t unit_bytes = options.unit_bytes != 0 ? options.unit_bytes : kDefaultUnitBytes;
-  UnitPlanner planner(view.streams, view.setup, view.config, unit_bytes, archive.path,
-                      window.from_ns, window.to_ns);
-  std::vector<const CodeImages*> worker_images;
-  for (const auto& image : images) worker_images.push_back(image.get());
-  UnitDecoder decoder(view.setup, view.timeline, view.streams, std::move(worker_images), &namer,
-                      options.walker);
   ThreadAssembler assembler(archive, view.setup, view.timeline, view.streams, namer, sinks,
                             options.threads, summary);
-  const size_t in_flight = 2 * static_cast<size_t>(jobs) + 2;
-  std::vector<WorkUnit> plan(in_flight);  // unit i in plan[i % in_flight] (see RunOrdered)
-  RunOrdered(
-      jobs, in_flight, [&](size_t index) { return planner.Next(&plan[index % in_flight]); },
-      [&](size_t index, unsigned worker, UnitEvents& out) {
-        decoder.Decode(plan[index % in_flight], worker, out);
-      },
-      [&](size_t index, UnitEvents& events) {
-        const WorkUnit& work = plan[index % in_flight];
-        if (options.progress) options.progress(work.planned_bytes, planner.total_bytes());
+  const Decoded decoded = DecodeUnits(
+      view, window, archive.path, images, &namer, options,
+      [&](size_t index, const WorkUnit& work, UnitEvents& events) {
         assembler.Consume(index, work, events);
       });
-  assembler.Finish([&](size_t stream) { return planner.planned(stream); }, window.active);
+  assembler.Finish([&](size_t stream) { return decoded.planned[stream]; }, window.active);
   // A module nobody ran code of made no gap: it is not reported missing.
   summary.missing = images[0]->MissingThatRan(assembler.missing_code_ips());
 
   const bool outside = NoteWindow(window, options, summary);
-  summary.stats[Stat::kWalkerFallbackUnits] = decoder.libipt_units();
-  if (decoder.libipt_units() != 0) {
-    summary.notes.push_back(std::to_string(decoder.libipt_units()) + " of " +
-                            std::to_string(decoder.units()) + " decode units hold trace the "
+  summary.stats[Stat::kWalkerFallbackUnits] = decoded.libipt_units;
+  if (decoded.libipt_units != 0) {
+    summary.notes.push_back(std::to_string(decoded.libipt_units) + " of " +
+                            std::to_string(decoded.units) + " decode units hold trace the "
                             "walker does not model: libipt's block decoder walked them");
   }
   for (SliceSink* sink : {&sinks.output, sinks.summary}) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "ptscope/tool_version.h"
 
 namespace ptscope::tools {
 namespace {
@@ -28,7 +29,8 @@ constexpr Command kCommands[] = {
 };
 
 void PrintUsage(FILE* out) {
-  std::fprintf(out, "usage: pt-archive COMMAND [ARGS] (pt-archive COMMAND --help for details)\n");
+  std::fprintf(out, "usage: pt-archive COMMAND [ARGS] (pt-archive COMMAND --help for details)\n"
+                    "       pt-archive --version\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
   std::fprintf(out, "\n%s", kExitStatusHelp);
 }
@@ -45,6 +47,10 @@ int main(int argc, char** argv) {
   std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     PrintUsage(stdout);
+    return kExitOk;
+  }
+  if (name == "--version") {
+    std::printf("%s\n", ptscope::format::VersionLine("pt-archive").c_str());
     return kExitOk;
   }
   std::vector<std::string> args(argv + 2, argv + argc);

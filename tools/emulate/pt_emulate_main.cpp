@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "ptscope/tool_version.h"
 #include "session.h"
 #include "step_source.h"
 #include "target.h"
@@ -19,8 +20,6 @@ using namespace ptscope;
 using namespace ptscope::emulate;
 
 namespace {
-
-constexpr const char* kVersion = "0.1.0";
 
 Result<uint64_t> ParseSize(const std::string& text, const std::string& option) {
   char* end = nullptr;
@@ -59,7 +58,7 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
   }
   for (int i = split + 1; i < argc; ++i) session.argv.push_back(argv[i]);
   for (int i = 0; i < argc; ++i) session.command_line += (i ? " " : "") + std::string(argv[i]);
-  session.tool_version = kVersion;
+  session.tool_version = format::PtscopeVersion();
 
   std::string pids, snapshot_size = "4M", timing = "cyc", psb_period = "4K", trigger;
   uint32_t mtc_period = 3;
@@ -70,6 +69,7 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
       "  pt-emulate [OPTIONS] -o OUT.ptar -p PID[,PID...]\nOptions");
   desc.add_options()
       ("help,h", "show this help")
+      ("version", "print the version and this binary's build id")
       ("output,o", po::value(&session.output), "archive to write (.ptar)")
       ("pid,p", po::value(&pids), "attach to running processes (comma-separated)")
       ("full", "record everything (default: snapshot mode, keep the last --snapshot-size)")
@@ -100,6 +100,11 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
     po::notify(vm);
   } catch (const std::exception& e) {  // Boost reports bad options by exception
     return MakeError(Errc::kInvalidArgument, std::string(e.what()) + " (see --help)");
+  }
+  if (vm.count("version")) {
+    std::printf("%s\n", format::VersionLine("pt-emulate").c_str());
+    parsed.help = true;
+    return parsed;
   }
   if (vm.count("help")) {
     std::ostringstream text;

@@ -57,6 +57,9 @@ struct BlockFacts {
   // question to the (locked) CodeFacts.
   InlineDepthStretch stretch;
   uint32_t stretch_pid = 0;
+  // --format insns: where each instruction of a block starts, as offsets from its first address
+  // (the longest block seen from there).
+  FlatMap<BlockKey, std::vector<uint32_t>, BlockKeyHash> layouts;
   BlockInline uniform;  // InlineStatements::InlineOf's answer for a block inside `stretch`
 };
 

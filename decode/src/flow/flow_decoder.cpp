@@ -1,6 +1,8 @@
 // The block loop, block classification and the unit's events (see flow_decoder.h).
 #include "flow/flow_decoder.h"
 
+#include <Zydis/Zydis.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -146,11 +148,14 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
   // A thread switched in may have run on another CPU since it last ran here, whose stream this
   // decoder does not see: its inlined depth is not known, and its first block states it.
   if (change == CpuFollower::Change::kSwitchedIn) inline_.Unknown();
-  const size_t first = out_.events.size();
-  if (!out_.runs.empty() && out_.runs.back().first == first) {
+  // A run with neither events nor instructions yet is the new thread's.
+  const size_t first = out_.events.size(), first_insn = out_.insns.size();
+  if (!out_.runs.empty() && out_.runs.back().first == first &&
+      out_.runs.back().first_insn == first_insn) {
     out_.runs.back().thread = thread;
+    out_.runs.back().time_ns = time_ns;
   } else {
-    out_.runs.push_back(UnitEvents::Run{thread, first});
+    out_.runs.push_back(UnitEvents::Run{thread, first, first_insn, time_ns});
   }
   if (thread.pid != image_.pid()) {
     image_.SetPid(thread.pid);
@@ -309,6 +314,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
                          AppendEvent(position, FlowEvent::Kind::kInlineChange, ip, ip, 0, depth);
                        });
   }
+  if (list_insns_) [[unlikely]] ListBlock(block);
   position_ += block.ninsn;  // (stats_.instructions is position_: see FinishSegment)
   last_end_ip_ = block.end_ip;
   const size_t iclass = static_cast<size_t>(block.iclass);
@@ -337,6 +343,38 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   pending_.kind = end.kind;
   pending_.from = block.end_ip;
   pending_.call_size = call ? size : 0;
+}
+
+void FlowDecoder::ListBlock(const pt_block& block) {
+  // Instruction lengths, decoded once per block start (Zydis, minimal mode); the last
+  // instruction is the block's end_ip, whatever its bytes (libipt may have had them from `raw`).
+  auto [layout, inserted] = facts_.layouts.TryEmplace(BlockKey{image_.pid(), block.ip});
+  const bool known = !inserted && layout->size() >= block.ninsn &&
+                     block.ip + (*layout)[block.ninsn - 1] == block.end_ip;
+  if (!known) {
+    layout->clear();
+    ZydisDecoder zydis;
+    ZydisDecoderInit(&zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecoderEnableMode(&zydis, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
+    uint64_t ip = block.ip;
+    for (uint32_t index = 0; index + 1 < block.ninsn; ++index) {
+      layout->push_back(static_cast<uint32_t>(ip - block.ip));
+      uint8_t bytes[16];
+      int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, block.isid, ip);
+      if (read <= 0) read = static_cast<int>(image_.ReadJit(bytes, sizeof bytes, ip));
+      ZydisDecodedInstruction insn;
+      if (read <= 0 || ZYAN_FAILED(ZydisDecoderDecodeInstruction(
+                           &zydis, nullptr, bytes, static_cast<ZyanUSize>(read), &insn))) {
+        break;  // (libipt decoded these bytes: only a changed JIT region can get here)
+      }
+      ip += insn.length;
+    }
+    layout->resize(block.ninsn - 1, static_cast<uint32_t>(ip - block.ip));
+    layout->push_back(static_cast<uint32_t>(block.end_ip - block.ip));
+  }
+  for (uint32_t index = 0; index < block.ninsn; ++index) {
+    out_.insns.push_back(block.ip + (*layout)[index]);
+  }
 }
 
 void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset) {

@@ -59,6 +59,8 @@ class FlowDecoder {
   void SetNextUnit(const PsbState& next) { next_unit_ = next; }
   // A per-CPU stream: the thread (and address space) follows `cpu`'s schedule (UnitEvents::runs).
   void FollowCpu(const SidebandTimeline* timeline, uint32_t cpu) { cpu_.Follow(timeline, cpu); }
+  // --format insns: also lists every instruction of every block (UnitEvents::insns).
+  void ListInstructions() { list_insns_ = true; }
 
   // Decodes the unit's bytes (they must outlive the call only).
   void DecodeSegment(const uint8_t* begin, size_t size);
@@ -88,6 +90,7 @@ class FlowDecoder {
   void HandleEvent(const pt_event& event);
   void HandleBlock(const pt_block& block);
   BranchInsn ClassifyLast(const pt_block& block);
+  void ListBlock(const pt_block& block);
   void HandleError(int error, const pt_block& block, uint64_t offset);
   void ResolvePending(uint64_t target);
   void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to);
@@ -119,6 +122,7 @@ class FlowDecoder {
   uint64_t last_event_position_ = 0;
   PsbState next_unit_;
   uint64_t offset_base_ = 0;
+  bool list_insns_ = false;
 };
 
 }  // namespace ptscope::decode

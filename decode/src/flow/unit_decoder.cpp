@@ -7,12 +7,13 @@ namespace ptscope::decode {
 
 UnitDecoder::UnitDecoder(const DecoderSetup& setup, const SidebandTimeline& timeline,
                          const std::vector<Stream>& streams, std::vector<const CodeImages*> images,
-                         CodeFacts* code, bool walker)
+                         CodeFacts* code, bool walker, bool list_insns)
     : setup_(setup),
       timeline_(timeline),
       streams_(streams),
       images_(std::move(images)),
       code_(code),
+      list_insns_(list_insns),
       facts_(images_.size()) {
   if (walker) walker_caches_ = std::vector<WalkerCache>(images_.size());
 }
@@ -33,13 +34,14 @@ bool UnitDecoder::DecodeWith(const WorkUnit& work, unsigned worker, bool walker,
   FlowDecoder decoder(setup_, *images_[worker], stream.key.pid, facts_[worker], out);
   decoder.SetCodeFacts(code_);
   if (walker) decoder.UseWalker(&walker_caches_[worker]);
+  if (list_insns_) decoder.ListInstructions();
   decoder.SetOffsetBase(work.span.begin);
   if (work.unit > 0) decoder.SetContinuation();
   if (work.has_next) decoder.SetNextUnit(work.next_start);
   if (stream.cpu >= 0) {
     decoder.FollowCpu(&timeline_, static_cast<uint32_t>(stream.cpu));
   } else {
-    out.runs.push_back(UnitEvents::Run{stream.key, 0});
+    out.runs.push_back(UnitEvents::Run{stream.key, 0, 0, 0});
   }
   if (!work.unreadable.empty()) {
     decoder.FailSegment(work.unreadable);

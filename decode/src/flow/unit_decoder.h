@@ -22,10 +22,11 @@ namespace ptscope::decode {
 class UnitDecoder {
  public:
   // `images` has one CodeImages per worker (see the pipeline: one section cache each); `code`
-  // (may be null: no kInlineChange) must be thread-safe. All must outlive the decoder.
+  // (may be null: no kInlineChange) must be thread-safe. All must outlive the decoder. With
+  // `list_insns` the units list their instructions (--format insns).
   UnitDecoder(const DecoderSetup& setup, const SidebandTimeline& timeline,
               const std::vector<Stream>& streams, std::vector<const CodeImages*> images,
-              CodeFacts* code, bool walker);
+              CodeFacts* code, bool walker, bool list_insns = false);
 
   // Decodes `work` on worker `worker` into `out` (empty). Thread-safe for distinct workers.
   void Decode(const WorkUnit& work, unsigned worker, UnitEvents& out);
@@ -41,6 +42,7 @@ class UnitDecoder {
   const std::vector<Stream>& streams_;
   std::vector<const CodeImages*> images_;
   CodeFacts* code_;
+  bool list_insns_;
   std::vector<BlockFacts> facts_;           // per worker
   std::vector<WalkerCache> walker_caches_;  // per worker; empty: libipt walks the code
   std::atomic<uint64_t> units_{0}, libipt_units_{0};

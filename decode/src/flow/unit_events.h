@@ -28,7 +28,9 @@ struct UnitEvents {
   // per-CPU stream a new run wherever the sideband switches another thread in.
   struct Run {
     ThreadKey thread;
-    size_t first = 0;  // index of the run's first event
+    size_t first = 0;       // index of the run's first event
+    size_t first_insn = 0;  // index of its first instruction in `insns`
+    uint64_t time_ns = 0;   // when the thread was found running (per-CPU streams)
   };
   // In program order, timed (interpolated between the unit's timing packets, extrapolated after
   // the last one at the rate before it). A unit that continues another states the inlined depth
@@ -36,6 +38,8 @@ struct UnitEvents {
   // know: the stack tracker takes a statement of the depth it already has as a no-op.
   EventBuffer events;
   std::vector<Run> runs;
+  // --format insns only (FlowDecoder::ListInstructions): every instruction retired, in order.
+  std::vector<uint64_t> insns;
   FlowStats stats;
   uint64_t last_end_ip = 0;
   // Instructions retired after the last event: a sequential decoder counts them in the next
@@ -47,6 +51,7 @@ struct UnitEvents {
   void Reset() {  // for reuse: keeps the vectors' capacity
     events.clear();
     runs.clear();
+    insns.clear();
     stats = FlowStats{};
     last_end_ip = trailing_insns = end_ns = 0;
   }

@@ -135,10 +135,15 @@ def installed(a):
     launcher = os.path.join(a.build_dir, 'tools', 'fleet', 'ptscope-fleet.installed')
     with open(launcher) as f:
         text = f.read()
-    check(repr(targets['pt-decode']) in text, 'the installed launcher does not run %s' %
-          targets['pt-decode'])
-    check(repr(os.path.dirname(os.path.dirname(targets['cli.py']))) in text,
-          'the installed launcher does not import the installed package')
+    # Its paths are relative to its own directory (a relocatable tree): resolved there, they
+    # must be the installed pt-decode and package.
+    here = os.path.dirname(targets['ptscope-fleet'])
+    resolved = [os.path.normpath(os.path.join(here, path))
+                for path in re.findall(r"os\.path\.join\(_HERE, '([^']*)'\)", text)]
+    check(targets['pt-decode'] in resolved, 'the installed launcher does not run %s: %s' %
+          (targets['pt-decode'], resolved))
+    check(os.path.dirname(os.path.dirname(targets['cli.py'])) in resolved,
+          'the installed launcher does not import the installed package: %s' % resolved)
 
 
 def main():

@@ -140,13 +140,15 @@ def parse_text_functions(text, names):
     return seen
 
 
-def creation_order(text, tids):
-    """TIDS in the order their threads were created: by tid after the process id (the main
-    thread's), modulo pid_max, since tids wrap around on a busy machine."""
-    pid_of = {int(m.group(2)): int(m.group(1)) for m in map(THREAD.match, text.splitlines()) if m}
-    with open('/proc/sys/kernel/pid_max') as f:
-        pid_max = int(f.read())
-    return sorted(tids, key=lambda t: (t - pid_of.get(t, t)) % pid_max)
+def creation_order(tids):
+    """The tids of one process in creation order: the lowest tid need not be the first, since
+    the kernel's tid counter wraps at pid_max (e.g. main 32700, its threads 100, 101, ...)."""
+    pid_max = int(pathlib.Path('/proc/sys/kernel/pid_max').read_text())
+    ordered = sorted(tids)
+    # The first created is the one after the largest gap between consecutive tids (cyclically).
+    gaps = [((ordered[(i + 1) % len(ordered)] - t) % pid_max, i) for i, t in enumerate(ordered)]
+    first = (max(gaps)[1] + 1) % len(ordered) if len(ordered) > 1 else 0
+    return ordered[first:] + ordered[:first]
 
 
 def parse_text_sequences(text, names):
@@ -303,8 +305,8 @@ def check_case(tools, tmp, case):
     text1 = decode(tools['decode'], ptar1, tmp / f'{prog_name}-perthread.txt', '--format',
                    'text').decode()
     got, want = parse_text_functions(text, funcs), parse_text_functions(text1, funcs)
-    got_list = [sorted(got[t]) for t in creation_order(text, got)]
-    want_list = [sorted(want[t]) for t in creation_order(text1, want)]
+    got_list = [sorted(got[t]) for t in creation_order(got)]
+    want_list = [sorted(want[t]) for t in creation_order(want)]
     if got_list != want_list:
         problems.append(f'{name}: functions per thread (creation order) per-CPU {got_list}, '
                         f'per-thread {want_list}')

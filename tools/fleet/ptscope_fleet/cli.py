@@ -36,9 +36,10 @@ def positive(text):
     return value
 
 
-def build_parser(default_pt_decode):
+def build_parser(default_pt_decode, version='unknown'):
     parser = Parser(prog='ptscope-fleet', description=DESCRIPTION,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--version', action='version', version='ptscope-fleet ' + version)
     commands = parser.add_subparsers(dest='command', metavar='COMMAND', parser_class=Parser)
     commands.required = True
     d = commands.add_parser('decode', help='decode archives, one Dask task each',
@@ -85,8 +86,8 @@ def build_parser(default_pt_decode):
     return parser
 
 
-def main(argv=None, default_pt_decode='pt-decode'):
-    args = build_parser(default_pt_decode).parse_args(argv)
+def main(argv=None, default_pt_decode='pt-decode', version='unknown'):
+    args = build_parser(default_pt_decode, version).parse_args(argv)
     if args.command == 'summary':
         from . import summary
         prefix = args.output or os.path.join(args.output_dir, 'fleet-summary')
