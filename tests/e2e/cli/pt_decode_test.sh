@@ -43,7 +43,7 @@ bad-values)
     -- --threads 1 --threads abc in.ptar
   expect 2 "pt-decode: --summary and --format text contradict each other; give one of them" \
     -- --summary --format text in.ptar
-  expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary or summary-json" \
+  expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary, summary-json or speedscope" \
     -- --format xml in.ptar
   expect 2 "pt-decode: --format json is the summary's encoding: add --summary" \
     -- --format json in.ptar
@@ -90,7 +90,7 @@ good-values)
   grep -qx "pt-decode [0-9][0-9.]* (build id $build_id)" "$tmp/version" ||
     fail "--version: $(cat "$tmp/version"), want the build id $build_id"
   for option in --summary --threads --time-range --list-modules --version \
-      "perfetto|text|folded|insns|summary|summary-json"; do
+      "perfetto|text|folded|insns|summary|summary-json|speedscope"; do
     grep -q -- "$option" "$tmp/help" || fail "--help does not mention $option"
   done
   ;;
