@@ -2,6 +2,8 @@
 // prints or exits; everything else returns Results.
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -10,6 +12,7 @@
 #include "host_info.h"
 #include "ptscope/tool_version.h"
 #include "kernel_source.h"
+#include "selftest.h"
 #include "session.h"
 #include "target.h"
 
@@ -25,6 +28,7 @@ constexpr int kExitNoPt = 2;
 
 constexpr const char* kUsage =
     "usage: pt-record --check [--kernel] [-a]\n"
+    "       pt-record --selftest [-o REPORT.ptar]\n"
     "       pt-record [OPTIONS] -o OUT.ptar -- PROGRAM [ARGS...]\n"
     "       pt-record [OPTIONS] -o OUT.ptar -p PID[,PID...]\n"
     "       pt-record [OPTIONS] -o OUT.ptar -a\n";
@@ -35,6 +39,7 @@ po::options_description Describe() {
       ("help,h", "this help")
       ("version", "print the version and this binary's build id")
       ("check", "report whether this host can record Intel PT, and what to fix")
+      ("selftest", "record a known program and check its trace (first run on a new host)")
       ("output,o", po::value<std::string>(), "archive to write (mode 0600)")
       ("pid,p", po::value<std::string>(), "attach to running processes (all their threads)")
       ("all-cpus,a", "trace every CPU")
@@ -75,6 +80,42 @@ int RunCheck(const HostFacts& facts, const po::variables_map& vm) {
   std::printf("%s\n", ok ? "pt-record can record Intel PT on this host"
                          : "pt-record cannot record Intel PT on this host (see MISSING above)");
   return ok ? kExitOk : kExitNoPt;
+}
+
+// --selftest: pt-record re-executes itself into the workload, records it and checks the PT.
+int RunSelftestCommand(const HostFacts& facts, const po::variables_map& vm) {
+  if (auto missing = NoIntelPtMessage(facts)) {
+    std::fprintf(stderr, "pt-record: selftest cannot run: %s\n", missing->c_str());
+    return kExitNoPt;
+  }
+  char self[4096];
+  ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (length <= 0) {
+    std::fprintf(stderr, "pt-record: selftest: cannot read /proc/self/exe\n");
+    return kExitError;
+  }
+  SelftestOptions options;
+  options.workload_file.assign(self, static_cast<size_t>(length));
+  options.workload_argv = {options.workload_file, kSelftestWorkloadArg};
+  options.output = vm.count("output") ? vm["output"].as<std::string>() : "pt-record-selftest.ptar";
+  options.tool_version = format::PtscopeVersion();
+  auto note = [](const std::string& line) {
+    std::fprintf(stderr, "pt-record: %s\n", line.c_str());
+  };
+  auto verdict = RunSelftest(SystemPerfKernel(), facts, options, note);
+  if (!verdict) {
+    std::fprintf(stderr, "pt-record: selftest could not record: %s\n",
+                 verdict.error().message.c_str());
+    return verdict.error().code == Errc::kUnsupported ? kExitNoPt : kExitError;
+  }
+  if (verdict->pass) {
+    std::printf("pt-record selftest: PASS: %s (archive: %s)\n", verdict->detail.c_str(),
+                options.output.c_str());
+    return kExitOk;
+  }
+  std::printf("pt-record selftest: FAIL: %s; please attach %s to a bug report\n",
+              verdict->detail.c_str(), options.output.c_str());
+  return kExitError;
 }
 
 struct Options {
@@ -142,6 +183,7 @@ Result<Options> BuildOptions(const po::variables_map& vm, std::vector<std::strin
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == kSelftestWorkloadArg) RunSelftestWorkload();
   std::vector<std::string> ours, program;
   std::string command_line;
   for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
@@ -168,6 +210,13 @@ int main(int argc, char** argv) {
   }
   HostFacts facts = GatherHostFacts();
   if (vm.count("check")) return RunCheck(facts, vm);
+  if (vm.count("selftest")) {
+    if (!program.empty() || vm.count("pid") || vm.count("all-cpus")) {
+      std::fprintf(stderr, "pt-record: --selftest records its own program\n%s", kUsage);
+      return kExitError;
+    }
+    return RunSelftestCommand(facts, vm);
+  }
 
   auto options = BuildOptions(vm, std::move(program), command_line, facts);
   if (!options) {

@@ -48,7 +48,8 @@ void KernelModel::Output(Ev& ev, perf::Record record, int cpu, int pid, int tid)
   id.cpu = static_cast<uint32_t>(cpu);
   record.sample_id = id;
   std::vector<uint8_t> bytes = perf::BuildRecord(record, layout);
-  // A buffer that dropped records first gets a PERF_RECORD_LOST saying how many.
+  // __perf_output_begin(): a buffer that dropped records first gets a PERF_RECORD_LOST saying
+  // how many (have_lost).
   if (rb->lost != 0) {
     perf::Record lost;
     lost.type = perf::kRecordLost;
@@ -57,7 +58,8 @@ void KernelModel::Output(Ev& ev, perf::Record record, int cpu, int pid, int tid)
     std::vector<uint8_t> lost_bytes = perf::BuildRecord(lost, layout);
     bytes.insert(bytes.begin(), lost_bytes.begin(), lost_bytes.end());
   }
-  // Without overwrite, a record that does not fit is dropped and counted (rb->lost).
+  // __perf_output_begin(): without overwrite, a record that does not fit is dropped and counted
+  // (the fail path: local_inc(&rb->lost)).
   const uint64_t tail = rb->page->data_tail;
   if (!rb->overwrite && CircSpace(rb->head, tail, rb->data_size) < bytes.size()) {
     ++rb->lost;
@@ -133,7 +135,7 @@ void KernelModel::CommitAux(Ev& ev, bool stopping) {
     size = ev.written;
     rb->aux_head += ev.written;
   }
-  // "Only send RECORD_AUX if we have something useful to communicate."
+  // perf_aux_output_end(): "Only send RECORD_AUX if we have something useful to communicate."
   if (size != 0 || (ev.aux_flags & ~perf::kAuxFlagOverwrite) != 0) {
     perf::Record aux;
     aux.type = perf::kRecordAux;
@@ -145,7 +147,8 @@ void KernelModel::CommitAux(Ev& ev, bool stopping) {
   if (!rb->aux_overwrite && rb->aux_head - rb->aux_wakeup >= rb->aux_watermark) {
     rb->aux_wakeup = rb->aux_head / rb->aux_watermark * rb->aux_watermark;
   }
-  // A truncated transaction disables the event: the reader must re-enable it.
+  // perf_aux_output_end(): a truncated transaction disables the event
+  // (perf_event_disable_inatomic); the reader must re-enable it.
   if (ev.aux_flags & perf::kAuxFlagTruncated) {
     ev.pub.enabled = false;
     ev.hw_active = false;

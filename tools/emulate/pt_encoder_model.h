@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-struct pt_encoder;
+#include "pt_packet_encoder.h"
 
 namespace ptscope::emulate {
 
@@ -28,25 +28,11 @@ enum class InsnClass : uint8_t {
   kSyscall,       // syscall/sysenter/int n/far transfers: leaves the traced (user) region
 };
 
-enum class TimingMode : uint8_t { kNone, kTsc, kMtc, kCyc };
-
-struct EncoderConfig {
-  TimingMode timing = TimingMode::kCyc;
-  uint32_t mtc_freq = 3;           // MTC every 2^mtc_freq crystal clock ticks
-  uint64_t psb_period = 4096;      // bytes of packets between PSB+
-  bool return_compression = true;
-  uint32_t tsc_per_ctc = 64;       // cpuid 0x15 ebx/eax (eax = 1); at most 511 (TMA.fc is 9 bits)
-  uint8_t cbr = 10;                // core:bus ratio, equal to max_nonturbo_ratio (1 cycle = 1 tick)
-};
-
-// Receives the packet bytes of one stream.
-class PtPacketSink {
- public:
-  virtual ~PtPacketSink() = default;
-  virtual void Append(const uint8_t* bytes, size_t size) = 0;
-  // Called right before the bytes of a PSB packet are appended (snapshot rings cut here).
-  virtual void MarkPsb() = 0;
-};
+// The packet layer is tools/ptgen's, shared with pt-synth.
+using TimingMode = ptgen::Timing;
+using EncoderConfig = ptgen::EncoderConfig;
+using PtPacketSink = ptgen::PacketSink;
+using EncoderStats = ptgen::EncoderStats;
 
 struct RetiredInsn {
   uint64_t ip = 0;
@@ -55,18 +41,10 @@ struct RetiredInsn {
   InsnClass cls = InsnClass::kOther;
 };
 
-struct EncoderStats {
-  uint64_t packets = 0;
-  uint64_t bytes = 0;
-  uint64_t psbs = 0;
-  uint64_t compressed_returns = 0;
-};
-
 class PtEncoderModel {
  public:
   // `sink` must outlive the model. Aborts (PTSCOPE_CHECK) only if libipt cannot allocate.
-  PtEncoderModel(const EncoderConfig& config, PtPacketSink* sink);
-  ~PtEncoderModel();
+  PtEncoderModel(const EncoderConfig& config, PtPacketSink* sink) : encoder_(config, sink) {}
   PtEncoderModel(const PtEncoderModel&) = delete;
   PtEncoderModel& operator=(const PtEncoderModel&) = delete;
 
@@ -81,50 +59,14 @@ class PtEncoderModel {
   // TIP.PGD. (Exits through a syscall are Retire() of that syscall instead.)
   void Disable(uint64_t ip, uint64_t tsc);
   // Writes pending TNT bits (before a snapshot copy, or at the end).
-  void FlushPending();
+  void FlushPending() { encoder_.Flush(); }
 
   bool enabled() const { return enabled_; }
-  const EncoderStats& stats() const { return stats_; }
+  const EncoderStats& stats() const { return encoder_.stats(); }
 
  private:
-  void AdvanceTo(uint64_t tsc);
-  void EmitEnable(uint64_t ip, uint64_t tsc);
-  void EmitPsb(uint64_t ip, bool with_fup, uint64_t tsc);
-  void EmitTimeSync(uint64_t tsc);  // TSC (+TMA when MTC is on)
-  void EmitCycTo(uint64_t tsc);
-  void EmitMtc(uint64_t edge);
-  void EmitIp(int type, uint64_t ip, bool suppressed);
-  void EmitModeExec();
-  void AddTnt(bool taken, uint64_t tsc);
-  void FlushTnt();
-  void PushReturn(uint64_t address);
-  void Emit(const void* packet);  // a struct pt_packet
-
-  EncoderConfig config_;
-  PtPacketSink* sink_;
-  pt_encoder* encoder_ = nullptr;
-  uint8_t scratch_[64] = {};
-  EncoderStats stats_;
-
+  ptgen::PtPacketEncoder encoder_;
   bool enabled_ = false;
-  bool started_ = false;            // the first PSB+ was written
-  uint64_t bytes_since_psb_ = 0;
-
-  uint64_t last_ip_ = 0;            // IP compression state, reset at PSB
-  bool have_last_ip_ = false;
-
-  uint64_t tnt_payload_ = 0;        // oldest branch in the most significant bit
-  uint8_t tnt_bits_ = 0;
-  uint64_t tnt_first_tsc_ = 0;      // time of the oldest pending branch (its CYC)
-
-  static constexpr int kRetStackSize = 64;
-  uint64_t ret_stack_[kRetStackSize] = {};
-  int ret_top_ = 0;                 // ring index of the next push
-  int ret_count_ = 0;
-
-  uint64_t now_ = 0;                // last time the model saw
-  uint64_t cyc_ref_ = 0;            // the time a decoder attributes to the last timing packet
-  uint64_t next_mtc_ = 0;           // time of the next CTC edge that yields an MTC
 };
 
 }  // namespace ptscope::emulate

@@ -41,59 +41,6 @@ Error PtraceError(const std::string& what, pid_t pid) {
 }  // namespace
 
 
-// ---- ground truth ----
-
-Result<std::unique_ptr<GroundTruthWriter>> GroundTruthWriter::Create(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  if (!file) {
-    return MakeError(Errc::kIo, "cannot write ground truth file " + path + ": " +
-                                    std::strerror(errno));
-  }
-  return std::unique_ptr<GroundTruthWriter>(new GroundTruthWriter(file, path));
-}
-
-GroundTruthWriter::~GroundTruthWriter() {
-  if (file_) std::fclose(file_);
-}
-
-void GroundTruthWriter::Add(uint32_t tid, uint64_t ip) {
-  char line[48];
-  char* p = line + sizeof(line);
-  *--p = '\n';
-  do {
-    *--p = "0123456789abcdef"[ip & 15];
-    ip >>= 4;
-  } while (ip != 0);
-  *--p = 'x';
-  *--p = '0';
-  *--p = ' ';
-  do {
-    *--p = static_cast<char>('0' + tid % 10);
-    tid /= 10;
-  } while (tid != 0);
-  buffer_.insert(buffer_.end(), p, line + sizeof(line));
-  if (buffer_.size() >= (1u << 20)) Drain();
-}
-
-void GroundTruthWriter::Flush() {
-  Drain();
-  if (std::fflush(file_) != 0) failed_ = true;
-}
-
-void GroundTruthWriter::Drain() {
-  if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size())
-    failed_ = true;
-  buffer_.clear();
-}
-
-Status GroundTruthWriter::Close() {
-  Drain();
-  const bool bad = std::fclose(file_) != 0 || failed_;
-  file_ = nullptr;
-  if (bad) return MakeError(Errc::kIo, "writing ground truth file " + path_ + " failed (disk full?)");
-  return Ok();
-}
-
 // ---- setup ----
 
 Tracer::Tracer(const EmulateOptions& options, record::CaptureWriter* writer,

@@ -18,6 +18,7 @@
 #include "capture_writer.h"
 #include "pt_source.h"
 #include "cpu_scheduler.h"
+#include "ground_truth.h"
 #include "process_state.h"
 #include "pt_encoder_model.h"
 #include "ptscope/perf_time.h"
@@ -48,24 +49,8 @@ struct TimeConversion {
   uint64_t ToNs(uint64_t tsc) const { return perf::PerfTime{shift, mult, zero}.TscToNs(tsc); }
 };
 
-// Buffered "TID 0xADDRESS" lines.
-class GroundTruthWriter {
- public:
-  static Result<std::unique_ptr<GroundTruthWriter>> Create(const std::string& path);
-  ~GroundTruthWriter();
-  void Add(uint32_t tid, uint64_t ip);
-  // Hands what is buffered to the kernel (a killed pt-emulate keeps it).
-  void Flush();
-  Status Close();
-
- private:
-  explicit GroundTruthWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
-  void Drain();
-  std::FILE* file_;
-  std::string path_;
-  std::vector<char> buffer_;
-  bool failed_ = false;
-};
+// The ground truth (tools/ptgen): one "TID 0xADDRESS" line per traced instruction.
+using GroundTruthWriter = ptgen::GroundTruthWriter;
 
 struct TraceSummary {
   uint64_t instructions = 0;

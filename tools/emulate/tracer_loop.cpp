@@ -93,7 +93,8 @@ Result<record::SourceEvents> Tracer::Run(uint64_t deadline_ns) {
 }
 
 Status Tracer::FlushOutputs() {
-  if (truth_ != nullptr && !capture_ended_) truth_->Flush();
+  // A ground-truth write error is kept for its Close(), at the end of the capture.
+  if (truth_ != nullptr && !capture_ended_) (void)truth_->Flush();
   if (options_.snapshot_size == 0) {
     PTSCOPE_TRY(ForEachStream([&](PtEncoderModel&, StreamOutput& output) {
       return output.Flush(clock_);

@@ -13,7 +13,7 @@ using ptscope::Errc;
 using ptscope::Result;
 using ptscope::Unexpected;
 using ptscope::synth::SynthOptions;
-using ptscope::synth::Timing;
+using ptscope::ptgen::Timing;
 
 namespace {
 

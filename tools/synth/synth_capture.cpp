@@ -22,7 +22,7 @@ constexpr uint16_t kTimeShift = 20;        // ns = (tsc * mult) >> shift: 1 tick
 constexpr uint32_t kTimeMult = 1u << 20;
 
 // Collects one thread's PT bytes and writes a PtDataChunk whenever piece_size bytes are full.
-class PieceWriter : public ByteSink {
+class PieceWriter : public ptgen::PacketSink {
  public:
   PieceWriter(record::CaptureWriter* writer, uint32_t stream_id, uint32_t tid, uint64_t piece_size)
       : writer_(writer), piece_size_(piece_size) {
@@ -56,9 +56,9 @@ class PieceWriter : public ByteSink {
 };
 
 std::vector<std::pair<std::string, std::string>> Metadata(const SynthOptions& o) {
-  const EncoderOptions& e = o.encoder;
-  const bool tsc = e.timing != Timing::kNone, mtc = e.timing >= Timing::kMtc,
-             cyc = e.timing == Timing::kCyc;
+  const ptgen::EncoderConfig& e = o.encoder;
+  const bool tsc = e.timing != ptgen::Timing::kNone, mtc = e.timing >= ptgen::Timing::kMtc,
+             cyc = e.timing == ptgen::Timing::kCyc;
   uint64_t psb_code = 0;  // perf's psb_period field: 2^(code + 11) bytes
   while (psb_code < 15 && (uint64_t{1} << (psb_code + 12)) <= e.psb_period) ++psb_code;
   const uint64_t config = 1 | (uint64_t{1} << 13) | (tsc ? 1u << 10 : 0) | (mtc ? 1u << 9 : 0) |
@@ -143,7 +143,7 @@ Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
   for (uint32_t t = 0; t < o.threads; ++t) {
     const uint32_t tid = kPid + t;
     PieceWriter pieces(writer.get(), t + 1, tid, o.piece_size);
-    SynthEncoder encoder(o.encoder, &pieces);
+    ptgen::PtPacketEncoder encoder(o.encoder, &pieces);
     WalkOptions walk;
     walk.instructions = o.instructions / o.threads + (t < o.instructions % o.threads ? 1 : 0);
     walk.seed = o.seed * 1000003 + t;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "synth_encoder.h"
+#include "pt_packet_encoder.h"
 #include "ptscope/result.h"
 
 namespace ptscope::synth {
@@ -17,7 +17,7 @@ struct SynthOptions {
   uint64_t instructions = 0;  // in total, split evenly over the threads
   uint64_t seed = 1;
   uint32_t threads = 1;
-  EncoderOptions encoder;
+  ptgen::EncoderConfig encoder;
   std::string ground_truth;   // empty: none
   uint64_t piece_size = 1u << 20;
   std::string command_line;   // recorded as metadata "command"

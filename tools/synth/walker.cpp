@@ -45,7 +45,7 @@ struct Frame {
 
 class Walker {
  public:
-  Walker(CodeGraph& graph, SynthEncoder& encoder, const WalkOptions& options,
+  Walker(CodeGraph& graph, ptgen::PtPacketEncoder& encoder, const WalkOptions& options,
          GroundTruthWriter* truth)
       : graph_(graph), enc_(encoder), options_(options), truth_(truth), rng_(options.seed) {}
 
@@ -273,7 +273,7 @@ class Walker {
   }
 
   CodeGraph& graph_;
-  SynthEncoder& enc_;
+  ptgen::PtPacketEncoder& enc_;
   const WalkOptions& options_;
   GroundTruthWriter* truth_;
   Rng rng_;
@@ -288,58 +288,8 @@ class Walker {
 
 }  // namespace
 
-Result<std::unique_ptr<GroundTruthWriter>> GroundTruthWriter::Create(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "w");
-  if (file == nullptr) {
-    return Unexpected(Errc::kIo, path + ": cannot create the ground-truth file: " +
-                                     std::strerror(errno));
-  }
-  return std::unique_ptr<GroundTruthWriter>(new GroundTruthWriter(file, path));
-}
-
-GroundTruthWriter::~GroundTruthWriter() {
-  if (file_ != nullptr) std::fclose(file_);
-}
-
-void GroundTruthWriter::Add(uint32_t tid, uint64_t ip) {
-  char text[48];
-  char* end = text + sizeof text;
-  char* p = end;
-  *--p = '\n';
-  do {
-    *--p = "0123456789abcdef"[ip & 0xf];
-    ip >>= 4;
-  } while (ip != 0);
-  *--p = 'x';
-  *--p = '0';
-  *--p = ' ';
-  do {
-    *--p = static_cast<char>('0' + tid % 10);
-    tid /= 10;
-  } while (tid != 0);
-  buffer_.insert(buffer_.end(), p, end);
-  if (buffer_.size() >= (1u << 20)) Drain();
-}
-
-void GroundTruthWriter::Drain() {
-  if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), file_) != buffer_.size()) {
-    failed_ = true;
-  }
-  buffer_.clear();
-}
-
-Status GroundTruthWriter::Close() {
-  Drain();
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (failed_ || !closed) {
-    return Unexpected(Errc::kIo, path_ + ": writing the ground truth failed (disk full?)");
-  }
-  return Ok();
-}
-
-Result<WalkStats> Walk(CodeGraph& graph, SynthEncoder& encoder, const WalkOptions& options,
-                       GroundTruthWriter* truth) {
+Result<WalkStats> Walk(CodeGraph& graph, ptgen::PtPacketEncoder& encoder,
+                       const WalkOptions& options, GroundTruthWriter* truth) {
   if (graph.entries().empty()) {
     return Unexpected(Errc::kInvalidArgument,
                       "the binary has no decodable function entry to start a walk at");

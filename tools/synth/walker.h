@@ -1,5 +1,5 @@
-// The random walk of one thread over a CodeGraph, reported block by block to a SynthEncoder (and,
-// optionally, instruction by instruction to a ground-truth file).
+// The random walk of one thread over a CodeGraph, reported block by block to a PtPacketEncoder
+// (tools/ptgen; and, optionally, instruction by instruction to a ground-truth file).
 //
 // Conditional branches go either way (a backward branch, usually a loop's back edge, is taken 7
 // times in 8); direct calls push the return address on a shadow call stack and returns pop it;
@@ -19,27 +19,14 @@
 #include <vector>
 
 #include "code_graph.h"
-#include "synth_encoder.h"
+#include "ground_truth.h"
+#include "pt_packet_encoder.h"
 #include "ptscope/result.h"
 
 namespace ptscope::synth {
 
-// Buffered `TID 0xADDRESS` lines, formatted without printf (one per instruction).
-class GroundTruthWriter {
- public:
-  static Result<std::unique_ptr<GroundTruthWriter>> Create(const std::string& path);
-  ~GroundTruthWriter();
-  void Add(uint32_t tid, uint64_t ip);
-  Status Close();
-
- private:
-  GroundTruthWriter(std::FILE* file, std::string path) : file_(file), path_(std::move(path)) {}
-  void Drain();
-  std::FILE* file_;
-  std::string path_;
-  std::vector<char> buffer_;
-  bool failed_ = false;
-};
+// The ground truth (tools/ptgen): one `TID 0xADDRESS` line per walked instruction.
+using GroundTruthWriter = ptgen::GroundTruthWriter;
 
 struct WalkOptions {
   uint64_t instructions = 0;  // at least this many (the walk ends at the next ret/indirect/syscall)
@@ -62,7 +49,7 @@ struct WalkStats {
 };
 
 // Fails only when the binary has no function entry a walk can start at.
-Result<WalkStats> Walk(CodeGraph& graph, SynthEncoder& encoder, const WalkOptions& options,
-                       GroundTruthWriter* truth);
+Result<WalkStats> Walk(CodeGraph& graph, ptgen::PtPacketEncoder& encoder,
+                       const WalkOptions& options, GroundTruthWriter* truth);
 
 }  // namespace ptscope::synth

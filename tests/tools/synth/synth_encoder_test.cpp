@@ -1,21 +1,22 @@
-// Exact packet bytes of pt-synth's encoder for short, hand-checked sequences (expected bytes
-// written from the Intel SDM packet layouts, not produced by the encoder).
+// Exact packet bytes of tools/ptgen's encoder (pt-synth's and pt-emulate's) as pt-synth drives
+// it, for short, hand-checked sequences (expected bytes written from the Intel SDM packet
+// layouts, not produced by the encoder).
 #include <doctest/doctest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "synth_encoder.h"
+#include "pt_packet_encoder.h"
 
 namespace {
 
-using ptscope::synth::ByteSink;
-using ptscope::synth::EncoderOptions;
-using ptscope::synth::SynthEncoder;
-using ptscope::synth::Timing;
+using ptscope::ptgen::PacketSink;
+using ptscope::ptgen::EncoderConfig;
+using ptscope::ptgen::PtPacketEncoder;
+using ptscope::ptgen::Timing;
 using Bytes = std::vector<uint8_t>;
 
-class VectorSink : public ByteSink {
+class VectorSink : public PacketSink {
  public:
   void Append(const uint8_t* bytes, size_t size) override { data.insert(data.end(), bytes, bytes + size); }
   Bytes data;
@@ -33,8 +34,8 @@ Bytes Cat(std::initializer_list<Bytes> parts) {
   return all;
 }
 
-EncoderOptions Untimed() {
-  EncoderOptions o;
+EncoderConfig Untimed() {
+  EncoderConfig o;
   o.timing = Timing::kNone;
   o.psb_period = 4096;
   return o;
@@ -48,7 +49,7 @@ const Bytes kEnableAt401000 = Cat({kPsb, kCbr10, kModeExec64, kPsbEnd, kModeExec
 
 TEST_CASE("enable, TNT packed oldest-first, flushed before a TIP") {
   VectorSink sink;
-  SynthEncoder enc(Untimed(), &sink);
+  PtPacketEncoder enc(Untimed(), &sink);
   enc.Enable(0x401000, 1000);
   enc.CondBranch(true, 1001);
   enc.CondBranch(true, 1002);
@@ -62,7 +63,7 @@ TEST_CASE("enable, TNT packed oldest-first, flushed before a TIP") {
 
 TEST_CASE("return compression: a matching return is one taken bit, another return a TIP") {
   VectorSink sink;
-  SynthEncoder enc(Untimed(), &sink);
+  PtPacketEncoder enc(Untimed(), &sink);
   enc.Enable(0x401000, 1000);
   enc.Call(0x401005, false);
   enc.Return(0x401005, 1001);  // compressed
@@ -73,8 +74,8 @@ TEST_CASE("return compression: a matching return is one taken bit, another retur
 
 TEST_CASE("zero-length calls and --no-retcomp never compress") {
   VectorSink sink;
-  EncoderOptions options = Untimed();
-  SynthEncoder enc(options, &sink);
+  EncoderConfig options = Untimed();
+  PtPacketEncoder enc(options, &sink);
   enc.Enable(0x401000, 1000);
   enc.Call(0x401005, /*zero_length=*/true);
   enc.Return(0x401005, 1001);
@@ -82,7 +83,7 @@ TEST_CASE("zero-length calls and --no-retcomp never compress") {
 
   VectorSink no_retcomp_sink;
   options.return_compression = false;
-  SynthEncoder no_retcomp(options, &no_retcomp_sink);
+  PtPacketEncoder no_retcomp(options, &no_retcomp_sink);
   no_retcomp.Enable(0x401000, 1000);
   no_retcomp.Call(0x401005, false);
   no_retcomp.Return(0x401005, 1001);
@@ -91,7 +92,7 @@ TEST_CASE("zero-length calls and --no-retcomp never compress") {
 
 TEST_CASE("47 bits fill one TNT-64; the 48th starts a new packet") {
   VectorSink sink;
-  SynthEncoder enc(Untimed(), &sink);
+  PtPacketEncoder enc(Untimed(), &sink);
   enc.Enable(0x401000, 1000);
   for (int i = 0; i < 48; ++i) enc.CondBranch(true, 1001 + i);
   enc.Flush();
@@ -102,9 +103,9 @@ TEST_CASE("47 bits fill one TNT-64; the 48th starts a new packet") {
 
 TEST_CASE("a due PSB+ carries FUP(next ip) and resets last-IP and the return ring") {
   VectorSink sink;
-  EncoderOptions options = Untimed();
+  EncoderConfig options = Untimed();
   options.psb_period = 256;
-  SynthEncoder enc(options, &sink);
+  PtPacketEncoder enc(options, &sink);
   enc.Enable(0x401000, 1000);
   enc.Call(0x401005, false);
   for (int i = 0; i < 30; ++i) enc.IndirectBranch(0x401000 + 16 * i, 1001 + i);  // 3 bytes each

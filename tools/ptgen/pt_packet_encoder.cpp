@@ -1,10 +1,10 @@
-#include "synth_encoder.h"
+#include "pt_packet_encoder.h"
 
 #include <intel-pt.h>
 
 #include "ptscope/result.h"
 
-namespace ptscope::synth {
+namespace ptscope::ptgen {
 namespace {
 
 bool FitsSext48(uint64_t ip) {
@@ -14,21 +14,21 @@ bool FitsSext48(uint64_t ip) {
 
 }  // namespace
 
-SynthEncoder::SynthEncoder(const EncoderOptions& options, ByteSink* sink)
-    : options_(options), sink_(sink) {
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = scratch_;
-  config.end = scratch_ + sizeof scratch_;
-  encoder_ = pt_alloc_encoder(&config);
+PtPacketEncoder::PtPacketEncoder(const EncoderConfig& config, PacketSink* sink)
+    : config_(config), sink_(sink) {
+  pt_config pt{};
+  pt_config_init(&pt);
+  pt.begin = scratch_;
+  pt.end = scratch_ + sizeof scratch_;
+  encoder_ = pt_alloc_encoder(&pt);
   PTSCOPE_CHECK(encoder_ != nullptr);
-  PTSCOPE_CHECK(options_.tsc_per_ctc > 0 && options_.tsc_per_ctc < 512);
-  mtc_period_ = uint64_t{options_.tsc_per_ctc} << options_.mtc_freq;
+  PTSCOPE_CHECK(config_.tsc_per_ctc > 0 && config_.tsc_per_ctc < 512);
+  mtc_period_ = uint64_t{config_.tsc_per_ctc} << config_.mtc_freq;
 }
 
-SynthEncoder::~SynthEncoder() { pt_free_encoder(encoder_); }
+PtPacketEncoder::~PtPacketEncoder() { pt_free_encoder(encoder_); }
 
-void SynthEncoder::Emit(const void* packet) {
+void PtPacketEncoder::Emit(const void* packet) {
   pt_enc_sync_set(encoder_, 0);
   const int size = pt_enc_next(encoder_, static_cast<const pt_packet*>(packet));
   PTSCOPE_CHECK(size > 0);  // every packet built here is valid by construction
@@ -38,42 +38,49 @@ void SynthEncoder::Emit(const void* packet) {
   ++stats_.packets;
 }
 
-// An MTC for every crystal-clock edge passed since the last event, each preceded by a CYC right
-// at the edge, so that the CYCs between two MTCs add up to exactly one MTC period (libipt
-// calibrates CYC from that). Pending TNT bits are older than the edge and go out first.
-void SynthEncoder::AdvanceTo(uint64_t tsc) {
-  if (!started_ || options_.timing < Timing::kMtc || tsc < next_mtc_) return;
-  FlushTnt();
-  for (; next_mtc_ <= tsc; next_mtc_ += mtc_period_) Mtc(next_mtc_);
+void PtPacketEncoder::AdvanceTo(uint64_t tsc) {
+  if (!started_ || config_.timing < Timing::kMtc || tsc < next_mtc_) return;
+  const uint64_t last_edge = tsc / mtc_period_ * mtc_period_;
+  const uint64_t max_step = mtc_period_ * 128;
+  FlushTnt();  // pending TNT bits are older than the edge
+  uint64_t known = next_mtc_ - mtc_period_;  // the last edge a decoder has (MTC, or TMA's CTC)
+  while (last_edge - known > max_step) {
+    known += max_step;
+    Mtc(known);
+  }
+  Mtc(last_edge);
+  next_mtc_ = last_edge + mtc_period_;
 }
 
-void SynthEncoder::Mtc(uint64_t edge) {
+void PtPacketEncoder::Mtc(uint64_t edge) {
+  // A CYC right at the edge: then "cycles since the last CYC" (hardware) and "cycles since the
+  // last MTC" (what libipt's and perf's decoders assume after an MTC) are the same number.
   CycTo(edge);
   pt_packet mtc{};
   mtc.type = ppt_mtc;
-  mtc.payload.mtc.ctc = static_cast<uint8_t>((edge / options_.tsc_per_ctc) >> options_.mtc_freq);
+  mtc.payload.mtc.ctc = static_cast<uint8_t>((edge / config_.tsc_per_ctc) >> config_.mtc_freq);
   Emit(&mtc);
   cyc_ref_ = edge;
 }
 
-void SynthEncoder::TimeSync(uint64_t tsc) {
-  if (options_.timing == Timing::kNone) return;
+void PtPacketEncoder::TimeSync(uint64_t tsc) {
+  if (config_.timing == Timing::kNone) return;
   pt_packet packet{};
   packet.type = ppt_tsc;
   packet.payload.tsc.tsc = tsc & ((uint64_t{1} << 56) - 1);
   Emit(&packet);
   cyc_ref_ = tsc;
-  if (options_.timing < Timing::kMtc) return;
+  if (config_.timing < Timing::kMtc) return;
   pt_packet tma{};
   tma.type = ppt_tma;
-  tma.payload.tma.ctc = static_cast<uint16_t>((tsc / options_.tsc_per_ctc) & 0xffff);
-  tma.payload.tma.fc = static_cast<uint16_t>(tsc % options_.tsc_per_ctc);
+  tma.payload.tma.ctc = static_cast<uint16_t>((tsc / config_.tsc_per_ctc) & 0xffff);
+  tma.payload.tma.fc = static_cast<uint16_t>(tsc % config_.tsc_per_ctc);
   Emit(&tma);
   next_mtc_ = (tsc / mtc_period_ + 1) * mtc_period_;
 }
 
-void SynthEncoder::CycTo(uint64_t tsc) {
-  if (options_.timing != Timing::kCyc || tsc <= cyc_ref_) return;
+void PtPacketEncoder::CycTo(uint64_t tsc) {
+  if (config_.timing != Timing::kCyc || tsc <= cyc_ref_) return;
   pt_packet cyc{};
   cyc.type = ppt_cyc;
   cyc.payload.cyc.value = tsc - cyc_ref_;
@@ -81,7 +88,7 @@ void SynthEncoder::CycTo(uint64_t tsc) {
   cyc_ref_ = tsc;
 }
 
-void SynthEncoder::ModeExec() {
+void PtPacketEncoder::ModeExec() {
   pt_packet mode{};
   mode.type = ppt_mode;
   mode.payload.mode.leaf = pt_mol_exec;
@@ -89,7 +96,7 @@ void SynthEncoder::ModeExec() {
   Emit(&mode);
 }
 
-void SynthEncoder::Ip(int type, uint64_t ip, bool suppressed) {
+void PtPacketEncoder::Ip(int type, uint64_t ip, bool suppressed) {
   pt_packet packet{};
   packet.type = static_cast<pt_packet_type>(type);
   if (suppressed) {
@@ -114,9 +121,10 @@ void SynthEncoder::Ip(int type, uint64_t ip, bool suppressed) {
   Emit(&packet);
 }
 
-void SynthEncoder::Psb(uint64_t ip, bool with_fup, uint64_t tsc) {
+void PtPacketEncoder::Psb(uint64_t ip, bool with_fup, uint64_t tsc) {
   FlushTnt();
-  if (started_) CycTo(tsc);
+  if (started_) CycTo(tsc);  // keeps the CYC sum between two MTCs equal to their distance
+  sink_->MarkPsb();
   bytes_since_psb_ = 0;
   ++stats_.psbs;
   started_ = true;
@@ -126,7 +134,7 @@ void SynthEncoder::Psb(uint64_t ip, bool with_fup, uint64_t tsc) {
   TimeSync(tsc);
   pt_packet cbr{};
   cbr.type = ppt_cbr;
-  cbr.payload.cbr.ratio = options_.cbr;
+  cbr.payload.cbr.ratio = config_.cbr;
   Emit(&cbr);
   ModeExec();
   // A decoder may start here: no last-IP and no return-compression history survive a PSB.
@@ -139,27 +147,27 @@ void SynthEncoder::Psb(uint64_t ip, bool with_fup, uint64_t tsc) {
   Emit(&end);
 }
 
-void SynthEncoder::Enable(uint64_t ip, uint64_t tsc) {
+void PtPacketEncoder::Enable(uint64_t ip, uint64_t tsc) {
   AdvanceTo(tsc);
-  if (!started_ || bytes_since_psb_ >= options_.psb_period) Psb(0, false, tsc);
+  if (!started_ || bytes_since_psb_ >= config_.psb_period) Psb(0, false, tsc);
   CycTo(tsc);
   ModeExec();
   Ip(ppt_tip_pge, ip, false);
 }
 
-void SynthEncoder::CondBranch(bool taken, uint64_t tsc) {
+void PtPacketEncoder::CondBranch(bool taken, uint64_t tsc) {
   AdvanceTo(tsc);
   AddTnt(taken, tsc);
 }
 
-void SynthEncoder::AddTnt(bool taken, uint64_t tsc) {
+void PtPacketEncoder::AddTnt(bool taken, uint64_t tsc) {
   if (tnt_bits_ == 0) tnt_first_tsc_ = tsc;
   tnt_payload_ = (tnt_payload_ << 1) | (taken ? 1 : 0);
   ++stats_.tnt_bits;
   if (++tnt_bits_ == 47) FlushTnt();
 }
 
-void SynthEncoder::FlushTnt() {
+void PtPacketEncoder::FlushTnt() {
   if (tnt_bits_ == 0) return;
   CycTo(tnt_first_tsc_);
   pt_packet packet{};
@@ -171,13 +179,13 @@ void SynthEncoder::FlushTnt() {
   tnt_payload_ = 0;
 }
 
-void SynthEncoder::PushReturn(uint64_t ip) {
+void PtPacketEncoder::PushReturn(uint64_t ip) {
   ret_ring_[ret_top_] = ip;
   ret_top_ = (ret_top_ + 1) % kRetRing;
   if (ret_count_ < kRetRing) ++ret_count_;  // else the oldest entry was overwritten
 }
 
-void SynthEncoder::IndirectBranch(uint64_t target, uint64_t tsc) {
+void PtPacketEncoder::IndirectBranch(uint64_t target, uint64_t tsc) {
   AdvanceTo(tsc);
   FlushTnt();
   CycTo(tsc);
@@ -185,9 +193,9 @@ void SynthEncoder::IndirectBranch(uint64_t target, uint64_t tsc) {
   ++stats_.tips;
 }
 
-void SynthEncoder::Return(uint64_t target, uint64_t tsc) {
+void PtPacketEncoder::Return(uint64_t target, uint64_t tsc) {
   const uint32_t top = (ret_top_ + kRetRing - 1) % kRetRing;
-  if (options_.return_compression && ret_count_ > 0 && ret_ring_[top] == target) {
+  if (config_.return_compression && ret_count_ > 0 && ret_ring_[top] == target) {
     AdvanceTo(tsc);
     ret_top_ = top;
     --ret_count_;
@@ -196,16 +204,34 @@ void SynthEncoder::Return(uint64_t target, uint64_t tsc) {
     return;
   }
   IndirectBranch(target, tsc);  // the flush first: a pending bit would read as a compressed ret
-  // perf pops its return stack on every RET, libipt only on compressed ones: forgetting the
-  // pending calls keeps later returns explicit until new calls come, which both decode alike.
+  // Decoders disagree on what an uncompressed return does to their return stack: perf pops it on
+  // every RET, libipt only on compressed ones. Forgetting every pending call makes later returns
+  // uncompressed until new calls arrive, which both decode identically (a signal handler
+  // returning to __restore_rt showed the difference).
   ret_count_ = 0;
 }
 
-void SynthEncoder::Disable(uint64_t target, bool suppress_ip, uint64_t tsc) {
+void PtPacketEncoder::Disable(uint64_t target, bool suppress_ip, uint64_t tsc) {
   AdvanceTo(tsc);
   FlushTnt();
   CycTo(tsc);
   Ip(ppt_tip_pgd, target, suppress_ip);
 }
 
-}  // namespace ptscope::synth
+void PtPacketEncoder::DisableAt(uint64_t ip, uint64_t tsc) {
+  AdvanceTo(tsc);
+  FlushTnt();
+  CycTo(tsc);
+  Ip(ppt_fup, ip, false);
+  Ip(ppt_tip_pgd, 0, true);
+}
+
+void PtPacketEncoder::AsyncBranch(uint64_t from, uint64_t to, uint64_t tsc) {
+  AdvanceTo(tsc);
+  FlushTnt();
+  CycTo(tsc);
+  Ip(ppt_fup, from, false);
+  Ip(ppt_tip, to, false);
+}
+
+}  // namespace ptscope::ptgen
