@@ -24,53 +24,13 @@
 #include <vector>
 
 #include "ptscope/format.h"
-#include "ptscope/perf_records.h"
+#include "capture_mappings.h"
 
 namespace {
 
 using ptscope::format::Archive;
-
-struct Mapping {
-  std::string path;
-  uint64_t addr = 0, len = 0, pgoff = 0;
-};
-
-// Executable file mappings of each pid after all sideband: COMM(exec) starts a new address
-// space, FORK of a new process copies the parent's.
-std::map<uint32_t, std::vector<Mapping>> CollectMappings(const Archive& archive, std::string* error) {
-  std::map<uint32_t, ptscope::perf::RecordLayout> layouts;
-  for (const auto& attr : archive.sideband_attrs) {
-    layouts[attr.attr_id] = {attr.sample_type, attr.sample_id_all};
-  }
-  std::map<uint32_t, std::vector<Mapping>> by_pid;
-  for (const auto& chunk : archive.sideband) {
-    auto layout = layouts.find(chunk.attr_id);
-    if (layout == layouts.end()) {
-      *error = "sideband chunk names attr_id " + std::to_string(chunk.attr_id) + " without a SidebandAttr chunk";
-      return {};
-    }
-    ptscope::perf::RecordIterator records(chunk.records, layout->second);
-    while (auto parsed = records.Next()) {
-      if (!parsed->has_value()) {
-        *error = "sideband record at offset " + std::to_string(records.offset()) + ": " +
-                 parsed->error().message;
-        return {};
-      }
-      const ptscope::perf::Record& record = parsed->value();
-      if (const auto* mmap = std::get_if<ptscope::perf::MmapRecord>(&record.body)) {
-        bool executable = !mmap->is_mmap2 || (mmap->prot & PROT_EXEC) != 0;
-        if (executable && !mmap->filename.empty() && mmap->filename[0] == '/') {
-          by_pid[mmap->pid].push_back({mmap->filename, mmap->addr, mmap->len, mmap->pgoff});
-        }
-      } else if (const auto* comm = std::get_if<ptscope::perf::CommRecord>(&record.body)) {
-        if (comm->exec) by_pid[comm->pid].clear();
-      } else if (const auto* task = std::get_if<ptscope::perf::TaskRecord>(&record.body)) {
-        if (!task->is_exit && task->pid != task->ppid) by_pid[task->pid] = by_pid[task->ppid];
-      }
-    }
-  }
-  return by_pid;
-}
+using ptscope::oracle::CollectMappings;
+using ptscope::oracle::Mapping;
 
 uint64_t MetadataNumber(const Archive& archive, const char* key) {
   auto value = archive.Get(key);
@@ -218,7 +178,7 @@ int main(int argc, char** argv) {
   }
   const Archive& archive = archive_or.value();
   std::string error;
-  auto mappings = CollectMappings(archive, &error);
+  auto mappings = CollectMappings(archive, &error).by_pid;
   std::vector<VdsoFile> vdsos;
   if (!error.empty() || !WriteVdsoFiles(archive, vdsos, &error)) {
     std::fprintf(stderr, "ipt_insns: %s: %s\n", argv[1], error.c_str());

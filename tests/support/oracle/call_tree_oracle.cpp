@@ -1,0 +1,467 @@
+// call_tree_oracle: the call tree a user should see, built from a ground truth, not from the trace.
+//
+//   call_tree_oracle ARCHIVE.ptar GROUND_TRUTH PROGRAM
+//
+// GROUND_TRUTH is the "TID 0xADDRESS" list of every instruction a thread retired (pt-emulate
+// --ground-truth, pt-synth --ground-truth). Each instruction's bytes come from the file its
+// MMAP2 record names (or the vdso blob) and are classified here with Zydis; each thread's
+// successive addresses then say what happened (a call, a return, a jump, a signal), and a stack
+// of frames follows it with the rules of DESIGN.md "Stack reconstruction", written anew from the
+// rules, not from the StackTracker: nothing of pt-decode is shared but the archive reader.
+//
+// Frames are named by PROGRAM's sized function symbols (.symtab, demangled; aliases at one
+// address as "a|b"); code elsewhere (other modules, PLT stubs, unsized symbols) is one anonymous
+// kind of frame, kept on the stack but left out of the printed tree (its children are lifted), as
+// tests/support/call_tree.py leaves such slices out of pt-decode's tree. Printed:
+//   function NAME|ALIAS...      one line per named function (the names the comparison keeps)
+//   thread TID                  then the thread's tree, two spaces of indentation per level
+// Exit status: 0, or 1 with a message naming the file (and line) on bad input.
+#include <Zydis/Zydis.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "capture_mappings.h"
+#include "llvm/Demangle/Demangle.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/ObjectFile.h"
+#include "ptscope/format.h"
+
+namespace {
+
+using ptscope::oracle::Mapping;
+
+[[noreturn]] void Fail(const std::string& message) {
+  std::fprintf(stderr, "call_tree_oracle: %s\n", message.c_str());
+  std::exit(1);
+}
+
+// ---- the code: bytes by address ------------------------------------------------------------
+
+class FileBytes {
+ public:
+  explicit FileBytes(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0) Fail(path + ": cannot open (" + std::strerror(errno) + ")");
+    size_ = static_cast<size_t>(st.st_size);
+    void* data = size_ == 0 ? MAP_FAILED : mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (data == MAP_FAILED) Fail(path + ": cannot map");
+    data_ = static_cast<const uint8_t*>(data);
+  }
+  ~FileBytes() { munmap(const_cast<uint8_t*>(data_), size_); }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct Region {  // [addr, addr + len) of one address space, backed by bytes
+  uint64_t addr = 0, len = 0;
+  const uint8_t* bytes = nullptr;
+};
+
+// ---- instructions ---------------------------------------------------------------------------
+
+enum class Kind : uint8_t { kOther, kCall, kReturn, kJump, kCondJump, kSyscall };
+struct Insn {
+  uint8_t size = 0;
+  Kind kind = Kind::kOther;
+  uint64_t cond_target = 0;  // kCondJump
+};
+
+Insn Classify(const uint8_t* bytes, size_t available, uint64_t ip) {
+  static ZydisDecoder decoder = [] {
+    ZydisDecoder d;
+    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    return d;
+  }();
+  ZydisDecodedInstruction insn;
+  if (ZYAN_FAILED(ZydisDecoderDecodeInstruction(&decoder, nullptr, bytes, available, &insn))) {
+    char at[32];
+    std::snprintf(at, sizeof at, "0x%" PRIx64, ip);
+    Fail(std::string("cannot decode the instruction at ") + at);
+  }
+  Insn result;
+  result.size = insn.length;
+  switch (insn.meta.category) {
+    case ZYDIS_CATEGORY_CALL: result.kind = Kind::kCall; break;
+    case ZYDIS_CATEGORY_RET: result.kind = Kind::kReturn; break;
+    case ZYDIS_CATEGORY_UNCOND_BR: result.kind = Kind::kJump; break;
+    case ZYDIS_CATEGORY_COND_BR:
+      result.kind = Kind::kCondJump;
+      result.cond_target = ip + insn.length + static_cast<uint64_t>(insn.raw.imm[0].value.s);
+      break;
+    case ZYDIS_CATEGORY_SYSCALL: result.kind = Kind::kSyscall; break;
+    default: break;
+  }
+  return result;
+}
+
+// ---- the program's functions ----------------------------------------------------------------
+
+struct Function {
+  uint64_t start = 0, end = 0;  // link-time addresses
+  std::string names;            // "a|b"
+};
+
+struct Program {
+  std::vector<Function> functions;  // by start, disjoint
+  // Link-time address of file offset `offset` (the PT_LOAD holding it), or false.
+  std::vector<std::pair<uint64_t, uint64_t>> loads_offset_vaddr;
+  std::vector<uint64_t> loads_filesz;
+};
+
+Program ReadProgram(const std::string& path) {
+  auto binary = llvm::object::ObjectFile::createObjectFile(path);
+  if (!binary) Fail(path + ": " + llvm::toString(binary.takeError()));
+  const auto* elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(binary->getBinary());
+  if (elf == nullptr) Fail(path + ": not a 64-bit little-endian ELF file");
+  Program program;
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers) Fail(path + ": program headers: " + llvm::toString(headers.takeError()));
+  for (const auto& phdr : *headers) {
+    if (phdr.p_type != llvm::ELF::PT_LOAD) continue;
+    program.loads_offset_vaddr.emplace_back(phdr.p_offset, phdr.p_vaddr);
+    program.loads_filesz.push_back(phdr.p_filesz);
+  }
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<std::string>> by_range;
+  for (const llvm::object::ELFSymbolRef& symbol : elf->symbols()) {
+    if (symbol.getELFType() != llvm::ELF::STT_FUNC || symbol.getSize() == 0) continue;
+    auto name = symbol.getName();
+    auto value = symbol.getValue();
+    if (!name || !value || name->empty()) {
+      if (!name) llvm::consumeError(name.takeError());
+      if (!value) llvm::consumeError(value.takeError());
+      continue;
+    }
+    std::string text = llvm::demangle(name->str());
+    auto& names = by_range[{*value, *value + symbol.getSize()}];
+    if (std::find(names.begin(), names.end(), text) == names.end()) names.push_back(text);
+  }
+  for (auto& [range, names] : by_range) {
+    std::sort(names.begin(), names.end());
+    std::string joined;
+    for (const std::string& n : names) joined += (joined.empty() ? "" : "|") + n;
+    // A symbol inside another (a local label with a size) is left to the outer one.
+    if (!program.functions.empty() && range.first < program.functions.back().end) continue;
+    program.functions.push_back({range.first, range.second, joined});
+  }
+  return program;
+}
+
+// ---- the tree -------------------------------------------------------------------------------
+
+constexpr int kOther = -1;  // code that is not one of the program's functions
+
+struct Node {
+  int function = kOther;
+  std::vector<std::unique_ptr<Node>> children;
+};
+
+struct Frame {
+  int function = kOther;
+  uint64_t return_ip = 0;  // 0: unknown (an inferred bottom frame)
+  uint64_t resume_ip = 0;  // a signal handler: where the interrupted code resumes
+  Node* node = nullptr;
+};
+
+class ThreadTree {
+ public:
+  std::vector<std::unique_ptr<Node>> roots;
+
+  // The thread's first instruction: its function is the inferred bottom frame.
+  void Start(int function) { PushRoot(function); }
+
+  void Call(int callee, uint64_t return_ip) {
+    Push(Frame{callee, return_ip, 0, nullptr});
+  }
+
+  // Control reached `to` (a function `to_function`, entry or not) by a return or jump.
+  void Return(uint64_t to, int to_function) {
+    if (!stack_.empty() && stack_.back().return_ip == to) return PopTo(stack_.size() - 1);
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].return_ip == to) return PopTo(i);
+    }
+    if (LandInDeeperFrame(to_function)) return;
+    if (!stack_.empty() && stack_.back().resume_ip != 0) {  // a handler returning to a trampoline
+      stack_.back().function = to_function;
+      ReplaceTopNode(to_function);
+      return;
+    }
+    if (stack_.size() == 1 && stack_[0].return_ip == 0) {  // returned above the first frame
+      auto caller = std::make_unique<Node>();
+      caller->function = to_function;
+      for (size_t i = anchor_root_; i < roots.size(); ++i) {
+        caller->children.push_back(std::move(roots[i]));
+      }
+      roots.resize(anchor_root_);
+      roots.push_back(std::move(caller));
+      stack_[0] = Frame{to_function, 0, 0, roots.back().get()};
+      return;
+    }
+    stack_.clear();  // nothing matches: start again from the target's function
+    anchor_root_ = roots.size();
+    PushRoot(to_function);
+  }
+
+  void Jump(uint64_t to, int to_function, bool to_entry) {
+    if (stack_.empty()) return PushRoot(to_function);
+    if (to_function == stack_.back().function) return;  // (its own entry too: a loop)
+    if (!to_entry && LandInDeeperFrame(to_function)) return;
+    stack_.back().function = to_function;  // a tail call, or into another function's body
+    ReplaceTopNode(to_function);
+  }
+
+  // Control came back to a handler's resumption point, or left `resume_ip` for `to` without a
+  // branch (a signal: the handler nests under the interrupted frame).
+  void Async(uint64_t to, int to_function, uint64_t resume_ip) {
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].resume_ip == to) return PopTo(i);
+    }
+    Push(Frame{to_function, 0, resume_ip, nullptr});
+  }
+
+  bool IsResumption(uint64_t to) const {
+    for (const Frame& frame : stack_) {
+      if (frame.resume_ip == to) return true;
+    }
+    return false;
+  }
+
+ private:
+  std::vector<Frame> stack_;
+  size_t anchor_root_ = 0;
+
+  void PushRoot(int function) {
+    roots.push_back(std::make_unique<Node>());
+    roots.back()->function = function;
+    stack_.push_back(Frame{function, 0, 0, roots.back().get()});
+  }
+  void Push(Frame frame) {
+    if (stack_.empty()) {
+      PushRoot(frame.function);
+      stack_.back() = Frame{frame.function, frame.return_ip, frame.resume_ip, roots.back().get()};
+      return;
+    }
+    auto node = std::make_unique<Node>();
+    node->function = frame.function;
+    frame.node = node.get();
+    stack_.back().node->children.push_back(std::move(node));
+    stack_.push_back(frame);
+  }
+  void PopTo(size_t size) { stack_.resize(size); }
+  // A transfer into the middle of a function deeper in the stack unwinds to it (longjmp,
+  // exceptions). Nearest to the top wins.
+  bool LandInDeeperFrame(int function) {
+    if (function == kOther || stack_.size() < 2) return false;
+    for (size_t i = stack_.size() - 1; i-- > 0;) {
+      if (stack_[i].function == function) {
+        PopTo(i + 1);
+        return true;
+      }
+    }
+    return false;
+  }
+  // The top frame's slice ends and another function's begins at the same depth.
+  void ReplaceTopNode(int function) {
+    auto node = std::make_unique<Node>();
+    node->function = function;
+    Node* raw = node.get();
+    if (stack_.size() == 1) {
+      roots.push_back(std::move(node));
+    } else {
+      stack_[stack_.size() - 2].node->children.push_back(std::move(node));
+    }
+    stack_.back().node = raw;
+  }
+};
+
+void Print(const Node& node, const Program& program, int depth, std::string& out) {
+  if (node.function != kOther) {
+    out.append(static_cast<size_t>(2 * depth), ' ');
+    out += program.functions[static_cast<size_t>(node.function)].names;
+    out += '\n';
+    ++depth;
+  }
+  for (const auto& child : node.children) Print(*child, program, depth, out);
+}
+
+// ---- the ground truth -----------------------------------------------------------------------
+
+bool SameFile(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+class AddressSpace {
+ public:
+  AddressSpace(const std::vector<Mapping>& mappings, const ptscope::format::Archive& archive,
+               uint32_t pid, const std::string& program_path, const Program& program,
+               std::map<std::string, std::unique_ptr<FileBytes>>& files)
+      : program_(program) {
+    for (const Mapping& m : mappings) {
+      auto& file = files[m.path];
+      if (!file) file = std::make_unique<FileBytes>(m.path);
+      if (m.pgoff >= file->size()) continue;
+      uint64_t len = std::min<uint64_t>(m.len, file->size() - m.pgoff);
+      regions_.push_back(Region{m.addr, len, file->data() + m.pgoff});
+      if (!SameFile(m.path, program_path)) continue;
+      for (size_t i = 0; i < program.loads_offset_vaddr.size(); ++i) {
+        auto [offset, vaddr] = program.loads_offset_vaddr[i];
+        if (m.pgoff >= offset && m.pgoff < offset + program.loads_filesz[i]) {
+          bias_ = m.addr - (vaddr + (m.pgoff - offset));
+          have_bias_ = true;
+        }
+      }
+    }
+    for (const auto& blob : archive.blobs) {
+      if (blob.kind != ptscope::format::BlobKind::kVdso || blob.data.empty()) continue;
+      if (blob.pid != 0 && blob.pid != pid) continue;
+      regions_.push_back(Region{blob.vaddr, blob.data.size(), blob.data.data()});
+    }
+  }
+
+  const Insn& At(uint64_t ip) {
+    auto [it, inserted] = insns_.try_emplace(ip);
+    if (!inserted) return it->second;
+    for (const Region& r : regions_) {
+      if (ip < r.addr || ip >= r.addr + r.len) continue;
+      it->second = Classify(r.bytes + (ip - r.addr), std::min<uint64_t>(15, r.addr + r.len - ip), ip);
+      return it->second;
+    }
+    char at[64];
+    std::snprintf(at, sizeof at, "0x%" PRIx64, ip);
+    Fail(std::string("no recorded mapping holds the instruction at ") + at);
+  }
+
+  // The program's function holding `ip` (kOther if none); *entry: `ip` is its first byte.
+  int FunctionAt(uint64_t ip, bool* entry) const {
+    *entry = false;
+    if (!have_bias_) return kOther;
+    uint64_t link = ip - bias_;
+    auto it = std::upper_bound(program_.functions.begin(), program_.functions.end(), link,
+                               [](uint64_t a, const Function& f) { return a < f.start; });
+    if (it == program_.functions.begin()) return kOther;
+    --it;
+    if (link >= it->end) return kOther;
+    *entry = link == it->start;
+    return static_cast<int>(it - program_.functions.begin());
+  }
+
+ private:
+  const Program& program_;
+  std::vector<Region> regions_;
+  uint64_t bias_ = 0;
+  bool have_bias_ = false;
+  std::unordered_map<uint64_t, Insn> insns_;
+};
+
+struct ThreadState {
+  AddressSpace* space = nullptr;
+  ThreadTree tree;
+  uint64_t last_ip = 0;
+  bool started = false;
+};
+
+void Step(ThreadState& t, uint64_t ip) {
+  bool entry = false;
+  const int function = t.space->FunctionAt(ip, &entry);
+  if (!t.started) {
+    t.started = true;
+    t.tree.Start(function);
+    t.last_ip = ip;
+    return;
+  }
+  const uint64_t from = t.last_ip;
+  t.last_ip = ip;
+  if (ip == from) return;  // a rep-prefixed instruction's next iteration
+  const Insn& insn = t.space->At(from);
+  const uint64_t next = from + insn.size;
+  switch (insn.kind) {
+    case Kind::kCall:
+      if (t.tree.IsResumption(ip)) return t.tree.Async(ip, function, 0);
+      return t.tree.Call(function, next);
+    case Kind::kReturn:
+      if (t.tree.IsResumption(ip)) return t.tree.Async(ip, function, 0);
+      return t.tree.Return(ip, function);
+    case Kind::kJump:
+      if (t.tree.IsResumption(ip)) return t.tree.Async(ip, function, 0);
+      return t.tree.Jump(ip, function, entry);
+    case Kind::kCondJump:
+      if (ip == insn.cond_target) return t.tree.Jump(ip, function, entry);
+      if (ip == next) return;
+      return t.tree.Async(ip, function, next);
+    case Kind::kSyscall:
+    case Kind::kOther:
+      if (ip == next) return;
+      return t.tree.Async(ip, function, next);  // a signal (or sigreturn resuming)
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: call_tree_oracle ARCHIVE.ptar GROUND_TRUTH PROGRAM\n");
+    return 2;
+  }
+  const std::string archive_path = argv[1], truth_path = argv[2], program_path = argv[3];
+  auto archive = ptscope::format::ReadArchive(archive_path);
+  if (!archive) Fail(archive.error().message);
+  std::string error;
+  ptscope::oracle::CaptureMappings mappings = ptscope::oracle::CollectMappings(*archive, &error);
+  if (!error.empty()) Fail(archive_path + ": " + error);
+  const Program program = ReadProgram(program_path);
+
+  std::map<std::string, std::unique_ptr<FileBytes>> files;
+  std::map<uint32_t, std::unique_ptr<AddressSpace>> spaces;  // by pid
+  std::map<uint32_t, ThreadState> threads;                    // by tid
+  std::ifstream truth(truth_path);
+  if (!truth) Fail(truth_path + ": cannot open");
+  std::string line;
+  for (uint64_t number = 1; std::getline(truth, line); ++number) {
+    unsigned tid = 0;
+    uint64_t ip = 0;
+    if (std::sscanf(line.c_str(), "%u 0x%" SCNx64, &tid, &ip) != 2) {
+      Fail(truth_path + ":" + std::to_string(number) + ": not 'TID 0xADDRESS': " + line);
+    }
+    ThreadState& thread = threads[tid];
+    if (thread.space == nullptr) {
+      auto pid = mappings.pid_of_tid.find(tid);
+      const uint32_t p = pid == mappings.pid_of_tid.end() ? tid : pid->second;
+      auto& space = spaces[p];
+      if (!space) {
+        space = std::make_unique<AddressSpace>(mappings.by_pid[p], *archive, p, program_path,
+                                               program, files);
+      }
+      thread.space = space.get();
+    }
+    Step(thread, ip);
+  }
+
+  std::string out;
+  for (const Function& f : program.functions) out += "function " + f.names + "\n";
+  for (const auto& [tid, thread] : threads) {
+    out += "thread " + std::to_string(tid) + "\n";
+    for (const auto& root : thread.tree.roots) Print(*root, program, 0, out);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
