@@ -43,6 +43,14 @@ bad-values)
     -- --threads 1 --threads abc in.ptar
   expect 2 "pt-decode: --summary and --format text contradict each other; give one of them" \
     -- --summary --format text in.ptar
+  # --jobs is capped (issue 24: -1 wrapped to 4294967295 threads, 100000 aborted).
+  jobs_hint='expected a number of decoder threads from 1 to 256 (default: one per core)'
+  for n in -1 0 100000 257 4294967297 2x ""; do
+    expect 2 "pt-decode: --jobs '$n': $jobs_hint" -- --jobs "$n" in.ptar
+  done
+  for n in 0 1073741825 "" -5; do
+    expect 2 "pt-decode: --unit-bytes '$n': expected 1 to 1073741824 bytes" -- --unit-bytes "$n" in.ptar
+  done
   expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary, summary-json or speedscope" \
     -- --format xml in.ptar
   expect 2 "pt-decode: --format json is the summary's encoding: add --summary" \
