@@ -41,6 +41,7 @@
 #include "llvm/Demangle/Demangle.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
+#include "ptscope/capture.h"
 #include "ptscope/format.h"
 
 namespace {
@@ -446,7 +447,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string archive_path = argv[1], truth_path = argv[2], program_path = argv[3];
-  auto archive = ptscope::format::ReadArchive(archive_path);
+  auto archive = ptscope::format::OpenCapture(archive_path);
   if (!archive) Fail(archive.error().message);
   std::string error;
   ptscope::oracle::CaptureMappings mappings = ptscope::oracle::CollectMappings(*archive, &error);
