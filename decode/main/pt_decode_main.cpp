@@ -55,6 +55,7 @@ const char* Extension(OutputFormat format) {
     case OutputFormat::kInsns: return ".insns";
     case OutputFormat::kSummary: return ".summary.txt";
     case OutputFormat::kSummaryJson: return ".summary.json";
+    case OutputFormat::kSpeedscope: return ".speedscope.json";
     default: return ".pftrace";
   }
 }
@@ -66,6 +67,7 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 OutputFormat FormatFromPath(const std::string& path) {
   if (EndsWith(path, ".summary.txt")) return OutputFormat::kSummary;
   if (EndsWith(path, ".summary.json")) return OutputFormat::kSummaryJson;
+  if (EndsWith(path, ".speedscope.json")) return OutputFormat::kSpeedscope;
   if (EndsWith(path, ".txt")) return OutputFormat::kText;
   if (EndsWith(path, ".folded")) return OutputFormat::kFolded;
   if (EndsWith(path, ".insns")) return OutputFormat::kInsns;
@@ -264,9 +266,9 @@ int main(int argc, char** argv) {
       ("output,o", po::value(&options.output), "output file (one input); default: the input "
        "name with the format's extension (.pftrace for perfetto)")
       ("output-dir", po::value(&options.output_dir), "output directory (several inputs); created if missing")
-      ("format", po::value(&options.format), "perfetto|text|folded|insns|summary|summary-json; "
-       "default from the output's extension (.summary.txt, .summary.json, .txt, .folded, "
-       ".insns), else perfetto")
+      ("format", po::value(&options.format), "perfetto|text|folded|insns|summary|summary-json|"
+       "speedscope (for the offline viewer); default from the output's extension (.summary.txt, "
+       ".summary.json, .speedscope.json, .txt, .folded, .insns), else perfetto")
       ("summary", po::bool_switch(&options.summary), "per-function calls, inclusive/self/max "
        "times and instructions as a sorted table instead of slices (= --format summary); with "
        "--format json as JSON (docs/DECODE_JSON.md; = --format summary-json, *.summary.json)")
@@ -373,9 +375,10 @@ int main(int argc, char** argv) {
     else if (options.format == "insns") format = OutputFormat::kInsns;
     else if (options.format == "summary") format = OutputFormat::kSummary;
     else if (options.format == "summary-json") format = OutputFormat::kSummaryJson;
+    else if (options.format == "speedscope") format = OutputFormat::kSpeedscope;
     else {
       std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded, insns, "
-                   "summary or summary-json\n", options.format.c_str());
+                   "summary, summary-json or speedscope\n", options.format.c_str());
       return 2;
     }
   } else if (!options.output.empty()) {
@@ -383,7 +386,7 @@ int main(int argc, char** argv) {
   }
   if (!options.summary_json.empty() && format == OutputFormat::kInsns) {
     std::fprintf(stderr, "pt-decode: --summary-json: an instruction listing has no call slices "
-                 "to summarize; use it with perfetto, text, folded or summary\n");
+                 "to summarize; use it with perfetto, text, folded, speedscope or summary\n");
     return 2;
   }
   // Before any thread: libdebuginfod reads DEBUGINFOD_URLS, and setenv is not thread-safe.

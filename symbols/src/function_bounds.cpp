@@ -17,6 +17,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
+#include <unordered_map>
 
 namespace ptscope::symbols {
 namespace {
@@ -47,40 +49,59 @@ std::string NameOf(const llvm::object::SymbolRef& symbol) {
 
 size_t LeadingUnderscores(const std::string& name) { return name.find_first_not_of('_'); }
 
-// The name of the IFUNC symbol at `address` (global before local), else of any function there;
+// The name of the IFUNC symbol at an address (global before local), else of any function there;
 // among several, the public-looking one (`strnlen` over `__strnlen`), then the first in order.
-std::string IfuncNameAt(const std::vector<const ELFObjectFileBase*>& files, uint64_t address) {
-  std::string best;
-  int best_rank = 0;  // 3 global IFUNC, 2 local IFUNC, 1 other function
-  auto consider = [&](const llvm::object::ELFSymbolRef& symbol) {
-    auto at = symbol.getAddress();
-    if (!at) {
-      llvm::consumeError(at.takeError());
-      return;
+// The symbol tables are read once, on the first question: libc has hundreds of IRELATIVE stubs,
+// and a pass over its symbols per stub was half of a small capture's start-up.
+class IfuncNames {
+ public:
+  explicit IfuncNames(const std::vector<const ELFObjectFileBase*>& files) : files_(files) {}
+  std::string At(uint64_t address) {
+    if (!indexed_) Index();
+    auto it = best_.find(address);
+    return it != best_.end() ? it->second.name : std::string();
+  }
+
+ private:
+  struct Best {
+    int rank = 0;  // 3 global IFUNC, 2 local IFUNC, 1 other function
+    std::string name;
+  };
+  void Index() {
+    indexed_ = true;
+    for (const ELFObjectFileBase* elf : files_) {
+      for (const llvm::object::ELFSymbolRef symbol : elf->getDynamicSymbolIterators()) Consider(symbol);
+      for (const llvm::object::ELFSymbolRef symbol : elf->symbols()) Consider(symbol);
     }
-    if (*at != address) return;
+  }
+  void Consider(const llvm::object::ELFSymbolRef& symbol) {
     int rank = 0;
     if (symbol.getELFType() == llvm::ELF::STT_GNU_IFUNC) {
       rank = symbol.getBinding() == llvm::ELF::STB_LOCAL ? 2 : 3;
     } else if (symbol.getELFType() == llvm::ELF::STT_FUNC) {
       rank = 1;
     }
-    if (rank < best_rank || rank == 0) return;
-    std::string name = NameOf(symbol);
-    if (name.empty()) return;
-    if (rank == best_rank &&
-        std::make_pair(LeadingUnderscores(name), name) >= std::make_pair(LeadingUnderscores(best), best)) {
+    if (rank == 0) return;
+    auto at = symbol.getAddress();
+    if (!at) {
+      llvm::consumeError(at.takeError());
       return;
     }
-    best = std::move(name);
-    best_rank = rank;
-  };
-  for (const ELFObjectFileBase* elf : files) {
-    for (const llvm::object::ELFSymbolRef symbol : elf->getDynamicSymbolIterators()) consider(symbol);
-    for (const llvm::object::ELFSymbolRef symbol : elf->symbols()) consider(symbol);
+    Best& best = best_[*at];
+    if (rank < best.rank) return;
+    std::string name = NameOf(symbol);
+    if (name.empty()) return;
+    if (rank == best.rank && std::make_pair(LeadingUnderscores(name), name) >=
+                                 std::make_pair(LeadingUnderscores(best.name), best.name)) {
+      return;
+    }
+    best = Best{rank, std::move(name)};
   }
-  return best;
-}
+
+  const std::vector<const ELFObjectFileBase*>& files_;
+  bool indexed_ = false;
+  std::unordered_map<uint64_t, Best> best_;
+};
 
 }  // namespace
 
@@ -178,6 +199,7 @@ std::vector<PltStub> LoadPltStubs(const std::string& path, const std::string& de
   std::unique_ptr<llvm::object::OwningBinary<llvm::object::ObjectFile>> debug_owning;
   std::vector<const ELFObjectFileBase*> symbol_files = {elf};
   bool debug_opened = false;
+  IfuncNames ifunc_names(symbol_files);  // reads symbol_files when first asked
   for (const llvm::object::SectionRef& section : relocation_sections) {
     for (const llvm::object::RelocationRef& relocation : section.relocations()) {
       auto stub = by_got.find(relocation.getOffset());
@@ -201,7 +223,7 @@ std::vector<PltStub> LoadPltStubs(const std::string& path, const std::string& de
             symbol_files.push_back(AsElf(*debug_owning));
           }
         }
-        name = IfuncNameAt(symbol_files, static_cast<uint64_t>(*addend));
+        name = ifunc_names.At(static_cast<uint64_t>(*addend));
         if (name.empty()) {
           char text[48];
           std::snprintf(text, sizeof text, "*ABS*+0x%" PRIx64, static_cast<uint64_t>(*addend));

@@ -11,6 +11,8 @@
 
 #include <llvm/BinaryFormat/Dwarf.h>
 #include <llvm/DebugInfo/DWARF/DWARFCompileUnit.h>
+#include <llvm/DebugInfo/DWARF/DWARFDataExtractor.h>
+#include <llvm/DebugInfo/DWARF/DWARFDebugArangeSet.h>
 #include <llvm/DebugInfo/DWARF/DWARFDie.h>
 #include <llvm/DebugInfo/Symbolize/SymbolizableObjectFile.h>
 #include <llvm/Object/BuildID.h>
@@ -19,6 +21,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unordered_set>
 
 namespace ptscope::symbols {
 namespace {
@@ -87,6 +90,46 @@ bool HasDebuglink(const llvm::object::ObjectFile& object) {
   return false;
 }
 
+// Where no unit covers an address there are no inlined frames: the [lo, hi) of every unit,
+// sorted, from the same facts LLVM's getCompileUnitForCodeAddress decides by (its
+// DWARFDebugAranges): the .debug_aranges sets, and the DIE ranges of the units no set names.
+// Read the first time an address falls outside every unit; reading every unit's DIE instead
+// parsed each unit's abbreviations, most of a small capture's start-up for a libc.
+const RangeList& UnitRanges(llvm::DWARFContext& context, std::optional<RangeList>& cached) {
+  if (cached) return *cached;
+  cached.emplace();
+  std::unordered_set<uint64_t> described;  // units that have an aranges set
+  llvm::DWARFDataExtractor aranges(context.getDWARFObj().getArangesSection(),
+                                   context.isLittleEndian(), 0);
+  uint64_t offset = 0;
+  llvm::DWARFDebugArangeSet set;
+  while (aranges.isValidOffset(offset)) {
+    if (llvm::Error error = set.extract(aranges, &offset, llvm::consumeError)) {
+      llvm::consumeError(std::move(error));  // LLVM stops at the same place
+      break;
+    }
+    for (const llvm::DWARFDebugArangeSet::Descriptor& range : set.descriptors()) {
+      if (range.Address < range.getEndAddress()) {
+        cached->emplace_back(range.Address, range.getEndAddress());
+      }
+    }
+    described.insert(set.getCompileUnitDIEOffset());
+  }
+  for (const auto& unit : context.compile_units()) {
+    if (described.count(unit->getOffset()) != 0) continue;
+    auto ranges = unit->collectAddressRanges();
+    if (!ranges) {
+      llvm::consumeError(ranges.takeError());
+      continue;
+    }
+    for (const llvm::DWARFAddressRange& range : *ranges) {
+      if (range.LowPC < range.HighPC) cached->emplace_back(range.LowPC, range.HighPC);
+    }
+  }
+  std::sort(cached->begin(), cached->end());
+  return *cached;
+}
+
 }  // namespace
 
 uint32_t InlineDepthSpan::DepthAt(uint64_t vaddr) const {
@@ -113,18 +156,6 @@ void InlineSpanIndex::Adopt(const std::string& debug_path,
     module->binary = std::move(binary);
     module->symbolizable = std::move(*symbolizable);
     module->context = raw_context;
-    // Where no unit covers an address there are no inlined frames: know those gaps.
-    for (const auto& unit : module->context->compile_units()) {
-      auto ranges = unit->collectAddressRanges();
-      if (!ranges) {
-        llvm::consumeError(ranges.takeError());
-        continue;
-      }
-      for (const llvm::DWARFAddressRange& range : *ranges) {
-        if (range.LowPC < range.HighPC) module->unit_ranges.emplace_back(range.LowPC, range.HighPC);
-      }
-    }
-    std::sort(module->unit_ranges.begin(), module->unit_ranges.end());
   }
   modules_[debug_path] = std::move(module);
 }
@@ -144,7 +175,7 @@ std::shared_ptr<const InlineDepthSpan> InlineSpanIndex::SpanAt(const std::string
     // Depth 0 up to the next unit's code (and back to the previous one's end).
     span->begin = 0;
     span->end = UINT64_MAX;
-    for (const auto& [lo, hi] : module->unit_ranges) {
+    for (const auto& [lo, hi] : UnitRanges(*module->context, module->unit_ranges)) {
       if (hi <= vaddr) span->begin = std::max(span->begin, hi);
       if (lo > vaddr) span->end = std::min(span->end, lo);
       if (lo <= vaddr && vaddr < hi) return nullptr;  // the index and LLVM disagree: decline

@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -23,6 +24,8 @@
 #include "ptscope/symbols.h"
 
 namespace ptscope::symbols {
+
+using RangeList = std::vector<std::pair<uint64_t, uint64_t>>;
 
 class InlineSpanIndex {
  public:
@@ -45,7 +48,7 @@ class InlineSpanIndex {
     llvm::object::OwningBinary<llvm::object::ObjectFile> binary;
     std::unique_ptr<llvm::symbolize::SymbolizableModule> symbolizable;  // owns the context
     llvm::DWARFContext* context = nullptr;
-    std::vector<std::pair<uint64_t, uint64_t>> unit_ranges;  // [lo, hi) of every unit, sorted
+    std::optional<RangeList> unit_ranges;  // [lo, hi) of every unit, sorted; read when needed
     std::map<uint64_t, std::shared_ptr<const InlineDepthSpan>> spans;  // by begin
   };
   std::unordered_map<std::string, std::unique_ptr<Module>> modules_;  // nullptr: declined

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Golden test of the sinks: writes the small tree of sink_sample.cpp as text, folded and Perfetto,
-# compares each with the hand-reviewed files in golden/, decodes the Perfetto output with protoc
-# against decode/src/sink/perfetto_trace.proto, runs the semantic checker on it (plain and .gz),
+# Golden test of the sinks: writes the small tree of sink_sample.cpp as text, folded, speedscope
+# and Perfetto, compares each with the hand-reviewed files in golden/, decodes the Perfetto output
+# with protoc against decode/src/sink/perfetto_trace.proto, runs the semantic checker on it (plain and .gz),
 # and makes sure the checker rejects damaged traces.
 # Usage: sink_golden_test.sh SAMPLE_EXE PROTOC PROTO GOLDEN_DIR CHECKER WORK_DIR
 set -eu
@@ -14,6 +14,9 @@ same() { diff -u "$1" "$2" || fail "$2 differs from golden $1"; }
 same "$golden/small_tree.txt" "$work/small_tree.txt"
 "$sample" folded "$work/small_tree.folded"
 same "$golden/small_tree.folded" "$work/small_tree.folded"
+# speedscope: one evented profile per thread, the same events in time order, shared frames.
+"$sample" speedscope "$work/small_tree.speedscope.json"
+same "$golden/small_tree.speedscope.json" "$work/small_tree.speedscope.json"
 # The summary's numbers were worked out by hand from the tree in sink_sample.cpp.
 "$sample" summary "$work/small_tree.summary.txt"
 same "$golden/small_tree.summary.txt" "$work/small_tree.summary.txt"

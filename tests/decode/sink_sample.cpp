@@ -85,7 +85,7 @@ void WriteDeep(SliceSink& sink, ptscope::decode::CodeFacts& code) {
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: %s perfetto|text|folded|summary|deep PATH\n", argv[0]);
+    std::fprintf(stderr, "usage: %s perfetto|text|folded|summary|speedscope|deep PATH\n", argv[0]);
     return 2;
   }
   ptscope::decode::testing::FakeNamer namer(

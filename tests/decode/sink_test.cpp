@@ -31,7 +31,8 @@ TEST_CASE("sink factory: formats by name and by path, clear errors") {
   auto bad = CreateSink("xml", "-", namer);
   REQUIRE(!bad);
   CHECK(bad.error().message ==
-        "output format 'xml' is unknown: use perfetto, text, folded, summary or summary-json");
+        "output format 'xml' is unknown: use perfetto, text, folded, summary, summary-json or "
+        "speedscope");
   CHECK(ParseSinkFormat("summary").value() == SinkFormat::kSummary);
   CHECK(ParseSinkFormat("summary-json").value() == SinkFormat::kSummaryJson);
   auto unwritable = CreateSink("text", "/nonexistent-ptscope-dir/out.txt", namer);
@@ -46,6 +47,8 @@ TEST_CASE("sink factory: formats by name and by path, clear errors") {
   CHECK(SinkFormatForPath("trace.summary.json") == SinkFormat::kSummaryJson);
   CHECK(SinkFormatForPath("trace.json") == SinkFormat::kPerfetto);
   CHECK(SinkFormatForPath("trace.folded.gz") == SinkFormat::kFolded);
+  CHECK(SinkFormatForPath("trace.speedscope.json") == SinkFormat::kSpeedscope);
+  CHECK(ParseSinkFormat("speedscope").value() == SinkFormat::kSpeedscope);
   CHECK(SinkFormatForPath("trace.pftrace.gz") == SinkFormat::kPerfetto);
   CHECK(SinkFormatForPath("trace") == SinkFormat::kPerfetto);
 }

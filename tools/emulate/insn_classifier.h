@@ -1,26 +1,19 @@
-// Classifies x86-64 instructions for the PT encoder with Zydis, and caches the result by address
-// (pt-emulate decodes each instruction once, not once per execution).
+// pt-emulate's cache of classified instructions by address (each instruction is decoded once, not
+// once per execution).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 
+#include "insn_class.h"
 #include "pt_encoder_model.h"
 
 namespace ptscope::emulate {
 
-struct ClassifiedInsn {
-  uint8_t size = 0;           // 0: not decodable
-  InsnClass cls = InsnClass::kOther;
-  bool repeats = false;       // rep-prefixed string op: single-step traps once per iteration
-  bool is_int3 = false;       // the target gets a SIGTRAP of its own
-  bool is_syscall = false;    // syscall/sysenter/int 0x80: PTRACE_SYSCALL stops at its entry
-  uint64_t direct_target = 0; // for kJump/kCall/kCondBranch
-};
-
-// Decodes one instruction at `ip` from `bytes` (up to 15 are looked at).
-ClassifiedInsn ClassifyInstruction(const uint8_t* bytes, size_t size, uint64_t ip);
+// The classification itself is tools/ptgen's (shared with pt-synth).
+using ClassifiedInsn = ptgen::ClassifiedInsn;
+using ptgen::ClassifyInstruction;
 
 // A per-address-space cache. Invalidate() after anything that may change code (mmap, munmap,
 // mprotect, exec): decoded entries are dropped wholesale, which is cheap and always right.

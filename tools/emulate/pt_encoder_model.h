@@ -12,21 +12,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "insn_class.h"
 #include "pt_packet_encoder.h"
 
 namespace ptscope::emulate {
 
-// What kind of control flow an instruction has, as far as PT is concerned.
-enum class InsnClass : uint8_t {
-  kOther,         // no branch: next ip is the fall-through
-  kCondBranch,    // jcc/loop/jrcxz: one TNT bit
-  kJump,          // direct near jmp: no packet
-  kCall,          // direct near call: no packet, pushed for return compression
-  kIndirectJump,  // TIP
-  kIndirectCall,  // TIP, pushed for return compression
-  kReturn,        // near ret: compressed (TNT bit) or TIP
-  kSyscall,       // syscall/sysenter/int n/far transfers: leaves the traced (user) region
-};
+// What kind of control flow an instruction has (tools/ptgen, shared with pt-synth).
+using InsnClass = ptgen::InsnClass;
 
 // The packet layer is tools/ptgen's, shared with pt-synth.
 using TimingMode = ptgen::Timing;

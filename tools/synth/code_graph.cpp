@@ -1,79 +1,48 @@
 #include "code_graph.h"
 
-#include <Zydis/Zydis.h>
-
 #include <algorithm>
+
+#include "insn_class.h"
 
 namespace ptscope::synth {
 namespace {
 
 constexpr uint32_t kMaxBlockInstructions = 1u << 16;
 
-const ZydisDecoder& Decoder() {
-  static const ZydisDecoder decoder = [] {
-    ZydisDecoder d;
-    ZydisDecoderInit(&d, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-    return d;
-  }();
-  return decoder;
-}
-
-bool Decode1(const ElfCode& elf, uint64_t ip, ZydisDecodedInstruction* insn) {
+// The instruction at `ip`, classified as pt-emulate classifies it (tools/ptgen); size 0 when it
+// is outside the code or not decodable.
+ptgen::ClassifiedInsn Decode1(const ElfCode& elf, uint64_t ip) {
   uint64_t available = 0;
   const uint8_t* bytes = elf.CodeAt(ip, &available);
-  if (bytes == nullptr) return false;
-  ZydisDecoderContext context;
-  return ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&Decoder(), &context, bytes,
-                                                    std::min<uint64_t>(available, 15), insn));
+  if (bytes == nullptr) return {};
+  return ptgen::ClassifyInstruction(bytes, std::min<uint64_t>(available, 15), ip);
 }
 
-// Instructions a walk must never execute: they fault, stop the CPU or leave user mode in ways
-// a user-only trace would not show as a plain syscall.
-bool IsDeadEnd(const ZydisDecodedInstruction& insn) {
-  switch (insn.mnemonic) {
-    case ZYDIS_MNEMONIC_INT3: case ZYDIS_MNEMONIC_INT: case ZYDIS_MNEMONIC_INT1:
-    case ZYDIS_MNEMONIC_INTO: case ZYDIS_MNEMONIC_UD0: case ZYDIS_MNEMONIC_UD1:
-    case ZYDIS_MNEMONIC_UD2: case ZYDIS_MNEMONIC_HLT: case ZYDIS_MNEMONIC_IRET:
-    case ZYDIS_MNEMONIC_IRETD: case ZYDIS_MNEMONIC_IRETQ: case ZYDIS_MNEMONIC_SYSRET:
-    case ZYDIS_MNEMONIC_SYSEXIT: case ZYDIS_MNEMONIC_XBEGIN: case ZYDIS_MNEMONIC_XABORT:
-      return true;
-    default:
-      return insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR ||
-             insn.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
-             insn.meta.category == ZYDIS_CATEGORY_SYSRET;
-  }
-}
-
-// The block end an instruction makes, or nullopt-like kDead+false for a plain instruction.
-bool Terminator(const ZydisDecodedInstruction& insn, uint64_t ip, BlockEnd* end, uint64_t* target) {
-  if (IsDeadEnd(insn)) {
+// The block end an instruction makes; false for a plain instruction. What a walk must never
+// execute (must_not_execute: it would fault, stop the CPU or leave user mode in ways a user-only
+// trace would not show as a plain syscall) ends a dead block.
+bool Terminator(const ptgen::ClassifiedInsn& insn, BlockEnd* end, uint64_t* target) {
+  using ptgen::InsnClass;
+  if (insn.must_not_execute) {
     *end = BlockEnd::kDead;
     return true;
   }
-  const bool relative = insn.raw.imm[0].is_relative;
-  if (relative) *target = ip + insn.length + static_cast<uint64_t>(insn.raw.imm[0].value.s);
-  switch (insn.meta.category) {
-    case ZYDIS_CATEGORY_COND_BR:
-      *end = relative ? BlockEnd::kCondBranch : BlockEnd::kDead;
+  *target = insn.direct_target;
+  switch (insn.cls) {
+    case InsnClass::kOther: return false;
+    case InsnClass::kCondBranch: *end = BlockEnd::kCondBranch; return true;
+    case InsnClass::kJump: *end = BlockEnd::kJump; return true;
+    case InsnClass::kCall: *end = BlockEnd::kCall; return true;
+    case InsnClass::kIndirectJump:
+      *end = insn.rip_indirect_jump ? BlockEnd::kImportJump : BlockEnd::kIndirectJump;
       return true;
-    case ZYDIS_CATEGORY_UNCOND_BR:
-      *end = relative                                                    ? BlockEnd::kJump
-             : (insn.attributes & ZYDIS_ATTRIB_HAS_MODRM) != 0 && insn.raw.modrm.mod == 0 &&
-                       insn.raw.modrm.rm == 5                            ? BlockEnd::kImportJump
-                                                                         : BlockEnd::kIndirectJump;
+    case InsnClass::kIndirectCall: *end = BlockEnd::kIndirectCall; return true;
+    case InsnClass::kReturn: *end = BlockEnd::kReturn; return true;
+    case InsnClass::kSyscall:
+      *end = insn.is_syscall ? BlockEnd::kSyscall : BlockEnd::kDead;
       return true;
-    case ZYDIS_CATEGORY_CALL:
-      *end = relative ? BlockEnd::kCall : BlockEnd::kIndirectCall;
-      return true;
-    case ZYDIS_CATEGORY_RET:
-      *end = insn.mnemonic == ZYDIS_MNEMONIC_RET ? BlockEnd::kReturn : BlockEnd::kDead;
-      return true;
-    case ZYDIS_CATEGORY_SYSCALL:
-      *end = BlockEnd::kSyscall;
-      return true;
-    default:
-      return false;
   }
+  return false;
 }
 
 }  // namespace
@@ -84,18 +53,18 @@ Block CodeGraph::Decode(uint64_t ip) {
   Block b;
   b.start = ip;
   b.first_size = static_cast<uint32_t>(sizes_.size());
-  ZydisDecodedInstruction insn;
   while (b.instructions < kMaxBlockInstructions) {
-    if (!Decode1(elf_, ip, &insn)) {
+    const ptgen::ClassifiedInsn insn = Decode1(elf_, ip);
+    if (insn.size == 0) {
       b.end = BlockEnd::kDead;
       break;
     }
-    sizes_.push_back(insn.length);
+    sizes_.push_back(insn.size);
     ++b.instructions;
     b.end_ip = ip;
-    ip += insn.length;
+    ip += insn.size;
     b.fallthrough = ip;
-    if (Terminator(insn, b.end_ip, &b.end, &b.target)) break;
+    if (Terminator(insn, &b.end, &b.target)) break;
   }
   if (b.instructions == kMaxBlockInstructions) b.end = BlockEnd::kDead;
   // `jmp` back into its own block is a loop without packets: a decoder could never tell where
@@ -141,17 +110,15 @@ int32_t CodeGraph::Fallthrough(int32_t index) {
 
 void CodeGraph::CollectEntries(size_t max_blocks) {
   std::vector<uint64_t> candidates = elf_.function_entries;
-  ZydisDecodedInstruction insn;
   for (const CodeRange& range : elf_.code) {
     for (uint64_t ip = range.start; ip < range.start + range.size;) {
-      if (!Decode1(elf_, ip, &insn)) {
+      const ptgen::ClassifiedInsn insn = Decode1(elf_, ip);
+      if (insn.size == 0) {
         ++ip;
         continue;
       }
-      if (insn.meta.category == ZYDIS_CATEGORY_CALL && insn.raw.imm[0].is_relative) {
-        candidates.push_back(ip + insn.length + static_cast<uint64_t>(insn.raw.imm[0].value.s));
-      }
-      ip += insn.length;
+      if (insn.cls == ptgen::InsnClass::kCall) candidates.push_back(insn.direct_target);
+      ip += insn.size;
     }
   }
   std::sort(candidates.begin(), candidates.end());

@@ -17,7 +17,7 @@ namespace ptscope::decode {
 
 // kSummary: per-function call counts and times (no slices written); the fast overview.
 // kSummaryJson: the same as JSON, with the decode's totals (docs/DECODE_JSON.md).
-enum class OutputFormat { kPerfetto, kText, kFolded, kInsns, kSummary, kSummaryJson };
+enum class OutputFormat { kPerfetto, kText, kFolded, kInsns, kSummary, kSummaryJson, kSpeedscope };
 const char* OutputFormatName(OutputFormat format);
 
 struct PipelineOptions {

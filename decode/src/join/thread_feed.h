@@ -150,6 +150,7 @@ class ThreadFeed {
     // mapping), [range_start, range_start + range_size), and all ones in symbolized_mask when it
     // is named.
     uint64_t range_start = 0, range_size = 0, symbolized_mask = 0;
+    uint64_t previous_start = 0, previous_size = 0, previous_mask = 0;  // the stretch before
     uint64_t symbolized = 0;  // instructions counted in named functions
     uint64_t instructions = 0;  // all of them
     // Time: from the first event to the last, and how much of it lay in gaps (from each gap to
@@ -192,11 +193,18 @@ class ThreadFeed {
     if (where - c.range_start < c.range_size && where != 0) [[likely]] {
       c.symbolized += event.insn_count & c.symbolized_mask;
     } else if (event.insn_count != 0 && where != 0) {
-      uint64_t start = 0, end = 0;  // the answer holds for a whole stretch
-      const bool symbolized = code_.InNamedCode(key_.pid, where, event.time_ns, &start, &end);
-      c.range_start = start;
-      c.range_size = end > start ? end - start : 0;
-      c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
+      // Code moves back and forth between two stretches (a named function and the unnamed code
+      // it calls, a module and the library): the one before is kept too.
+      std::swap(c.range_start, c.previous_start);
+      std::swap(c.range_size, c.previous_size);
+      std::swap(c.symbolized_mask, c.previous_mask);
+      if (where - c.range_start >= c.range_size) {
+        uint64_t start = 0, end = 0;  // the answer holds for a whole stretch
+        const bool symbolized = code_.InNamedCode(key_.pid, where, event.time_ns, &start, &end);
+        c.range_start = start;
+        c.range_size = end > start ? end - start : 0;
+        c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
+      }
       c.symbolized += event.insn_count & c.symbolized_mask;
     }
   }

@@ -44,6 +44,16 @@ std::optional<symbols::JitName> SymbolsFrameNamer::JitName(uint32_t pid, uint64_
   return jit_->Name(pid, address, time_ns);
 }
 
+const symbols::ModuleFiles& SymbolsFrameNamer::FilesOf(uint32_t module) {
+  if (module >= module_files_.size()) module_files_.resize(module + 1, nullptr);
+  const symbols::ModuleFiles*& files = module_files_[module];
+  if (files == nullptr) {
+    const symbols::Module& m = address_space_.modules()[module];
+    files = &resolver_.Resolve(m.path, m.build_id);
+  }
+  return *files;
+}
+
 SymbolsFrameNamer::Location SymbolsFrameNamer::Locate(uint32_t pid, uint64_t address,
                                                       uint64_t time_ns) {
   Location location;
@@ -62,7 +72,7 @@ SymbolsFrameNamer::Location SymbolsFrameNamer::Locate(uint32_t pid, uint64_t add
     location.vaddr = vaddr.value_or(0);
     return location;
   }
-  const symbols::ModuleFiles& files = resolver_.Resolve(module.path, module.build_id);
+  const symbols::ModuleFiles& files = FilesOf(location.mapping->module);
   if (files.code_path.empty()) return location;
   if (files.debug_path != files.code_path && code_files_told_.insert(location.mapping->module).second) {
     symbolizer_.SetCodeFile(files.debug_path, files.code_path);

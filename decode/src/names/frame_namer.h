@@ -54,6 +54,9 @@ class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
   // Unnamed code of `module` ran: note the module when it has no symbols at all.
   void NoteUnnamedCode(uint32_t module, const std::string& debug_path);
   Location Locate(uint32_t pid, uint64_t address, uint64_t time_ns);
+  // ModuleResolver::Resolve of a module, asked once: each answer builds its key from the path and
+  // the build id in hex, and the summary's symbolized count asks on every change of stretch.
+  const symbols::ModuleFiles& FilesOf(uint32_t module);
   const symbols::Mapping* FindMapping(uint32_t pid, uint64_t address, uint64_t time_ns) const;
 
   const symbols::AddressSpace& address_space_;
@@ -77,6 +80,7 @@ class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
   FlatMap<PidAddress, uint64_t, PidAddressHash> starts_;       // entry + 1 (0: not asked yet)
   std::map<uint32_t, bool> module_has_symbols_;  // .symtab or DWARF in its debug file
   std::set<uint32_t> code_files_told_;          // modules whose code file the symbolizer knows
+  std::vector<const symbols::ModuleFiles*> module_files_;  // by module; resolver-owned (stable)
   const symbols::JitCodeStore* jit_ = nullptr;
   std::set<uint32_t> found_without_symbols_;  // modules whose files were found, symbols not
 };

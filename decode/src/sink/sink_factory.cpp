@@ -3,6 +3,7 @@
 #include "sink/folded_sink.h"
 #include "sink/output_file.h"
 #include "sink/perfetto_sink.h"
+#include "sink/speedscope_sink.h"
 #include "sink/summary_sink.h"
 #include "sink/text_sink.h"
 
@@ -19,15 +20,17 @@ Result<SinkFormat> ParseSinkFormat(const std::string& name) {
   if (name == "folded") return SinkFormat::kFolded;
   if (name == "summary") return SinkFormat::kSummary;
   if (name == "summary-json") return SinkFormat::kSummaryJson;
+  if (name == "speedscope") return SinkFormat::kSpeedscope;
   return Unexpected(Errc::kInvalidArgument,
                     "output format '" + name +
-                        "' is unknown: use perfetto, text, folded, summary or summary-json");
+                        "' is unknown: use perfetto, text, folded, summary, summary-json or speedscope");
 }
 
 SinkFormat SinkFormatForPath(const std::string& path) {
   std::string p = EndsWith(path, ".gz") ? path.substr(0, path.size() - 3) : path;
   if (EndsWith(p, ".summary.txt")) return SinkFormat::kSummary;
   if (EndsWith(p, ".summary.json")) return SinkFormat::kSummaryJson;
+  if (EndsWith(p, ".speedscope.json")) return SinkFormat::kSpeedscope;
   if (EndsWith(p, ".txt")) return SinkFormat::kText;
   if (EndsWith(p, ".folded")) return SinkFormat::kFolded;
   return SinkFormat::kPerfetto;
@@ -41,6 +44,9 @@ Result<std::unique_ptr<SliceSink>> CreateSink(SinkFormat format, const std::stri
     case SinkFormat::kPerfetto: sink = std::make_unique<PerfettoSink>(std::move(out), namer); break;
     case SinkFormat::kText: sink = std::make_unique<TextSink>(std::move(out), namer); break;
     case SinkFormat::kFolded: sink = std::make_unique<FoldedSink>(std::move(out), namer); break;
+    case SinkFormat::kSpeedscope:
+      sink = std::make_unique<SpeedscopeSink>(std::move(out), namer);
+      break;
     case SinkFormat::kSummary:
       sink = std::make_unique<SummarySink>(std::move(out), namer, options.summary_top);
       break;
@@ -64,6 +70,7 @@ SinkFormat SinkFormatOf(OutputFormat format) {
     case OutputFormat::kFolded: return SinkFormat::kFolded;
     case OutputFormat::kSummary: return SinkFormat::kSummary;
     case OutputFormat::kSummaryJson: return SinkFormat::kSummaryJson;
+    case OutputFormat::kSpeedscope: return SinkFormat::kSpeedscope;
     case OutputFormat::kPerfetto:
     case OutputFormat::kInsns: break;
   }
@@ -78,6 +85,7 @@ const char* OutputFormatName(OutputFormat format) {
     case OutputFormat::kInsns: return "insns";
     case OutputFormat::kSummary: return "summary";
     case OutputFormat::kSummaryJson: return "summary-json";
+    case OutputFormat::kSpeedscope: return "speedscope";
   }
   return "?";
 }

@@ -11,14 +11,16 @@
 
 namespace ptscope::decode {
 
-enum class SinkFormat { kPerfetto, kText, kFolded, kSummary, kSummaryJson };
+enum class SinkFormat { kPerfetto, kText, kFolded, kSummary, kSummaryJson, kSpeedscope };
 
-// "perfetto" (also "pftrace", "proto"), "text", "folded", "summary", "summary-json". Errors name
+// "perfetto" (also "pftrace", "proto"), "text", "folded", "summary", "summary-json",
+// "speedscope". Errors name
 // the value and the choices. The names of OutputFormatName (ptscope/decode.h) parse to their
 // sink format.
 Result<SinkFormat> ParseSinkFormat(const std::string& name);
 // Format implied by an output path: *.summary.txt -> summary, *.summary.json -> summary-json,
-// *.txt -> text, *.folded -> folded, anything else perfetto (.gz is looked through).
+// *.speedscope.json -> speedscope, *.txt -> text, *.folded -> folded, anything else perfetto
+// (.gz is looked through).
 SinkFormat SinkFormatForPath(const std::string& path);
 // The sink of a pt-decode output format (not kInsns, which is no sink of slices).
 SinkFormat SinkFormatOf(OutputFormat format);

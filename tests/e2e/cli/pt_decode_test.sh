@@ -43,7 +43,7 @@ bad-values)
     -- --threads 1 --threads abc in.ptar
   expect 2 "pt-decode: --summary and --format text contradict each other; give one of them" \
     -- --summary --format text in.ptar
-  expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary or summary-json" \
+  expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary, summary-json or speedscope" \
     -- --format xml in.ptar
   expect 2 "pt-decode: --format json is the summary's encoding: add --summary" \
     -- --format json in.ptar
@@ -52,7 +52,7 @@ bad-values)
   expect 2 "pt-decode: --list-modules lists one input, 2 given" -- --list-modules a.ptar b.ptar
   expect 2 "pt-decode: --summary-json names one file but 2 inputs were given" \
     -- --summary-json s.json --output-dir out a.ptar b.ptar
-  expect 2 "pt-decode: --summary-json: an instruction listing has no call slices to summarize; use it with perfetto, text, folded or summary" \
+  expect 2 "pt-decode: --summary-json: an instruction listing has no call slices to summarize; use it with perfetto, text, folded, speedscope or summary" \
     -- --summary-json s.json --format insns in.ptar
   ;;
 good-values)
@@ -90,7 +90,7 @@ good-values)
   grep -qx "pt-decode [0-9][0-9.]* (build id $build_id)" "$tmp/version" ||
     fail "--version: $(cat "$tmp/version"), want the build id $build_id"
   for option in --summary --threads --time-range --list-modules --version \
-      "perfetto|text|folded|insns|summary|summary-json"; do
+      "perfetto|text|folded|insns|summary|summary-json|" speedscope; do
     grep -q -- "$option" "$tmp/help" || fail "--help does not mention $option"
   done
   ;;

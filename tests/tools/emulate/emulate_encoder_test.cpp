@@ -401,6 +401,19 @@ TEST_CASE("classifier: the instruction classes PT cares about") {
   CHECK(cls({0x48, 0x89, 0xe5}).cls == InsnClass::kOther);
   CHECK(cls({0x48, 0x89, 0xe5}).size == 3);
   CHECK(cls({0x0f}).size == 0);                                     // truncated
+  // What pt-synth builds its blocks from (the same classifier, tools/ptgen).
+  CHECK(cls({0xff, 0x25, 0, 0, 0, 0}).rip_indirect_jump);
+  CHECK_FALSE(cls({0xff, 0xe0}).rip_indirect_jump);                 // jmp *%rax
+  CHECK(cls({0xff, 0xe0}).cls == InsnClass::kIndirectJump);
+  CHECK(cls({0xe8, 0x10, 0, 0, 0}).direct_target == 0x1015);
+  CHECK(cls({0x0f, 0x05}).is_syscall);
+  CHECK_FALSE(cls({0x0f, 0x05}).must_not_execute);
+  // int3, ud2, hlt, iretq, int 0x80, ljmp *x(%rip)
+  for (std::vector<uint8_t> bad : {std::vector<uint8_t>{0xcc}, {0x0f, 0x0b}, {0xf4}, {0x48, 0xcf},
+                                   {0xcd, 0x80}, {0xff, 0x2d, 0, 0, 0, 0}})
+    CHECK_MESSAGE(cls(bad).must_not_execute, "first byte " << int(bad[0]));
+  CHECK_FALSE(cls({0xc3}).must_not_execute);
+  CHECK_FALSE(cls({0x74, 0x10}).must_not_execute);
 }
 
 }  // namespace

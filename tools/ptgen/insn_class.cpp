@@ -1,8 +1,8 @@
-#include "insn_classifier.h"
+#include "insn_class.h"
 
 #include <Zydis/Zydis.h>
 
-namespace ptscope::emulate {
+namespace ptscope::ptgen {
 namespace {
 
 const ZydisDecoder& Decoder() {
@@ -18,23 +18,34 @@ bool IsFar(const ZydisDecodedInstruction& insn) {
   return insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
 }
 
+bool MustNotExecute(const ZydisDecodedInstruction& insn) {
+  switch (insn.mnemonic) {
+    case ZYDIS_MNEMONIC_INT3: case ZYDIS_MNEMONIC_INT: case ZYDIS_MNEMONIC_INT1:
+    case ZYDIS_MNEMONIC_INTO: case ZYDIS_MNEMONIC_UD0: case ZYDIS_MNEMONIC_UD1:
+    case ZYDIS_MNEMONIC_UD2: case ZYDIS_MNEMONIC_HLT: case ZYDIS_MNEMONIC_IRET:
+    case ZYDIS_MNEMONIC_IRETD: case ZYDIS_MNEMONIC_IRETQ: case ZYDIS_MNEMONIC_SYSRET:
+    case ZYDIS_MNEMONIC_SYSEXIT: case ZYDIS_MNEMONIC_XBEGIN: case ZYDIS_MNEMONIC_XABORT:
+      return true;
+    default:
+      return IsFar(insn) || insn.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
+             insn.meta.category == ZYDIS_CATEGORY_SYSRET;
+  }
+}
+
 }  // namespace
 
 ClassifiedInsn ClassifyInstruction(const uint8_t* bytes, size_t size, uint64_t ip) {
   ClassifiedInsn out;
+  ZydisDecoderContext context;
   ZydisDecodedInstruction insn;
-  ZydisDecodedOperand operands[ZYDIS_MAX_OPERAND_COUNT];
-  if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&Decoder(), bytes, size, &insn, operands))) return out;
+  // Without operand decoding (the raw immediate is all a branch needs): pt-synth sweeps whole
+  // binaries with this, pt-emulate every new instruction address.
+  if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&Decoder(), &context, bytes, size, &insn)))
+    return out;
   out.size = insn.length;
-  const bool relative = insn.operand_count_visible > 0 &&
-                        operands[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE &&
-                        operands[0].imm.is_relative;
-  if (relative) {
-    ZyanU64 target = 0;
-    if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&insn, &operands[0], ip, &target))) {
-      out.direct_target = target;
-    }
-  }
+  const bool relative = insn.raw.imm[0].is_relative;
+  if (relative)
+    out.direct_target = ip + insn.length + static_cast<uint64_t>(insn.raw.imm[0].value.s);
   switch (insn.meta.category) {
     case ZYDIS_CATEGORY_COND_BR:
       out.cls = InsnClass::kCondBranch;
@@ -43,6 +54,9 @@ ClassifiedInsn ClassifyInstruction(const uint8_t* bytes, size_t size, uint64_t i
       out.cls = IsFar(insn) ? InsnClass::kSyscall
                 : relative  ? InsnClass::kJump
                             : InsnClass::kIndirectJump;
+      out.rip_indirect_jump = out.cls == InsnClass::kIndirectJump &&
+                              (insn.attributes & ZYDIS_ATTRIB_HAS_MODRM) != 0 &&
+                              insn.raw.modrm.mod == 0 && insn.raw.modrm.rm == 5;
       break;
     case ZYDIS_CATEGORY_CALL:
       out.cls = IsFar(insn) ? InsnClass::kSyscall
@@ -70,10 +84,11 @@ ClassifiedInsn ClassifyInstruction(const uint8_t* bytes, size_t size, uint64_t i
       }
       break;
   }
+  out.must_not_execute = MustNotExecute(insn);
   constexpr ZydisInstructionAttributes kRep =
       ZYDIS_ATTRIB_HAS_REP | ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE;
   out.repeats = out.cls == InsnClass::kOther && (insn.attributes & kRep) != 0;
   return out;
 }
 
-}  // namespace ptscope::emulate
+}  // namespace ptscope::ptgen
