@@ -2,20 +2,13 @@
 #include "jit_code_store.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 
+#include "ptscope/capture.h"
 #include "ptscope/perf_time.h"
 
 namespace ptscope::symbols {
 namespace {
-
-uint64_t MetadataNumber(const format::Archive& archive, std::string_view key) {
-  std::optional<std::string> text = archive.Get(key);
-  uint64_t value = 0;
-  if (text) std::from_chars(text->data(), text->data() + text->size(), value);
-  return value;
-}
 
 // a + (x - x0) * (y1 - y0) / (x1 - x0) in 128-bit, clamped at 0; slope may be negative-free only.
 uint64_t Interpolate(uint64_t x, uint64_t x0, uint64_t y0, uint64_t x1, uint64_t y1) {
@@ -61,11 +54,10 @@ uint64_t JitTimeMap::MonotonicToTsc(uint64_t mono) const {
 
 JitTimeMap JitTimeMap::FromArchive(const format::Archive& archive) {
   JitTimeMap map;
-  uint64_t mult = MetadataNumber(archive, "time.mult");
-  if (mult != 0 && mult <= UINT32_MAX) {
-    map.SetConversion(static_cast<uint16_t>(MetadataNumber(archive, "time.shift")),
-                      static_cast<uint32_t>(mult), MetadataNumber(archive, "time.zero"));
-  }
+  // Damaged time metadata fails the decode itself (DecoderSetup reads it through the same
+  // parser, first): here it only leaves the trace clock taken as CLOCK_MONOTONIC.
+  Result<std::optional<perf::PerfTime>> time = format::CaptureTimeConversion(archive);
+  if (time && *time) map.SetConversion((*time)->shift, (*time)->mult, (*time)->zero);
   for (const format::TimeSyncChunk& sync : archive.time_syncs) {
     if (sync.clock_id != 1) continue;  // only CLOCK_MONOTONIC pairs place jitdump times
     for (const auto& [tsc, ns] : sync.tsc_and_clock_ns) map.AddPair(tsc, ns);

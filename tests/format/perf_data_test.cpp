@@ -280,6 +280,57 @@ TEST_CASE("export refuses archives perf.data cannot express") {
         "perf.data holds one kind");
 }
 
+// Sets `key` in the archive's metadata (replacing the value it had).
+void SetMetadata(fmt::Archive& a, const std::string& key, const std::string& value) {
+  for (auto& [k, v] : a.metadata) {
+    if (k == key) {
+      v = value;
+      return;
+    }
+  }
+  a.metadata.emplace_back(key, value);
+}
+
+TEST_CASE("metadata numbers and the time conversion: one parser, one error policy") {
+  fmt::Archive a = ThreadArchive();
+  CHECK(fmt::MetadataNumber(a, "pt.config").value() == 0x2401);  // 0x hex
+  CHECK(fmt::MetadataNumber(a, "time.mult").value() == 1024);
+  CHECK(fmt::MetadataNumber(a, "no.such.key", 7).value() == 7);
+  auto time = fmt::CaptureTimeConversion(a);
+  REQUIRE(time.has_value());
+  REQUIRE(time->has_value());
+  CHECK((*time)->shift == 10);
+  CHECK((*time)->mult == 1024);
+  CHECK((*time)->zero == 5);
+
+  SetMetadata(a, "time.mult", "0");  // none recorded
+  CHECK_FALSE(fmt::CaptureTimeConversion(a).value().has_value());
+
+  SetMetadata(a, "time.mult", "12x");
+  auto bad = fmt::CaptureTimeConversion(a);
+  REQUIRE_FALSE(bad.has_value());
+  CHECK(bad.error().message == "mem.ptar: metadata time.mult=\"12x\" is not a number");
+  // export-perf reads it through the same parser: it refuses rather than writing a made-up clock.
+  auto exported = fmt::ExportPerfDataToBytes(a);
+  REQUIRE_FALSE(exported.has_value());
+  CHECK(exported.error().message ==
+        "export-perf: mem.ptar: metadata time.mult=\"12x\" is not a number");
+
+  SetMetadata(a, "time.mult", "4294967296");
+  CHECK(fmt::CaptureTimeConversion(a).error().message ==
+        "mem.ptar: metadata time.mult=4294967296 is out of range (1..2^32-1)");
+  SetMetadata(a, "time.mult", "1024");
+  SetMetadata(a, "time.shift", "64");
+  CHECK(fmt::CaptureTimeConversion(a).error().message ==
+        "mem.ptar: metadata time.shift=64 is out of range (0..63)");
+  SetMetadata(a, "time.shift", "10");
+  SetMetadata(a, "pt.pmu_type", "nine");
+  auto pmu = fmt::ExportPerfDataToBytes(a);
+  REQUIRE_FALSE(pmu.has_value());
+  CHECK(pmu.error().message ==
+        "export-perf: mem.ptar: metadata pt.pmu_type=\"nine\" is not a number");
+}
+
 TEST_CASE("foreign and damaged files give one exact error naming file and offset") {
   const auto good = Exported(ThreadArchive());
   const uint64_t data_offset = Le(good, 40), data_size = Le(good, 48);
@@ -466,14 +517,16 @@ TEST_CASE("an imported perf.data is written piece by piece; one that shrank sinc
   auto changed = fmt::WriteImportedArchive(*lazy, out, {});
   REQUIRE_FALSE(changed.has_value());
   CHECK(changed.error().code == ptscope::Errc::kIo);
-  CHECK(changed.error().message == file.path + ": offset " + std::to_string(cut) +
-                                       ": the file ends there (it changed while it was read?)");
+  CHECK(changed.error().message ==
+        file.path + ": offset " + std::to_string(cut) +
+            ": the file ends there (it changed since it was first read?)");
   // Gone altogether: an error naming it.
   REQUIRE(std::remove(file.path.c_str()) == 0);
   auto gone = fmt::WriteImportedArchive(*lazy, out, {});
   REQUIRE_FALSE(gone.has_value());
   CHECK(gone.error().message ==
-        file.path + ": cannot open: " + std::string(std::strerror(ENOENT)));
+        file.path + ": cannot open again to read its trace: " +
+            std::string(std::strerror(ENOENT)));
   std::remove(out.c_str());
 }
 

@@ -10,14 +10,17 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <optional>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../byte_io.h"
 #include "perf_data_layout.h"
-#include "ptscope/file_read.h"
+#include "ptscope/capture.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_time.h"
+#include "ptscope/pt_chunks.h"
 
 namespace ptscope::format {
 namespace {
@@ -32,16 +35,6 @@ constexpr uint32_t kTypeSample = 9, kTypeSwitch = 14, kTypeSwitchCpuWide = 15;
 
 Error ExportError(Errc code, const std::string& what) {
   return MakeError(code, "export-perf: " + what);
-}
-
-std::optional<uint64_t> GetU64(const Archive& a, std::string_view key) {
-  auto v = a.Get(key);
-  if (!v || v->empty()) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long x = std::strtoull(v->c_str(), &end, 0);  // decimal or 0x hex
-  if (errno != 0 || *end != '\0') return std::nullopt;
-  return x;
 }
 
 // Kept as 64-bit fields: they are written to perf.data as read from the metadata.
@@ -64,55 +57,19 @@ uint64_t PtSize(const Archive& a, size_t i) {
 
 class PtSource {
  public:
-  explicit PtSource(const Archive& a) : a_(a) {}
-  ~PtSource() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  PtSource(const PtSource&) = delete;
-  PtSource& operator=(const PtSource&) = delete;
+  explicit PtSource(const Archive& a) : a_(a), chunks_(a.path) {}
 
   Result<std::span<const uint8_t>> Get(size_t i) {
     const PtDataChunk& c = a_.pt_data[i];
-    const uint64_t size = PtSize(a_, i);
-    if (c.data.size() == size) return std::span<const uint8_t>(c.data);
-    const Archive::PtDataRef& ref = a_.pt_refs[i];
-    if (ref.raw) {
-      if (fd_ < 0) fd_ = ::open(a_.path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd_ < 0) {
-        const int err = errno;  // before the message's allocations
-        return ExportError(ErrcFromErrno(err), a_.path + ": cannot open: " + std::strerror(err));
-      }
-      buffer_.resize(static_cast<size_t>(size));
-      const FileRead read = ReadFileAt(fd_, ref.chunk_offset, buffer_.size(), buffer_.data());
-      if (read.bytes < buffer_.size()) {
-        return ExportError(Errc::kIo, a_.path + ": offset " +
-                                          std::to_string(ref.chunk_offset + read.bytes) + ": " +
-                                          (read.error != 0 ? std::strerror(read.error)
-                                                           : "the file ends there (it changed?)"));
-      }
-      return std::span<const uint8_t>(buffer_);
-    }
-    if (reader_ == nullptr) {
-      auto opened = ArchiveReader::Open(a_.path);
-      if (!opened) return opened.error();
-      reader_ = std::move(*opened);
-    }
-    PTSCOPE_ASSIGN_OR_RETURN(Chunk chunk, reader_->ReadChunkAt(ref.chunk_offset));
-    auto* pt = std::get_if<PtDataChunk>(&chunk);
-    if (pt == nullptr || pt->data.size() != size) {
-      return ExportError(Errc::kCorrupt, a_.path + ": the PT data chunk at offset " +
-                                             std::to_string(ref.chunk_offset) +
-                                             " is not the one read first (the file changed?)");
-    }
-    buffer_ = std::move(pt->data);
-    return std::span<const uint8_t>(buffer_);
+    if (c.data.size() == PtSize(a_, i)) return std::span<const uint8_t>(c.data);
+    Result<std::span<const uint8_t>> bytes = chunks_.Read(a_.pt_refs[i]);
+    if (!bytes) return ExportError(bytes.error().code, bytes.error().message);
+    return bytes;
   }
 
  private:
   const Archive& a_;
-  std::unique_ptr<ArchiveReader> reader_;
-  int fd_ = -1;
-  std::vector<uint8_t> buffer_;
+  PtChunkReader chunks_;
 };
 
 // The exported file, in order: bytes, or the PT bytes of pt_data[piece] and `pad` zeros.
@@ -150,7 +107,7 @@ class Exporter {
                          a_.path + ": the archive holds no PT data chunks; nothing to export");
     }
     PTSCOPE_TRY(ChooseMode());
-    ChooseConfig();
+    PTSCOPE_TRY(ChooseConfig());
     PTSCOPE_TRY(CollectSideband());
     std::vector<uint8_t> data;
     ByteWriter w(data);
@@ -178,26 +135,43 @@ class Exporter {
     return Ok();
   }
 
-  // attr.config from pt.config, or rebuilt from the individual pt.* keys.
-  void ChooseConfig() {
-    if (auto c = GetU64(a_, "pt.config")) {
-      config_ = *c;
+  // attr.config from pt.config, or rebuilt from the individual pt.* keys; the time conversion.
+  // Numbers are read as the decoder reads them (format::MetadataNumber, CaptureTimeConversion):
+  // one that is not a number fails the export, naming the key.
+  Status ChooseConfig() {
+    auto number = [this](std::string_view key, uint64_t fallback) {
+      Result<uint64_t> value = MetadataNumber(a_, key, fallback);
+      if (!value && !bad_number_) bad_number_ = value.error();
+      return value ? *value : fallback;
+    };
+    if (!a_.Get("pt.config").value_or("").empty()) {
+      config_ = number("pt.config", 0);
     } else {
       config_ = kCfgPt;
-      if (GetU64(a_, "pt.branch").value_or(1)) config_ |= kCfgBranch;
-      if (GetU64(a_, "pt.tsc").value_or(0)) config_ |= kCfgTsc;
-      if (GetU64(a_, "pt.mtc").value_or(0)) config_ |= kCfgMtc;
-      if (GetU64(a_, "pt.cyc").value_or(0)) config_ |= kCfgCyc;
-      if (GetU64(a_, "pt.noretcomp").value_or(0)) config_ |= kCfgNoretcomp;
-      config_ |= (GetU64(a_, "pt.mtc_period").value_or(0) & 0xf) << 14;
-      config_ |= (GetU64(a_, "pt.cyc_thresh").value_or(0) & 0xf) << 19;
+      if (number("pt.branch", 1)) config_ |= kCfgBranch;
+      if (number("pt.tsc", 0)) config_ |= kCfgTsc;
+      if (number("pt.mtc", 0)) config_ |= kCfgMtc;
+      if (number("pt.cyc", 0)) config_ |= kCfgCyc;
+      if (number("pt.noretcomp", 0)) config_ |= kCfgNoretcomp;
+      config_ |= (number("pt.mtc_period", 0) & 0xf) << 14;
+      config_ |= (number("pt.cyc_thresh", 0) & 0xf) << 19;
     }
     timed_ = (config_ & kCfgTsc) != 0;
-    tc_.shift = GetU64(a_, "time.shift").value_or(0);
-    tc_.mult = GetU64(a_, "time.mult").value_or(0);
-    tc_.zero = GetU64(a_, "time.zero").value_or(0);
-    tc_.cap_user_time_zero = GetU64(a_, "time.cap_user_time_zero").value_or(timed_ ? 1 : 0);
-    if (tc_.mult == 0) {
+    pmu_type_ = number("pt.pmu_type", kDefaultPmuType);
+    tsc_ctc_n_ = number("pt.cpuid15_ebx", 0);
+    tsc_ctc_d_ = number("pt.cpuid15_eax", 0);
+    max_nonturbo_ratio_ = number("pt.max_nonturbo_ratio", 0);
+    exclude_kernel_ = number("pt.kernel", 0) == 0;
+    exclude_user_ = number("pt.user", 1) == 0;
+    tc_.cap_user_time_zero = number("time.cap_user_time_zero", timed_ ? 1 : 0);
+    if (bad_number_) return ExportError(bad_number_->code, bad_number_->message);
+    Result<std::optional<perf::PerfTime>> time = CaptureTimeConversion(a_);
+    if (!time) return ExportError(time.error().code, time.error().message);
+    if (*time) {
+      tc_.shift = (*time)->shift;
+      tc_.mult = (*time)->mult;
+      tc_.zero = (*time)->zero;
+    } else {
       // No recorded conversion: assume pt-emulate's virtual clock (ns = tsc / GHz).
       double ghz = std::strtod(a_.Get("emulate.virtual_ghz").value_or("1").c_str(), nullptr);
       if (!(ghz > 0)) ghz = 1;
@@ -207,6 +181,7 @@ class Exporter {
       tc_.zero = 0;
       if (timed_) tc_.cap_user_time_zero = 1;  // perf 6.1 needs it for timed decoding
     }
+    return Ok();
   }
 
   // Re-trails every kernel record of every Sideband chunk for the exported attr (the body is
@@ -263,7 +238,7 @@ class Exporter {
 
   void WriteAuxtraceInfo(ByteWriter& w) {
     uint64_t priv[kPrivCount] = {};
-    priv[kPrivPmuType] = GetU64(a_, "pt.pmu_type").value_or(kDefaultPmuType);
+    priv[kPrivPmuType] = pmu_type_;
     priv[kPrivTimeShift] = tc_.shift;
     priv[kPrivTimeMult] = tc_.mult;
     priv[kPrivTimeZero] = tc_.zero;
@@ -275,10 +250,10 @@ class Exporter {
     priv[kPrivPerCpuMmaps] = per_cpu_ ? 1 : 0;
     priv[kPrivMtcBit] = kCfgMtc;
     priv[kPrivMtcFreqBits] = kCfgMtcPeriodMask;
-    priv[kPrivTscCtcN] = GetU64(a_, "pt.cpuid15_ebx").value_or(0);
-    priv[kPrivTscCtcD] = GetU64(a_, "pt.cpuid15_eax").value_or(0);
+    priv[kPrivTscCtcN] = tsc_ctc_n_;
+    priv[kPrivTscCtcD] = tsc_ctc_d_;
     priv[kPrivCycBit] = kCfgCyc;
-    priv[kPrivMaxNonturboRatio] = GetU64(a_, "pt.max_nonturbo_ratio").value_or(0);
+    priv[kPrivMaxNonturboRatio] = max_nonturbo_ratio_;
     std::string filter = a_.Get("pt.filters").value_or("");
     priv[kPrivFilterStrLen] = filter.size();
     size_t filter_bytes = filter.empty() ? 0 : (filter.size() + 1 + 7) / 8 * 8;
@@ -349,8 +324,8 @@ class Exporter {
     w.U64(kExportSampleType);
     w.U64(0);  // read_format
     uint64_t flags = kAttrSampleIdAll | kAttrExcludeHv | kAttrDisabled;
-    if (GetU64(a_, "pt.kernel").value_or(0) == 0) flags |= kAttrExcludeKernel;
-    if (GetU64(a_, "pt.user").value_or(1) == 0) flags |= kAttrExcludeUser;
+    if (exclude_kernel_) flags |= kAttrExcludeKernel;
+    if (exclude_user_) flags |= kAttrExcludeUser;
     if (have_switch_) flags |= kAttrContextSwitch;
     w.U64(flags);
     w.Zeros(kAttrSizeWritten - attr.size());
@@ -456,7 +431,10 @@ class Exporter {
 
   const Archive& a_;
   bool per_cpu_ = false, snapshot_ = false, timed_ = false;
+  bool exclude_kernel_ = true, exclude_user_ = false;
   uint64_t config_ = 0, pmu_type_ = kDefaultPmuType, max_time_ = 0;
+  uint64_t tsc_ctc_n_ = 0, tsc_ctc_d_ = 0, max_nonturbo_ratio_ = 0;
+  std::optional<Error> bad_number_;  // the first metadata number that is not one
   int have_switch_ = 0;
   TimeConv tc_;
   std::vector<uint8_t> sideband_;
