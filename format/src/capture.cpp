@@ -1,7 +1,6 @@
 // (see ptscope/capture.h)
 #include "ptscope/capture.h"
 
-#include <charconv>
 #include <fstream>
 #include <map>
 #include <utility>
@@ -18,42 +17,6 @@ bool IsPerfData(const std::string& path) {
 
 Result<Archive> OpenCapture(const std::string& path, const ReadOptions& options) {
   return IsPerfData(path) ? ImportPerfData(path, options) : ReadArchive(path, options);
-}
-
-Result<uint64_t> MetadataNumber(const Archive& archive, std::string_view key, uint64_t fallback) {
-  std::optional<std::string> text = archive.Get(key);
-  if (!text || text->empty()) return fallback;
-  const char* begin = text->data();
-  const char* end = begin + text->size();
-  int base = 10;
-  if (text->size() > 2 && (*text)[0] == '0' && ((*text)[1] == 'x' || (*text)[1] == 'X')) {
-    begin += 2;
-    base = 16;
-  }
-  uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(begin, end, value, base);
-  if (ec != std::errc() || ptr != end) {
-    return Unexpected(Errc::kCorrupt, archive.path + ": metadata " + std::string(key) + "=\"" +
-                                          *text + "\" is not a number");
-  }
-  return value;
-}
-
-Result<std::optional<perf::PerfTime>> CaptureTimeConversion(const Archive& archive) {
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t mult, MetadataNumber(archive, "time.mult"));
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t shift, MetadataNumber(archive, "time.shift"));
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t zero, MetadataNumber(archive, "time.zero"));
-  if (mult == 0) return std::optional<perf::PerfTime>();
-  if (shift > 63) {
-    return Unexpected(Errc::kCorrupt, archive.path + ": metadata time.shift=" +
-                                          std::to_string(shift) + " is out of range (0..63)");
-  }
-  if (mult > UINT32_MAX) {  // perf_event_mmap_page's time_mult is 32 bits
-    return Unexpected(Errc::kCorrupt, archive.path + ": metadata time.mult=" +
-                                          std::to_string(mult) + " is out of range (1..2^32-1)");
-  }
-  return std::optional<perf::PerfTime>(
-      perf::PerfTime{static_cast<uint16_t>(shift), static_cast<uint32_t>(mult), zero});
 }
 
 std::string SidebandProblem::Describe() const {

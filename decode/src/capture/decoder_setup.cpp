@@ -1,15 +1,31 @@
 // pt_config from archive metadata, with our own errata table for CPUs libipt 2.0.5 does not know.
 #include "capture/decoder_setup.h"
 
+#include <charconv>
 #include <cstring>
-#include <optional>
-
-#include "ptscope/capture.h"
 
 namespace ptscope::decode {
 namespace {
 
-using format::MetadataNumber;  // decimal or 0x hex; an error names the file and key
+Result<uint64_t> ParseNumber(const format::Archive& archive, std::string_view key,
+                             uint64_t fallback) {
+  std::optional<std::string> text = archive.Get(key);
+  if (!text || text->empty()) return fallback;
+  const char* begin = text->data();
+  const char* end = begin + text->size();
+  int base = 10;
+  if (text->size() > 2 && (*text)[0] == '0' && ((*text)[1] == 'x' || (*text)[1] == 'X')) {
+    begin += 2;
+    base = 16;
+  }
+  uint64_t value = 0;
+  auto [ptr, ec] = std::from_chars(begin, end, value, base);
+  if (ec != std::errc() || ptr != end) {
+    return Unexpected(Errc::kCorrupt, archive.path + ": metadata " + std::string(key) + "=\"" +
+                                          *text + "\" is not a number");
+  }
+  return value;
+}
 
 // Intel family-6 models newer than libipt 2.0.5's table. They share the erratum set of the
 // 66/7d/7e/8c/8d/a7/a8 row (bdm70, skl014, skd022), which libipt HEAD also applies to them.
@@ -63,12 +79,12 @@ void DecoderSetup::Apply(pt_config& config) const {
 
 Result<DecoderSetup> SetupFromMetadata(const format::Archive& archive) {
   DecoderSetup setup;
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t emulated, MetadataNumber(archive, "capture.emulated", 0));
+  PTSCOPE_ASSIGN_OR_RETURN(uint64_t emulated, ParseNumber(archive, "capture.emulated", 0));
   setup.emulated = emulated != 0 || (archive.header.features & format::kFeatureEmulated) != 0;
   if (!setup.emulated && archive.Get("cpu.vendor").value_or("") == "GenuineIntel") {
-    PTSCOPE_ASSIGN_OR_RETURN(uint64_t family, MetadataNumber(archive, "cpu.family", 0));
-    PTSCOPE_ASSIGN_OR_RETURN(uint64_t model, MetadataNumber(archive, "cpu.model", 0));
-    PTSCOPE_ASSIGN_OR_RETURN(uint64_t stepping, MetadataNumber(archive, "cpu.stepping", 0));
+    PTSCOPE_ASSIGN_OR_RETURN(uint64_t family, ParseNumber(archive, "cpu.family", 0));
+    PTSCOPE_ASSIGN_OR_RETURN(uint64_t model, ParseNumber(archive, "cpu.model", 0));
+    PTSCOPE_ASSIGN_OR_RETURN(uint64_t stepping, ParseNumber(archive, "cpu.stepping", 0));
     setup.cpu.vendor = pcv_intel;
     setup.cpu.family = static_cast<uint16_t>(family);
     setup.cpu.model = static_cast<uint8_t>(model);
@@ -81,19 +97,18 @@ Result<DecoderSetup> SetupFromMetadata(const format::Archive& archive) {
       }
     }
   }
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t eax, MetadataNumber(archive, "pt.cpuid15_eax", 0));
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t ebx, MetadataNumber(archive, "pt.cpuid15_ebx", 0));
+  PTSCOPE_ASSIGN_OR_RETURN(uint64_t eax, ParseNumber(archive, "pt.cpuid15_eax", 0));
+  PTSCOPE_ASSIGN_OR_RETURN(uint64_t ebx, ParseNumber(archive, "pt.cpuid15_ebx", 0));
   setup.cpuid_0x15_eax = static_cast<uint32_t>(eax);
   setup.cpuid_0x15_ebx = static_cast<uint32_t>(ebx);
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t pt_config, MetadataNumber(archive, "pt.config", 0));
+  PTSCOPE_ASSIGN_OR_RETURN(uint64_t pt_config, ParseNumber(archive, "pt.config", 0));
   PTSCOPE_ASSIGN_OR_RETURN(uint64_t mtc_period,
-                           MetadataNumber(archive, "pt.mtc_period", (pt_config >> 14) & 0xf));
+                           ParseNumber(archive, "pt.mtc_period", (pt_config >> 14) & 0xf));
   setup.mtc_freq = static_cast<uint8_t>(mtc_period & 0xf);
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t nom_freq, MetadataNumber(archive, "pt.max_nonturbo_ratio", 0));
+  PTSCOPE_ASSIGN_OR_RETURN(uint64_t nom_freq, ParseNumber(archive, "pt.max_nonturbo_ratio", 0));
   setup.nom_freq = static_cast<uint8_t>(nom_freq);
-  PTSCOPE_ASSIGN_OR_RETURN(std::optional<perf::PerfTime> time,
-                           format::CaptureTimeConversion(archive));
-  if (time) setup.time = TscConversion{*time, false};
+  // Checked where the archive or perf.data was read (format::ParseTimeConversion).
+  if (archive.time) setup.time = TscConversion{archive.time->perf, false};
   return setup;
 }
 

@@ -5,14 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
-#include "ptscope/perf_time.h"
 #include "ptscope/result.h"
 
 namespace ptscope::format {
@@ -23,18 +20,6 @@ bool IsPerfData(const std::string& path);
 // A .ptar archive (ReadArchive) or a Linux perf.data with Intel PT (ImportPerfData), told apart
 // by the file's magic. Errors name the file.
 Result<Archive> OpenCapture(const std::string& path, const ReadOptions& options = {});
-
-// A metadata value as a number (decimal, or hexadecimal after "0x"): `fallback` when the key is
-// absent or empty; a kCorrupt error naming the file, the key and the text when it is not a number.
-// The one parser of numeric metadata: the decoder, the JIT store and export-perf read through it.
-Result<uint64_t> MetadataNumber(const Archive& archive, std::string_view key,
-                                uint64_t fallback = 0);
-
-// The TSC -> perf time conversion the capture recorded (time.shift, time.mult, time.zero), or
-// nullopt when it recorded none (time.mult absent or 0: the trace's times are then its own). An
-// error (kCorrupt, naming the file and key) when a value is not a number or out of range:
-// time.shift above 63, time.mult above 2^32 - 1.
-Result<std::optional<perf::PerfTime>> CaptureTimeConversion(const Archive& archive);
 
 // A sideband chunk that could not be walked to its end.
 struct SidebandProblem {

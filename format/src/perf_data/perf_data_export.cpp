@@ -5,19 +5,18 @@
 // The file is laid out as parts (bytes, or one PT piece's bytes): written to a file, each piece is
 // fetched when its turn comes (read again from the archive when it was read without its PT
 // bytes), so that one piece at a time is in memory, whatever the length of the capture.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
-#include <optional>
-#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../byte_io.h"
 #include "perf_data_layout.h"
-#include "ptscope/capture.h"
+#include "ptscope/output_file.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_time.h"
 #include "ptscope/pt_chunks.h"
@@ -37,7 +36,18 @@ Error ExportError(Errc code, const std::string& what) {
   return MakeError(code, "export-perf: " + what);
 }
 
-// Kept as 64-bit fields: they are written to perf.data as read from the metadata.
+std::optional<uint64_t> GetU64(const Archive& a, std::string_view key) {
+  auto v = a.Get(key);
+  if (!v || v->empty()) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v->c_str(), &end, 0);  // decimal or 0x hex
+  if (errno != 0 || *end != '\0') return std::nullopt;
+  return x;
+}
+
+// Written to the perf.data as 64-bit fields; Archive::time has checked the values
+// (shift <= 63, 0 < mult < 2^32).
 struct TimeConv {
   uint64_t shift = 0, mult = 0, zero = 0, cap_user_time_zero = 0;
   uint64_t NsToTsc(uint64_t ns) const {
@@ -107,7 +117,7 @@ class Exporter {
                          a_.path + ": the archive holds no PT data chunks; nothing to export");
     }
     PTSCOPE_TRY(ChooseMode());
-    PTSCOPE_TRY(ChooseConfig());
+    ChooseConfig();
     PTSCOPE_TRY(CollectSideband());
     std::vector<uint8_t> data;
     ByteWriter w(data);
@@ -135,53 +145,37 @@ class Exporter {
     return Ok();
   }
 
-  // attr.config from pt.config, or rebuilt from the individual pt.* keys; the time conversion.
-  // Numbers are read as the decoder reads them (format::MetadataNumber, CaptureTimeConversion):
-  // one that is not a number fails the export, naming the key.
-  Status ChooseConfig() {
-    auto number = [this](std::string_view key, uint64_t fallback) {
-      Result<uint64_t> value = MetadataNumber(a_, key, fallback);
-      if (!value && !bad_number_) bad_number_ = value.error();
-      return value ? *value : fallback;
-    };
-    if (!a_.Get("pt.config").value_or("").empty()) {
-      config_ = number("pt.config", 0);
+  // attr.config from pt.config, or rebuilt from the individual pt.* keys.
+  void ChooseConfig() {
+    if (auto c = GetU64(a_, "pt.config")) {
+      config_ = *c;
     } else {
       config_ = kCfgPt;
-      if (number("pt.branch", 1)) config_ |= kCfgBranch;
-      if (number("pt.tsc", 0)) config_ |= kCfgTsc;
-      if (number("pt.mtc", 0)) config_ |= kCfgMtc;
-      if (number("pt.cyc", 0)) config_ |= kCfgCyc;
-      if (number("pt.noretcomp", 0)) config_ |= kCfgNoretcomp;
-      config_ |= (number("pt.mtc_period", 0) & 0xf) << 14;
-      config_ |= (number("pt.cyc_thresh", 0) & 0xf) << 19;
+      if (GetU64(a_, "pt.branch").value_or(1)) config_ |= kCfgBranch;
+      if (GetU64(a_, "pt.tsc").value_or(0)) config_ |= kCfgTsc;
+      if (GetU64(a_, "pt.mtc").value_or(0)) config_ |= kCfgMtc;
+      if (GetU64(a_, "pt.cyc").value_or(0)) config_ |= kCfgCyc;
+      if (GetU64(a_, "pt.noretcomp").value_or(0)) config_ |= kCfgNoretcomp;
+      config_ |= (GetU64(a_, "pt.mtc_period").value_or(0) & 0xf) << 14;
+      config_ |= (GetU64(a_, "pt.cyc_thresh").value_or(0) & 0xf) << 19;
     }
     timed_ = (config_ & kCfgTsc) != 0;
-    pmu_type_ = number("pt.pmu_type", kDefaultPmuType);
-    tsc_ctc_n_ = number("pt.cpuid15_ebx", 0);
-    tsc_ctc_d_ = number("pt.cpuid15_eax", 0);
-    max_nonturbo_ratio_ = number("pt.max_nonturbo_ratio", 0);
-    exclude_kernel_ = number("pt.kernel", 0) == 0;
-    exclude_user_ = number("pt.user", 1) == 0;
-    tc_.cap_user_time_zero = number("time.cap_user_time_zero", timed_ ? 1 : 0);
-    if (bad_number_) return ExportError(bad_number_->code, bad_number_->message);
-    Result<std::optional<perf::PerfTime>> time = CaptureTimeConversion(a_);
-    if (!time) return ExportError(time.error().code, time.error().message);
-    if (*time) {
-      tc_.shift = (*time)->shift;
-      tc_.mult = (*time)->mult;
-      tc_.zero = (*time)->zero;
+    if (a_.time) {
+      tc_.shift = a_.time->perf.shift;
+      tc_.mult = a_.time->perf.mult;
+      tc_.zero = a_.time->perf.zero;
+      tc_.cap_user_time_zero = a_.Get("time.cap_user_time_zero") ? a_.time->cap_user_time_zero
+                                                                 : timed_;
     } else {
-      // No recorded conversion: assume pt-emulate's virtual clock (ns = tsc / GHz).
+      // No recorded conversion: assume pt-emulate's virtual clock (ns = tsc / GHz), with a mult
+      // perf can hold (1..2^32-1) whatever the metadata says the frequency is.
       double ghz = std::strtod(a_.Get("emulate.virtual_ghz").value_or("1").c_str(), nullptr);
       if (!(ghz > 0)) ghz = 1;
       tc_.shift = 10;
-      tc_.mult = static_cast<uint64_t>(std::llround(1024.0 / ghz));
-      if (tc_.mult == 0) tc_.mult = 1;
+      tc_.mult = static_cast<uint64_t>(std::clamp(std::round(1024.0 / ghz), 1.0, 4294967295.0));
       tc_.zero = 0;
-      if (timed_) tc_.cap_user_time_zero = 1;  // perf 6.1 needs it for timed decoding
+      tc_.cap_user_time_zero = timed_;  // perf 6.1 needs it for timed decoding
     }
-    return Ok();
   }
 
   // Re-trails every kernel record of every Sideband chunk for the exported attr (the body is
@@ -238,7 +232,7 @@ class Exporter {
 
   void WriteAuxtraceInfo(ByteWriter& w) {
     uint64_t priv[kPrivCount] = {};
-    priv[kPrivPmuType] = pmu_type_;
+    priv[kPrivPmuType] = GetU64(a_, "pt.pmu_type").value_or(kDefaultPmuType);
     priv[kPrivTimeShift] = tc_.shift;
     priv[kPrivTimeMult] = tc_.mult;
     priv[kPrivTimeZero] = tc_.zero;
@@ -250,10 +244,10 @@ class Exporter {
     priv[kPrivPerCpuMmaps] = per_cpu_ ? 1 : 0;
     priv[kPrivMtcBit] = kCfgMtc;
     priv[kPrivMtcFreqBits] = kCfgMtcPeriodMask;
-    priv[kPrivTscCtcN] = tsc_ctc_n_;
-    priv[kPrivTscCtcD] = tsc_ctc_d_;
+    priv[kPrivTscCtcN] = GetU64(a_, "pt.cpuid15_ebx").value_or(0);
+    priv[kPrivTscCtcD] = GetU64(a_, "pt.cpuid15_eax").value_or(0);
     priv[kPrivCycBit] = kCfgCyc;
-    priv[kPrivMaxNonturboRatio] = max_nonturbo_ratio_;
+    priv[kPrivMaxNonturboRatio] = GetU64(a_, "pt.max_nonturbo_ratio").value_or(0);
     std::string filter = a_.Get("pt.filters").value_or("");
     priv[kPrivFilterStrLen] = filter.size();
     size_t filter_bytes = filter.empty() ? 0 : (filter.size() + 1 + 7) / 8 * 8;
@@ -324,8 +318,8 @@ class Exporter {
     w.U64(kExportSampleType);
     w.U64(0);  // read_format
     uint64_t flags = kAttrSampleIdAll | kAttrExcludeHv | kAttrDisabled;
-    if (exclude_kernel_) flags |= kAttrExcludeKernel;
-    if (exclude_user_) flags |= kAttrExcludeUser;
+    if (GetU64(a_, "pt.kernel").value_or(0) == 0) flags |= kAttrExcludeKernel;
+    if (GetU64(a_, "pt.user").value_or(1) == 0) flags |= kAttrExcludeUser;
     if (have_switch_) flags |= kAttrContextSwitch;
     w.U64(flags);
     w.Zeros(kAttrSizeWritten - attr.size());
@@ -431,10 +425,7 @@ class Exporter {
 
   const Archive& a_;
   bool per_cpu_ = false, snapshot_ = false, timed_ = false;
-  bool exclude_kernel_ = true, exclude_user_ = false;
   uint64_t config_ = 0, pmu_type_ = kDefaultPmuType, max_time_ = 0;
-  uint64_t tsc_ctc_n_ = 0, tsc_ctc_d_ = 0, max_nonturbo_ratio_ = 0;
-  std::optional<Error> bad_number_;  // the first metadata number that is not one
   int have_switch_ = 0;
   TimeConv tc_;
   std::vector<uint8_t> sideband_;
@@ -454,35 +445,13 @@ Result<std::vector<uint8_t>> ExportPerfDataToBytes(const Archive& archive) {
 
 Status ExportPerfData(const Archive& archive, const std::string& out_path) {
   PTSCOPE_ASSIGN_OR_RETURN(std::vector<Part> parts, Exporter(archive).Run());
-  int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    int err = errno;
-    return MakeError(err == EACCES ? Errc::kPermission : Errc::kIo,
-                     out_path + ": cannot create: " + std::strerror(err));
-  }
-  ::fchmod(fd, 0600);  // an existing file keeps its mode through O_TRUNC
-  uint64_t done = 0;
-  Status written = EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
-    for (size_t at = 0; at < bytes.size();) {
-      ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return MakeError(Errc::kIo, out_path + ": offset " + std::to_string(done + at) +
-                                        ": write failed: " + std::strerror(errno));
-      }
-      at += static_cast<size_t>(n);
-    }
-    done += bytes.size();
-    return Ok();
-  });
-  if (!written) {
-    ::close(fd);
-    return written;
-  }
-  if (::close(fd) != 0) {
-    return MakeError(Errc::kIo, out_path + ": close failed: " + std::string(std::strerror(errno)));
-  }
-  return Ok();
+  // A temporary file beside out_path, renamed over it only when complete: a failed export
+  // (ENOSPC, EIO, an unreadable PT chunk) never leaves a perf.data that looks usable.
+  PTSCOPE_ASSIGN_OR_RETURN(OutputFile out, OutputFile::CreateReplacing(out_path, 0600));
+  PTSCOPE_TRY(EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
+    return out.Write(bytes.data(), bytes.size());
+  }));
+  return out.Commit();
 }
 
 }  // namespace ptscope::format
