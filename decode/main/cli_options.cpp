@@ -107,6 +107,25 @@ Result<std::vector<uint32_t>> ParseThreadList(const std::string& text) {
   return ids;
 }
 
+Result<unsigned> ParseJobs(const std::string& text) {
+  uint64_t jobs = 0;
+  if (!ParseDigits(text, jobs) || jobs == 0 || jobs > kMaxJobs) {
+    return Unexpected(Errc::kInvalidArgument,
+                      "--jobs '" + text + "': expected a number of decoder threads from 1 to " +
+                          std::to_string(kMaxJobs) + " (default: one per core)");
+  }
+  return static_cast<unsigned>(jobs);
+}
+
+Result<size_t> ParseUnitBytes(const std::string& text) {
+  uint64_t bytes = 0;
+  if (!ParseDigits(text, bytes) || bytes == 0 || bytes > (uint64_t{1} << 30)) {
+    return Unexpected(Errc::kInvalidArgument,
+                      "--unit-bytes '" + text + "': expected 1 to 1073741824 bytes");
+  }
+  return static_cast<size_t>(bytes);
+}
+
 Result<uint64_t> ParseRelativeTime(std::string_view text, const std::string& option) {
   std::string why;
   std::optional<uint64_t> ns = ParseTime(text, why);

@@ -20,6 +20,15 @@ Result<std::vector<uint32_t>> ParseThreadList(const std::string& text);
 // values beyond 2^64-1 ns are errors. `option` names the option in messages.
 Result<uint64_t> ParseRelativeTime(std::string_view text, const std::string& option);
 
+// "--jobs N" (or -j): decimal 1 .. kMaxJobs. Each job holds a decode worker's caches and two
+// units of events in flight, so the bound keeps a mistyped value from asking for gigabytes (or
+// 100000 threads); more jobs than cores is allowed (the output is the same for every value).
+inline constexpr unsigned kMaxJobs = 256;
+Result<unsigned> ParseJobs(const std::string& text);
+
+// "--unit-bytes N" (a test option): decimal, 1 byte .. 1 GiB.
+Result<size_t> ParseUnitBytes(const std::string& text);
+
 struct TimeRange {
   uint64_t from_ns = 0;
   uint64_t to_ns = UINT64_MAX;

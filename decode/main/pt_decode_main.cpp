@@ -18,6 +18,7 @@
 #include "cli_options.h"
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
+#include "ptscope/output_file.h"
 #include "ptscope/symbols.h"
 #include "ptscope/tool_version.h"
 
@@ -34,13 +35,22 @@ namespace {
 constexpr const char* kUsage = "Usage: pt-decode [OPTIONS] INPUT...\n"
                                "Decode a ptscope capture (.ptar) or an Intel PT perf.data into a "
                                "trace of every function call.\n";
+constexpr const char* kExitStatusHelp =
+    "\nExit status (with several inputs: the worst, and a line per input at the end):\n"
+    "  0  complete: every input decoded whole\n"
+    "  3  output written, but partial: the input was damaged or cut off, executed code was not\n"
+    "     found, or the trace could not be followed somewhere (the summary says what, and what\n"
+    "     to do)\n"
+    "  1  failed: nothing was decoded, or an error (the message names the file)\n"
+    "  2  usage error\n";
 
 struct Options {
   std::vector<std::string> inputs;
   std::string output, output_dir, format, summary_json;
   std::vector<std::string> symbol_dirs;
   std::vector<std::string> debuginfod_urls;
-  unsigned jobs = 0;  // 0: every core
+  std::string jobs_text, unit_bytes_text;
+  unsigned jobs = 0;  // 0: every core (at most kMaxJobs)
   size_t unit_bytes = 0;
   bool summary = false;
   bool list_modules = false;
@@ -110,9 +120,10 @@ ptscope::Result<ptscope::format::Archive> LoadInput(const std::string& path) {
                                       "it with `pt-archive import-perf`");
 #endif
   }
-  // The PT bytes stay on disk until they are decoded (see RunPipeline): memory does not grow with
-  // the capture.
-  return ptscope::format::ReadArchive(path, ptscope::format::ReadOptions{.keep_pt_bytes = false});
+  // The PT bytes stay on disk until they are decoded (see RunPipeline), and the embedded blobs
+  // until they are used, one at a time: memory does not grow with the capture.
+  return ptscope::format::ReadArchive(
+      path, ptscope::format::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
 }
 
 std::string Count(uint64_t value) {
@@ -192,6 +203,46 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
   }
 }
 
+// Exit statuses (README "Exit status").
+constexpr int kComplete = 0, kFailed = 1, kUsageError = 2, kPartial = 3;
+
+// The worse of two statuses: a usage error, failed, partial, then complete.
+int Worse(int a, int b) {
+  auto rank = [](int status) {
+    return status == kUsageError ? 3 : status == kFailed ? 2 : status == kPartial ? 1 : 0;
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// Why a decode that wrote its output is partial (exit 3), each with what to do; empty: complete.
+std::vector<std::string> PartialReasons(const ptscope::format::Archive& archive,
+                                        const ptscope::decode::DecodeSummary& s) {
+  using ptscope::decode::GapCause;
+  std::vector<std::string> reasons;
+  if (!archive.damage.empty()) {
+    reasons.push_back("the input is damaged (" + std::to_string(archive.damage.size()) +
+                      " damaged range" + (archive.damage.size() == 1 ? "" : "s") +
+                      ", listed above): what was intact is decoded, with a gap where PT was lost");
+  } else if (!archive.complete) {
+    reasons.push_back("the capture was cut off (no end marker): what is there is decoded");
+  }
+  // Code that ran, not modules that were only mapped (those are listed, but lose nothing).
+  const uint64_t missing_code = s.stats[ptscope::decode::GapStat(GapCause::kMissingCode)];
+  if (missing_code != 0) {
+    reasons.push_back("executed code was not found (" + Count(missing_code) + " gap" +
+                      (missing_code == 1 ? "" : "s") +
+                      " in the trace): its instructions are missing; the lines above say which "
+                      "modules and where to put them");
+  }
+  const uint64_t errors = s.stats[ptscope::decode::GapStat(GapCause::kDecodeError)];
+  if (errors != 0) {
+    reasons.push_back(Count(errors) + " decode error" + (errors == 1 ? "" : "s") +
+                      ": the trace could not be followed there (damaged PT, or code that is not "
+                      "what ran)");
+  }
+  return reasons;
+}
+
 ptscope::decode::PipelineOptions SymbolOptions(const Options& options) {
   ptscope::decode::PipelineOptions pipeline;
   pipeline.symbol_dirs = options.symbol_dirs;
@@ -205,7 +256,7 @@ int ListModules(const std::string& input, const std::string& output, const Optio
   auto archive = LoadInput(input);
   if (!archive) {
     std::fprintf(stderr, "pt-decode: %s\n", archive.error().message.c_str());
-    return 1;
+    return kFailed;
   }
   // The decoder's version and own build id name it (ptscope-fleet keys its outputs on them).
   auto json = ptscope::decode::ListModulesJson(*archive, SymbolOptions(options),
@@ -213,31 +264,39 @@ int ListModules(const std::string& input, const std::string& output, const Optio
                                                ptscope::format::OwnBuildId());
   if (!json) {
     std::fprintf(stderr, "pt-decode: %s\n", json.error().message.c_str());
-    return 1;
+    return kFailed;
   }
-  std::FILE* out = output.empty() || output == "-" ? stdout : std::fopen(output.c_str(), "w");
-  if (out == nullptr || std::fwrite(json->data(), 1, json->size(), out) != json->size() ||
-      std::fflush(out) != 0 || (out != stdout && std::fclose(out) != 0)) {
-    std::fprintf(stderr, "pt-decode: cannot write %s: %s\n", output.empty() ? "stdout" :
-                 output.c_str(), std::strerror(errno));
-    return 1;
+  if (output.empty() || output == "-") {
+    if (std::fwrite(json->data(), 1, json->size(), stdout) != json->size() ||
+        std::fflush(stdout) != 0) {
+      std::fprintf(stderr, "pt-decode: cannot write stdout: %s\n", std::strerror(errno));
+      return kFailed;
+    }
+  } else {  // as every output file: put at its path only when whole (ptscope/output_file.h)
+    auto file = ptscope::format::OutputFile::CreateReplacing(output, 0644);
+    ptscope::Status written = file ? file->Write(json->data(), json->size()) : file.error();
+    if (written) written = file->Commit();
+    if (!written) {
+      std::fprintf(stderr, "pt-decode: %s\n", written.error().message.c_str());
+      return kFailed;
+    }
   }
-  return archive->damage || !archive->complete ? 3 : 0;
+  return !archive->damage.empty() || !archive->complete ? kPartial : kComplete;
 }
 
-// Decodes one input; returns the exit status contribution (0 ok, 1 unusable input).
+// Decodes one input; returns its exit status (kComplete, kPartial or kFailed) and says why in
+// `why` (empty when complete).
 int DecodeOne(const std::string& input, const std::string& output, OutputFormat format,
-              const Options& options) {
+              const Options& options, std::string& why) {
   auto archive = LoadInput(input);
   if (!archive) {
     std::fprintf(stderr, "pt-decode: %s\n", archive.error().message.c_str());
-    return 1;
+    why = archive.error().message;
+    return kFailed;
   }
-  if (archive->damage) {
-    std::fprintf(stderr, "pt-decode: %s: damaged at file offset %" PRIu64 " (chunk %" PRIu64
-                 "): %s; decoding the %" PRIu64 " intact chunks before it\n",
-                 input.c_str(), archive->damage->offset, archive->damage->chunk_index,
-                 archive->damage->reason.c_str(), archive->damage->chunk_index);
+  if (!archive->damage.empty()) {
+    std::fprintf(stderr, "pt-decode: %s: %s; decoding what is intact\n", input.c_str(),
+                 ptscope::format::DescribeDamage(archive->damage).c_str());
   } else if (!archive->complete) {
     std::fprintf(stderr, "pt-decode: %s: the capture has no end marker (the recorder was "
                  "stopped early?); decoding what is there\n", input.c_str());
@@ -269,11 +328,26 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   if (printed) std::fprintf(stderr, "\n");
   if (!summary) {
     std::fprintf(stderr, "pt-decode: %s\n", summary.error().message.c_str());
+    why = summary.error().message;
     // --threads or --time-range selecting nothing the capture holds: a usage error.
-    return summary.error().code == ptscope::Errc::kInvalidArgument ? 2 : 1;
+    return summary.error().code == ptscope::Errc::kInvalidArgument ? kUsageError : kFailed;
   }
   PrintSummary(input, *summary, format);
-  return 0;
+  const std::vector<std::string> reasons = PartialReasons(*archive, *summary);
+  for (const std::string& reason : reasons) {
+    why += (why.empty() ? "" : "; ") + reason;
+  }
+  if (summary->instructions == 0) {  // an output, but with nothing in it
+    why = "no instruction was decoded" + (why.empty() ? std::string() : ": " + why);
+    std::fprintf(stderr, "  status: FAILED (exit 1): %s\n", why.c_str());
+    return kFailed;
+  }
+  if (reasons.empty()) {
+    std::fprintf(stderr, "  status: complete\n");
+    return kComplete;
+  }
+  std::fprintf(stderr, "  status: PARTIAL (exit 3): %s\n", why.c_str());
+  return kPartial;
 }
 
 }  // namespace
@@ -308,15 +382,15 @@ int main(int argc, char** argv) {
       ("debuginfod", po::value(&options.debuginfod_urls), "debuginfod server URL (http, https, "
        "file://) asked last for missing binaries/debug info by build id; repeatable; default "
        "$DEBUGINFOD_URLS; without either nothing is fetched")
-      ("jobs,j", po::value(&options.jobs), "decoder threads (default: every core); the output "
-       "is the same for every value")
+      ("jobs,j", po::value(&options.jobs_text), "decoder threads, 1 to 256 (default: every "
+       "core); the output is the same for every value")
       ("libipt-blocks", po::bool_switch(&options.libipt_blocks), "walk the code with libipt's "
        "block decoder instead of ptscope's own walker (about half as fast; the output is the "
        "same)");
   po::options_description hidden;
   hidden.add_options()("input", po::value(&options.inputs))
       // Bytes of PT per decode unit: tests use tiny units to check that joins are exact.
-      ("unit-bytes", po::value(&options.unit_bytes));
+      ("unit-bytes", po::value(&options.unit_bytes_text));
   po::options_description all;
   all.add(visible).add(hidden);
   po::positional_options_description positional;
@@ -327,10 +401,10 @@ int main(int argc, char** argv) {
     po::notify(vm);
   } catch (const po::error& e) {
     std::fprintf(stderr, "pt-decode: %s\n%s(try --help)\n", e.what(), kUsage);
-    return 2;
+    return kUsageError;
   }
   if (vm.count("help")) {
-    std::cout << kUsage << visible;
+    std::cout << kUsage << visible << kExitStatusHelp;
     return 0;
   }
   if (vm.count("version")) {
@@ -339,37 +413,55 @@ int main(int argc, char** argv) {
   }
   if (options.inputs.empty()) {
     std::fprintf(stderr, "pt-decode: no input given\n%s(try --help)\n", kUsage);
-    return 2;
+    return kUsageError;
   }
   if (options.inputs.size() > 1 && !options.output.empty()) {
     std::fprintf(stderr, "pt-decode: -o names one output but %zu inputs were given; use "
                  "--output-dir DIR\n", options.inputs.size());
-    return 2;
+    return kUsageError;
+  }
+  if (!options.jobs_text.empty()) {
+    auto jobs = ptscope::decode::ParseJobs(options.jobs_text);
+    if (!jobs) {
+      std::fprintf(stderr, "pt-decode: %s\n", jobs.error().message.c_str());
+      return kUsageError;
+    }
+    options.jobs = *jobs;
+  } else {
+    options.jobs = std::clamp(std::thread::hardware_concurrency(), 1u,
+                              ptscope::decode::kMaxJobs);
+  }
+  if (!options.unit_bytes_text.empty()) {
+    auto bytes = ptscope::decode::ParseUnitBytes(options.unit_bytes_text);
+    if (!bytes) {
+      std::fprintf(stderr, "pt-decode: %s\n", bytes.error().message.c_str());
+      return kUsageError;
+    }
+    options.unit_bytes = *bytes;
   }
   if (!options.summary_json.empty() && options.inputs.size() > 1) {
     std::fprintf(stderr, "pt-decode: --summary-json names one file but %zu inputs were given\n",
                  options.inputs.size());
-    return 2;
+    return kUsageError;
   }
-  if (options.jobs == 0) options.jobs = std::max(1u, std::thread::hardware_concurrency());
   if (options.summary) {
     if (options.format == "json") options.format = "summary-json";
     if (!options.format.empty() && options.format != "summary" &&
         options.format != "summary-json") {
       std::fprintf(stderr, "pt-decode: --summary and --format %s contradict each other; give "
                    "one of them\n", options.format.c_str());
-      return 2;
+      return kUsageError;
     }
     if (options.format.empty()) options.format = "summary";
   } else if (options.format == "json") {
     std::fprintf(stderr, "pt-decode: --format json is the summary's encoding: add --summary\n");
-    return 2;
+    return kUsageError;
   }
   for (const std::string& list : options.threads) {
     auto ids = ptscope::decode::ParseThreadList(list);
     if (!ids) {
       std::fprintf(stderr, "pt-decode: %s\n", ids.error().message.c_str());
-      return 2;
+      return kUsageError;
     }
     for (uint32_t id : *ids) {
       if (std::find(options.thread_ids.begin(), options.thread_ids.end(), id) ==
@@ -382,7 +474,7 @@ int main(int argc, char** argv) {
     auto window = ptscope::decode::ParseTimeRange(options.time_range);
     if (!window) {
       std::fprintf(stderr, "pt-decode: %s\n", window.error().message.c_str());
-      return 2;
+      return kUsageError;
     }
     options.window = *window;
   }
@@ -399,7 +491,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr, "pt-decode: --format %s: expected perfetto, text, folded, insns, "
                    "summary, summary-json or speedscope\n", options.format.c_str());
-      return 2;
+      return kUsageError;
     }
   } else if (!options.output.empty()) {
     format = FormatFromPath(options.output);
@@ -407,7 +499,7 @@ int main(int argc, char** argv) {
   if (!options.summary_json.empty() && format == OutputFormat::kInsns) {
     std::fprintf(stderr, "pt-decode: --summary-json: an instruction listing has no call slices "
                  "to summarize; use it with perfetto, text, folded, speedscope or summary\n");
-    return 2;
+    return kUsageError;
   }
   // Before any thread: libdebuginfod reads DEBUGINFOD_URLS, and setenv is not thread-safe.
   ptscope::symbols::DebuginfodFetcher::SetUpProcess(
@@ -418,7 +510,7 @@ int main(int argc, char** argv) {
     if (options.inputs.size() != 1) {
       std::fprintf(stderr, "pt-decode: --list-modules lists one input, %zu given\n",
                    options.inputs.size());
-      return 2;
+      return kUsageError;
     }
     return ListModules(options.inputs[0], options.output, options);
   }
@@ -428,15 +520,31 @@ int main(int argc, char** argv) {
     if (error) {
       std::fprintf(stderr, "pt-decode: --output-dir %s: cannot create it: %s\n",
                    options.output_dir.c_str(), error.message().c_str());
-      return 1;
+      return kFailed;
     }
   }
-  int status = 0;
+  int status = kComplete;
+  std::vector<std::pair<int, std::string>> report;  // per input: status, why
   for (const std::string& input : options.inputs) {
     std::string output = !options.output.empty()
                              ? options.output
                              : DefaultOutput(input, options.output_dir, format);
-    status |= DecodeOne(input, output, format, options);
+    std::string why;
+    const int one = DecodeOne(input, output, format, options, why);
+    report.emplace_back(one, why);
+    status = Worse(status, one);
+  }
+  if (options.inputs.size() > 1) {  // batch: each input's status, then the worst is the exit
+    size_t counts[4] = {};
+    for (const auto& [one, why] : report) ++counts[one];
+    std::fprintf(stderr, "pt-decode: %zu inputs: %zu complete, %zu partial, %zu failed\n",
+                 options.inputs.size(), counts[kComplete], counts[kPartial], counts[kFailed]);
+    for (size_t i = 0; i < report.size(); ++i) {
+      const auto& [one, why] = report[i];
+      std::fprintf(stderr, "  %s: %s%s%s\n", options.inputs[i].c_str(),
+                   one == kComplete ? "complete" : one == kPartial ? "partial (3)" : "failed (1)",
+                   why.empty() ? "" : ": ", why.c_str());
+    }
   }
   return status;
 }

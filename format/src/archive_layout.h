@@ -39,6 +39,9 @@ inline constexpr uint16_t kChunkKnownFlags = kChunkFlagLz4;
 // No chunk may hold more than this many raw bytes: readers refuse larger sizes before allocating,
 // writers refuse to produce them (split big PT buffers into several pieces).
 inline constexpr uint64_t kMaxChunkRawSize = uint64_t{1} << 30;
+// An LZ4 block never decompresses to more than this many times its size (each byte of a match
+// length's extension adds at most 255 bytes of output).
+inline constexpr uint64_t kLz4MaxRatio = 255;
 
 inline constexpr uint64_t PaddedTo8(uint64_t n) { return (n + 7) & ~uint64_t{7}; }
 

@@ -165,149 +165,255 @@ Status ArchiveReader::ParseHeader() {
   return Ok();
 }
 
+// A chunk may be up to 1 GiB: its buffers are not kept at that size for the next chunk (an
+// archive of large blobs would otherwise hold its largest payload twice for as long as it is
+// read).
+void ArchiveReader::ReleaseLargeBuffers() {
+  constexpr size_t kKeep = 16u << 20;
+  if (unpacked_.capacity() > kKeep) std::vector<uint8_t>().swap(unpacked_);
+  if (payload_buffer_.capacity() > kKeep) std::vector<uint8_t>().swap(payload_buffer_);
+}
+
+// What checking the chunk whose header starts at one offset found.
+struct ArchiveReader::ChunkOutcome {
+  enum Kind {
+    kIntact,   // `chunk` holds it
+    kSkipped,  // intact, of a type this version does not know
+    kFailed,   // damaged: `code` and `what` say how
+    kShrunk,   // the file became shorter while it was read: check again
+  };
+  Kind kind = kFailed;
+  std::optional<Chunk> chunk;
+  ChunkLocation location;
+  // Where the next chunk starts, when the header was intact (its sizes are then trustworthy,
+  // whatever else is damaged) and the chunk fits in the file; 0 otherwise.
+  uint64_t next = 0;
+  Errc code = Errc::kCorrupt;
+  std::string what;
+};
+
+ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at, bool skip_pt_data,
+                                                     bool skip_blob_data) {
+  ChunkOutcome out;
+  auto fail = [&out](Errc code, std::string what) {
+    out.kind = ChunkOutcome::kFailed;
+    out.code = code;
+    out.what = std::move(what);
+    return std::move(out);
+  };
+  const uint64_t left = at < size_ ? size_ - at : 0;
+  if (left < layout::kChunkHeaderSize) {
+    return fail(Errc::kTruncated, "truncated chunk header (" + std::to_string(left) + " of " +
+                                      std::to_string(layout::kChunkHeaderSize) +
+                                      " bytes; the writer was cut off)");
+  }
+  Result<std::span<const uint8_t>> head = ReadAt(at, layout::kChunkHeaderSize, head_buffer_);
+  if (!head) return fail(Errc::kIo, head.error().message);
+  if (head->size() < layout::kChunkHeaderSize) {
+    out.kind = ChunkOutcome::kShrunk;
+    return out;
+  }
+  const uint8_t* h = head->data();
+  uint32_t sync = static_cast<uint32_t>(LoadLe(h + layout::kChunkSyncOff, 4));
+  if (sync != layout::kChunkSync) {
+    return fail(Errc::kCorrupt, "bad chunk sync " + Hex(sync) + " (expected " +
+                                    Hex(layout::kChunkSync) + " \"PTCK\")");
+  }
+  uint32_t stored_hcrc = static_cast<uint32_t>(LoadLe(h + layout::kChunkHeaderCrcOff, 4));
+  uint32_t hcrc = Crc32cExtend(0, h, layout::kChunkHeaderCrcOff);
+  if (stored_hcrc != hcrc) {
+    return fail(Errc::kChecksum, "chunk header checksum mismatch " + Checksums(stored_hcrc, hcrc));
+  }
+  uint16_t type = static_cast<uint16_t>(LoadLe(h + layout::kChunkTypeOff, 2));
+  uint16_t flags = static_cast<uint16_t>(LoadLe(h + layout::kChunkFlagsOff, 2));
+  uint64_t stored = LoadLe(h + layout::kChunkStoredOff, 8);
+  uint64_t raw = LoadLe(h + layout::kChunkRawOff, 8);
+  uint64_t body_left = left - layout::kChunkHeaderSize;
+  // The header is intact: its stored_size says where the next chunk starts.
+  if (stored <= body_left && layout::PaddedTo8(stored) <= body_left) {
+    out.next = at + layout::kChunkHeaderSize + layout::PaddedTo8(stored);
+  }
+  if ((flags & ~layout::kChunkKnownFlags) != 0) {
+    return fail(Errc::kCorrupt, "unknown flags " + Hex(flags) + " in field 'flags'");
+  }
+  bool lz4 = (flags & layout::kChunkFlagLz4) != 0;
+  if (raw > layout::kMaxChunkRawSize) {
+    return fail(Errc::kCorrupt, "field 'raw_size' = " + std::to_string(raw) +
+                                    " exceeds the 1 GiB chunk limit");
+  }
+  // LZ4 expands at most 255:1 (a match length grows by 255 per extra byte), so a payload that
+  // claims more cannot be genuine: refused before a buffer of raw_size is allocated.
+  if (lz4 && stored < (raw + layout::kLz4MaxRatio - 1) / layout::kLz4MaxRatio) {
+    return fail(Errc::kCorrupt, "field 'raw_size' = " + std::to_string(raw) +
+                                    " is more than an lz4 payload of 'stored_size' = " +
+                                    std::to_string(stored) + " bytes can hold (at most " +
+                                    std::to_string(layout::kLz4MaxRatio) + " times as much)");
+  }
+  if (!lz4 && stored != raw) {
+    return fail(Errc::kCorrupt, "field 'stored_size' = " + std::to_string(stored) +
+                                    " differs from 'raw_size' = " + std::to_string(raw) +
+                                    " in an uncompressed chunk");
+  }
+  if (out.next == 0) {
+    return fail(Errc::kTruncated, "truncated payload: 'stored_size' = " + std::to_string(stored) +
+                                      " (padded " + std::to_string(layout::PaddedTo8(stored)) +
+                                      ") but only " + std::to_string(body_left) + " bytes left");
+  }
+  Result<std::span<const uint8_t>> padded =
+      ReadAt(at + layout::kChunkHeaderSize, layout::PaddedTo8(stored), payload_buffer_);
+  if (!padded) return fail(Errc::kIo, padded.error().message);
+  if (padded->size() < layout::PaddedTo8(stored)) {
+    out.kind = ChunkOutcome::kShrunk;
+    return out;
+  }
+  const uint8_t* payload = padded->data();
+  uint32_t stored_pcrc = static_cast<uint32_t>(LoadLe(h + layout::kChunkPayloadCrcOff, 4));
+  uint32_t pcrc = Crc32cExtend(0, payload, stored);
+  if (stored_pcrc != pcrc) {
+    return fail(Errc::kChecksum, "payload checksum mismatch " + Checksums(stored_pcrc, pcrc));
+  }
+  // Padding must be zero so that every byte of a chunk is covered by some check.
+  for (uint64_t i = stored; i < layout::PaddedTo8(stored); ++i) {
+    if (payload[i] != 0) {
+      return fail(Errc::kCorrupt, "nonzero padding byte at offset " +
+                                      Hex(at + layout::kChunkHeaderSize + i));
+    }
+  }
+  out.location = ChunkLocation{at, static_cast<ChunkType>(type), flags, stored, raw};
+  if (!IsKnownChunkType(type)) {  // from a newer minor version: skipped, it is intact
+    out.kind = ChunkOutcome::kSkipped;
+    return out;
+  }
+  std::span<const uint8_t> body(payload, stored);
+  if (lz4) {
+    if (unpacked_.size() < raw) unpacked_.resize(raw);
+    int n = LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
+                                reinterpret_cast<char*>(unpacked_.data()),
+                                static_cast<int>(stored), static_cast<int>(raw));
+    if (n < 0 || static_cast<uint64_t>(n) != raw) {
+      return fail(Errc::kCorrupt, "lz4 payload does not decompress to 'raw_size' = " +
+                                      std::to_string(raw) + " bytes");
+    }
+    body = std::span<const uint8_t>(unpacked_.data(), raw);
+  }
+  Result<Chunk> chunk =
+      DecodePayload(static_cast<ChunkType>(type), body,
+                    DataHandling{skip_pt_data, skip_blob_data, &out.location.data_size});
+  ReleaseLargeBuffers();
+  if (!chunk) return fail(Errc::kCorrupt, chunk.error().message);
+  out.kind = ChunkOutcome::kIntact;
+  out.chunk = std::move(*chunk);
+  return out;
+}
+
+Result<uint64_t> ArchiveReader::FindChunkHeader(uint64_t from) {
+  // Chunks start at multiples of 8 (the file header's size is one, and every chunk is padded to
+  // one). The file is read in windows that overlap by a header, so none is missed at a seam.
+  constexpr uint64_t kWindow = 1u << 20;
+  for (uint64_t at = layout::PaddedTo8(from); at + layout::kChunkHeaderSize <= size_;) {
+    PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> window,
+                             ReadAt(at, kWindow + layout::kChunkHeaderSize, payload_buffer_));
+    if (window.size() < layout::kChunkHeaderSize) break;
+    const uint64_t last = window.size() - layout::kChunkHeaderSize;
+    for (uint64_t i = 0; i <= last; i += 8) {
+      const uint8_t* h = window.data() + i;
+      if (LoadLe(h + layout::kChunkSyncOff, 4) == layout::kChunkSync &&
+          LoadLe(h + layout::kChunkHeaderCrcOff, 4) ==
+              Crc32cExtend(0, h, layout::kChunkHeaderCrcOff)) {
+        return at + i;
+      }
+    }
+    at += last + 8;
+  }
+  return size_;
+}
+
 std::optional<Chunk> ArchiveReader::Next() {
-  while (!damage_ && pos_ < size_) {
-    uint64_t at = pos_;
-    auto fail = [&](Errc code, const std::string& what) -> std::optional<Chunk> {
-      damage_ = Damage{at, chunks_read_, code,
-                       "chunk " + std::to_string(chunks_read_) + " at offset " + Hex(at) + ": " +
-                           what};
-      return std::nullopt;
+  while (pos_ < size_) {
+    const uint64_t at = pos_;
+    auto damaged = [&](uint64_t end, Errc code, const std::string& what) {
+      damage_.push_back(Damage{at, end, chunks_read_, code,
+                               "chunk " + std::to_string(chunks_read_) + " at offset " + Hex(at) +
+                                   ": " + what});
+      pos_ = end;
     };
-    uint64_t left = size_ - at;
-    if (saw_end_) return fail(Errc::kCorrupt, std::to_string(left) + " bytes after the End chunk");
-    if (left < layout::kChunkHeaderSize) {
-      return fail(Errc::kTruncated, "truncated chunk header (" + std::to_string(left) + " of " +
-                                        std::to_string(layout::kChunkHeaderSize) +
-                                        " bytes; the writer was cut off)");
+    if (saw_end_) {
+      damaged(size_, Errc::kCorrupt, std::to_string(size_ - at) + " bytes after the End chunk");
+      break;
     }
-    Result<std::span<const uint8_t>> head = ReadAt(at, layout::kChunkHeaderSize, head_buffer_);
-    if (!head) return fail(Errc::kIo, head.error().message);
-    if (head->size() < layout::kChunkHeaderSize) continue;  // the file shrank: check again
-    const uint8_t* h = head->data();
-    uint32_t sync = static_cast<uint32_t>(LoadLe(h + layout::kChunkSyncOff, 4));
-    if (sync != layout::kChunkSync) {
-      return fail(Errc::kCorrupt, "bad chunk sync " + Hex(sync) + " (expected " +
-                                      Hex(layout::kChunkSync) + " \"PTCK\")");
-    }
-    uint32_t stored_hcrc = static_cast<uint32_t>(LoadLe(h + layout::kChunkHeaderCrcOff, 4));
-    uint32_t hcrc = Crc32cExtend(0, h, layout::kChunkHeaderCrcOff);
-    if (stored_hcrc != hcrc) {
-      return fail(Errc::kChecksum, "chunk header checksum mismatch " +
-                                       Checksums(stored_hcrc, hcrc));
-    }
-    uint16_t type = static_cast<uint16_t>(LoadLe(h + layout::kChunkTypeOff, 2));
-    uint16_t flags = static_cast<uint16_t>(LoadLe(h + layout::kChunkFlagsOff, 2));
-    uint64_t stored = LoadLe(h + layout::kChunkStoredOff, 8);
-    uint64_t raw = LoadLe(h + layout::kChunkRawOff, 8);
-    if ((flags & ~layout::kChunkKnownFlags) != 0) {
-      return fail(Errc::kCorrupt, "unknown flags " + Hex(flags) + " in field 'flags'");
-    }
-    bool lz4 = (flags & layout::kChunkFlagLz4) != 0;
-    if (raw > layout::kMaxChunkRawSize) {
-      return fail(Errc::kCorrupt, "field 'raw_size' = " + std::to_string(raw) +
-                                      " exceeds the 1 GiB chunk limit");
-    }
-    if (!lz4 && stored != raw) {
-      return fail(Errc::kCorrupt, "field 'stored_size' = " + std::to_string(stored) +
-                                      " differs from 'raw_size' = " + std::to_string(raw) +
-                                      " in an uncompressed chunk");
-    }
-    uint64_t body_left = left - layout::kChunkHeaderSize;
-    if (stored > body_left || layout::PaddedTo8(stored) > body_left) {
-      return fail(Errc::kTruncated, "truncated payload: 'stored_size' = " +
-                                        std::to_string(stored) + " (padded " +
-                                        std::to_string(layout::PaddedTo8(stored)) + ") but only " +
-                                        std::to_string(body_left) + " bytes left");
-    }
-    Result<std::span<const uint8_t>> padded =
-        ReadAt(at + layout::kChunkHeaderSize, layout::PaddedTo8(stored), payload_buffer_);
-    if (!padded) return fail(Errc::kIo, padded.error().message);
-    if (padded->size() < layout::PaddedTo8(stored)) continue;  // the file shrank: check again
-    const uint8_t* payload = padded->data();
-    uint32_t stored_pcrc = static_cast<uint32_t>(LoadLe(h + layout::kChunkPayloadCrcOff, 4));
-    uint32_t pcrc = Crc32cExtend(0, payload, stored);
-    if (stored_pcrc != pcrc) {
-      return fail(Errc::kChecksum, "payload checksum mismatch " + Checksums(stored_pcrc, pcrc));
-    }
-    // Padding must be zero so that every byte of a chunk is covered by some check.
-    for (uint64_t i = stored; i < layout::PaddedTo8(stored); ++i) {
-      if (payload[i] != 0) {
-        return fail(Errc::kCorrupt, "nonzero padding byte at offset " +
-                                        Hex(at + layout::kChunkHeaderSize + i));
+    ChunkOutcome outcome = ReadChunk(at, skip_pt_data_, skip_blob_data_);
+    if (outcome.kind == ChunkOutcome::kShrunk) continue;  // size_ is smaller now: check again
+    if (outcome.kind == ChunkOutcome::kIntact) {
+      if (auto* end = std::get_if<EndChunk>(&*outcome.chunk)) {
+        // Chunks lost to damage before it are not counted; without damage the count must agree.
+        if (damage_.empty() && end->chunk_count != chunks_read_) {
+          outcome.kind = ChunkOutcome::kFailed;
+          outcome.what = "End chunk field 'chunk_count' = " + std::to_string(end->chunk_count) +
+                         " but " + std::to_string(chunks_read_) + " chunks precede it";
+        } else {
+          saw_end_ = true;
+        }
       }
     }
-    pos_ = at + layout::kChunkHeaderSize + layout::PaddedTo8(stored);
-    if (!IsKnownChunkType(type)) {  // from a newer minor version: skip, it is intact
+    if (outcome.kind == ChunkOutcome::kIntact || outcome.kind == ChunkOutcome::kSkipped) {
+      pos_ = outcome.next;
       ++chunks_read_;
-      ++chunks_skipped_;
-      continue;
-    }
-    std::span<const uint8_t> body(payload, stored);
-    if (lz4) {
-      if (unpacked_.size() < raw) unpacked_.resize(raw);
-      int n = LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
-                                  reinterpret_cast<char*>(unpacked_.data()),
-                                  static_cast<int>(stored), static_cast<int>(raw));
-      if (n < 0 || static_cast<uint64_t>(n) != raw) {
-        pos_ = at;
-        return fail(Errc::kCorrupt, "lz4 payload does not decompress to 'raw_size' = " +
-                                        std::to_string(raw) + " bytes");
+      if (outcome.kind == ChunkOutcome::kSkipped) {
+        ++chunks_skipped_;
+        continue;
       }
-      body = std::span<const uint8_t>(unpacked_.data(), raw);
+      last_location_ = outcome.location;
+      return std::move(outcome.chunk);
     }
-    Result<Chunk> chunk = DecodePayload(static_cast<ChunkType>(type), body);
-    if (!chunk) {
-      pos_ = at;
-      return fail(Errc::kCorrupt, chunk.error().message);
-    }
-    if (auto* end = std::get_if<EndChunk>(&*chunk)) {
-      if (end->chunk_count != chunks_read_) {
-        pos_ = at;
-        return fail(Errc::kCorrupt, "End chunk field 'chunk_count' = " +
-                                        std::to_string(end->chunk_count) + " but " +
-                                        std::to_string(chunks_read_) + " chunks precede it");
+    // Damaged. Only its own bytes are lost: reading goes on at the next intact chunk header,
+    // looked for after the chunk when its header was intact (its size is then known), else
+    // after the damaged header. A truncated chunk is the cut end of the file (a torn header has
+    // fewer than 32 bytes after it; a torn payload's size is checksummed): nothing follows it.
+    // After a read error nothing further can be read.
+    uint64_t resume = size_;
+    if (outcome.code != Errc::kIo && outcome.code != Errc::kTruncated) {
+      Result<uint64_t> found = FindChunkHeader(outcome.next != 0 ? outcome.next : at + 8);
+      if (!found) {
+        damaged(size_, Errc::kIo, found.error().message);
+        break;
       }
-      saw_end_ = true;
+      resume = *found;
     }
-    last_location_ = ChunkLocation{at, static_cast<ChunkType>(type), flags, stored, raw};
-    ++chunks_read_;
-    return std::move(*chunk);
+    damaged(resume, outcome.code, outcome.what);
   }
   return std::nullopt;
 }
 
 Result<Chunk> ArchiveReader::ReadChunkAt(uint64_t offset) {
-  // Next() from `offset`, with the sequential state put back afterwards. The End chunk's count
-  // check does not apply out of sequence, and an End chunk is not what callers come back for.
-  const uint64_t pos = pos_, chunks_read = chunks_read_, chunks_skipped = chunks_skipped_;
-  const bool saw_end = saw_end_;
-  std::optional<Damage> damage = std::move(damage_);
-  const ChunkLocation location = last_location_;
-  pos_ = offset;
-  damage_.reset();
-  saw_end_ = false;
-  std::optional<Chunk> chunk;
-  if (offset < size_ && offset % 8 == 0) chunk = Next();
-  std::optional<Damage> found = std::move(damage_);
-  if (chunk.has_value() && last_location_.offset != offset) chunk.reset();  // skipped to the next
-  pos_ = pos;
-  chunks_read_ = chunks_read;
-  chunks_skipped_ = chunks_skipped;
-  saw_end_ = saw_end;
-  damage_ = std::move(damage);
-  last_location_ = location;
-  if (chunk.has_value()) return std::move(*chunk);
   std::string where = name_ + ": chunk at offset " + Hex(offset);
-  if (found.has_value()) {
-    // Next() names the chunk by its sequential index, which means nothing here.
-    std::string reason = found->reason;
-    size_t colon = reason.find(": ");
-    if (colon != std::string::npos) reason = reason.substr(colon + 2);
-    return MakeError(found->code, where + ": " + reason);
+  if (offset >= size_ || offset % 8 != 0) {
+    return MakeError(Errc::kCorrupt, where + ": no chunk starts there (offset past the end, or "
+                                             "unaligned)");
   }
-  return MakeError(Errc::kCorrupt, where + ": no intact, known chunk starts there (offset past "
-                                           "the end, unaligned, or a skipped chunk type)");
+  ChunkOutcome outcome = ReadChunk(offset, false, false);
+  while (outcome.kind == ChunkOutcome::kShrunk) outcome = ReadChunk(offset, false, false);
+  if (outcome.kind == ChunkOutcome::kIntact) return std::move(*outcome.chunk);
+  if (outcome.kind == ChunkOutcome::kSkipped) {
+    return MakeError(Errc::kCorrupt, where + ": a chunk of a type this version does not know");
+  }
+  return MakeError(outcome.code, where + ": " + outcome.what);
+}
+
+std::string DescribeDamage(const std::vector<Damage>& damage) {
+  constexpr size_t kListed = 3;
+  std::string text;
+  for (size_t i = 0; i < damage.size() && i < kListed; ++i) {
+    text += i == 0 ? "" : "; ";
+    if (damage[i].end != 0) {  // 0: not a range of this file (import.damage)
+      text += "damaged [" + Hex(damage[i].offset) + ", " + Hex(damage[i].end) + "): ";
+    }
+    text += damage[i].reason;
+  }
+  if (damage.size() > kListed) {
+    text += "; and " + std::to_string(damage.size() - kListed) +
+            " more damaged ranges (pt-archive verify lists them)";
+  }
+  return text;
 }
 
 std::optional<std::string> Archive::Get(std::string_view key) const {
@@ -324,6 +430,7 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
   Archive a;
   a.path = reader.name();
   a.header = reader.header();
+  reader.SkipData(!options.keep_pt_bytes, !options.keep_blob_bytes);
   while (std::optional<Chunk> chunk = reader.Next()) {
     std::visit(
         [&a, &reader, &options](auto&& c) {
@@ -331,8 +438,7 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
           if constexpr (std::is_same_v<T, MetadataChunk>) {
             for (auto& entry : c.entries) a.metadata.push_back(std::move(entry));
           } else if constexpr (std::is_same_v<T, PtDataChunk>) {
-            a.pt_refs.push_back({reader.last_location().offset, c.data.size()});
-            if (!options.keep_pt_bytes) std::vector<uint8_t>().swap(c.data);
+            a.pt_refs.push_back({reader.last_location().offset, reader.last_location().data_size});
             a.pt_data.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, SidebandAttrChunk>) {
             a.sideband_attrs.push_back(std::move(c));
@@ -341,6 +447,7 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
           } else if constexpr (std::is_same_v<T, ModuleChunk>) {
             a.modules.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, BlobChunk>) {
+            a.blob_refs.push_back({reader.last_location().offset, reader.last_location().data_size});
             a.blobs.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, MarkerChunk>) {
             a.markers.push_back(std::move(c));
@@ -356,17 +463,47 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
   return a;
 }
 
+// What the metadata adds to the chunks: the time conversion (checked), and the damage of the
+// perf.data the archive was imported from (a partial capture reads as one).
+Result<Archive> WithMetadata(Archive archive) {
+  PTSCOPE_ASSIGN_OR_RETURN(archive.time, ParseTimeConversion(archive.metadata, archive.path));
+  if (std::optional<std::string> imported = archive.Get("import.damage")) {
+    archive.damage.insert(archive.damage.begin(),
+                          Damage{0, 0, 0, Errc::kTruncated, "imported from " + *imported});
+  }
+  return archive;
+}
+
 }  // namespace
 
 Result<Archive> ReadArchive(const std::string& path, const ReadOptions& options) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader, ArchiveReader::Open(path));
-  return Collect(*reader, options);
+  return WithMetadata(Collect(*reader, options));
 }
 
 Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string name) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader,
                            ArchiveReader::FromBytes(std::move(bytes), std::move(name)));
-  return Collect(*reader, ReadOptions{});
+  return WithMetadata(Collect(*reader, ReadOptions{}));
+}
+
+Result<std::vector<uint8_t>> LoadBlobData(const Archive& archive, size_t index) {
+  PTSCOPE_CHECK(index < archive.blobs.size());
+  const BlobChunk& blob = archive.blobs[index];
+  if (index >= archive.blob_refs.size() || archive.blob_refs[index].size == blob.data.size()) {
+    return blob.data;  // kept (or built in memory)
+  }
+  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ArchiveReader> reader,
+                           ArchiveReader::Open(archive.path));
+  PTSCOPE_ASSIGN_OR_RETURN(Chunk chunk, reader->ReadChunkAt(archive.blob_refs[index].chunk_offset));
+  auto* again = std::get_if<BlobChunk>(&chunk);
+  if (again == nullptr || again->data.size() != archive.blob_refs[index].size) {
+    return MakeError(Errc::kCorrupt, archive.path + ": chunk at offset " +
+                                         Hex(archive.blob_refs[index].chunk_offset) +
+                                         ": no longer the blob it was (the file changed since it "
+                                         "was read)");
+  }
+  return std::move(again->data);
 }
 
 std::string ToHex(const std::vector<uint8_t>& bytes) {

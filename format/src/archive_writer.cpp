@@ -69,7 +69,9 @@ const std::string& ArchiveWriter::path() const { return file_->path(); }
 
 Result<std::unique_ptr<ArchiveWriter>> ArchiveWriter::Create(const std::string& path,
                                                              const WriterOptions& options) {
-  PTSCOPE_ASSIGN_OR_RETURN(OutputFile created, OutputFile::CreateInPlace(path, 0600));
+  PTSCOPE_ASSIGN_OR_RETURN(OutputFile created, options.replace_when_closed
+                                                    ? OutputFile::CreateReplacing(path, 0600)
+                                                    : OutputFile::CreateInPlace(path, 0600));
   auto file = std::make_unique<OutputFile>(std::move(created));
   FileHeader header;
   header.features = options.features;

@@ -92,6 +92,15 @@ Error CountError(const char* field, uint64_t count, const ByteReader& r) {
                                        std::to_string(r.remaining()) + " payload bytes left");
 }
 
+// A bytes64 field: copied, or (skip) only checked to fit; its length goes to *size when asked.
+std::vector<uint8_t> BulkData(ByteReader& r, bool skip, uint64_t* size) {
+  const uint64_t n = r.U64("data");
+  if (size != nullptr) *size = n;
+  if (!skip) return r.Vec("data", n);
+  r.Skip("data", n);
+  return {};
+}
+
 Result<Chunk> Decode(ByteReader& r, MetadataChunk c) {
   uint32_t count = r.U32("entry_count");
   if (r.ok() && !CountFits(r, count, 8)) return CountError("entry_count", count, r);
@@ -103,7 +112,7 @@ Result<Chunk> Decode(ByteReader& r, MetadataChunk c) {
   }
   return Chunk(std::move(c));
 }
-Result<Chunk> Decode(ByteReader& r, PtDataChunk c) {
+Result<Chunk> Decode(ByteReader& r, PtDataChunk c, const DataHandling& handling) {
   c.stream_id = r.U32("stream_id");
   c.cpu = r.I32("cpu");
   c.pid = r.U32("pid");
@@ -113,7 +122,7 @@ Result<Chunk> Decode(ByteReader& r, PtDataChunk c) {
   c.flags = r.U32("flags");
   c.snapshot_index = r.U32("snapshot_index");
   c.bytes_lost_before = r.U64("bytes_lost_before");
-  c.data = r.Vec64("data");
+  c.data = BulkData(r, handling.skip_pt, handling.data_size);
   return Chunk(std::move(c));
 }
 Result<Chunk> Decode(ByteReader& r, SidebandAttrChunk c) {
@@ -142,14 +151,14 @@ Result<Chunk> Decode(ByteReader& r, ModuleChunk c) {
   c.embedded = (r.U32("module_flags") & kModuleEmbedded) != 0;
   return Chunk(std::move(c));
 }
-Result<Chunk> Decode(ByteReader& r, BlobChunk c) {
+Result<Chunk> Decode(ByteReader& r, BlobChunk c, const DataHandling& handling) {
   c.kind = static_cast<BlobKind>(r.U16("kind"));
   r.U16("reserved");
   c.pid = r.U32("pid");
   c.vaddr = r.U64("vaddr");
   c.name = r.Str32("name");
   c.build_id = r.Vec32("build_id");
-  c.data = r.Vec64("data");
+  c.data = BulkData(r, handling.skip_blob, handling.data_size);
   return Chunk(std::move(c));
 }
 Result<Chunk> Decode(ByteReader& r, MarkerChunk c) {
@@ -193,16 +202,17 @@ void EncodePayload(const Chunk& chunk, std::vector<uint8_t>& out) {
   std::visit([&w](const auto& c) { Encode(c, w); }, chunk);
 }
 
-Result<Chunk> DecodePayload(ChunkType type, std::span<const uint8_t> payload) {
+Result<Chunk> DecodePayload(ChunkType type, std::span<const uint8_t> payload,
+                            const DataHandling& data) {
   ByteReader r(payload);
   Result<Chunk> chunk = MakeError(Errc::kCorrupt, "unknown chunk type");
   switch (type) {
     case ChunkType::kMetadata: chunk = Decode(r, MetadataChunk{}); break;
-    case ChunkType::kPtData: chunk = Decode(r, PtDataChunk{}); break;
+    case ChunkType::kPtData: chunk = Decode(r, PtDataChunk{}, data); break;
     case ChunkType::kSidebandAttr: chunk = Decode(r, SidebandAttrChunk{}); break;
     case ChunkType::kSideband: chunk = Decode(r, SidebandChunk{}); break;
     case ChunkType::kModule: chunk = Decode(r, ModuleChunk{}); break;
-    case ChunkType::kBlob: chunk = Decode(r, BlobChunk{}); break;
+    case ChunkType::kBlob: chunk = Decode(r, BlobChunk{}, data); break;
     case ChunkType::kMarker: chunk = Decode(r, MarkerChunk{}); break;
     case ChunkType::kTimeSync: chunk = Decode(r, TimeSyncChunk{}); break;
     case ChunkType::kEnd: chunk = Decode(r, EndChunk{}); break;

@@ -12,8 +12,15 @@ namespace ptscope::format {
 bool IsKnownChunkType(uint16_t type);
 // Appends the payload of `chunk` to `out`.
 void EncodePayload(const Chunk& chunk, std::vector<uint8_t>& out);
+// What DecodePayload does with the bulk `data` of PtData and Blob chunks: copied into the chunk,
+// or only checked to fit (the chunk's `data` left empty) and its length put in `*data_size`.
+struct DataHandling {
+  bool skip_pt = false, skip_blob = false;
+  uint64_t* data_size = nullptr;  // set for PtData and Blob chunks, skipped or not
+};
 // Decodes a raw (decompressed) payload. Bytes after the fields this version knows are ignored
 // (newer minor versions append fields). The error message names the field and its payload offset.
-Result<Chunk> DecodePayload(ChunkType type, std::span<const uint8_t> payload);
+Result<Chunk> DecodePayload(ChunkType type, std::span<const uint8_t> payload,
+                            const DataHandling& data = {});
 
 }  // namespace ptscope::format

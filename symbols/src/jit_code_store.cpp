@@ -2,7 +2,6 @@
 #include "jit_code_store.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 
 #include "ptscope/perf_time.h"
@@ -10,20 +9,23 @@
 namespace ptscope::symbols {
 namespace {
 
-uint64_t MetadataNumber(const format::Archive& archive, std::string_view key) {
-  std::optional<std::string> text = archive.Get(key);
-  uint64_t value = 0;
-  if (text) std::from_chars(text->data(), text->data() + text->size(), value);
-  return value;
+// y0 + (x - x0) * slope, where slope = rise / run (negated when `falls`), clamped to
+// [0, 2^64 - 1] and exact for any values: |x - x0| and rise are below 2^64, so their product
+// fits 128 unsigned bits (in signed 128 bits it overflows on extreme TimeSync pairs).
+uint64_t AlongSlope(uint64_t x, uint64_t x0, uint64_t y0, uint64_t rise, bool falls, uint64_t run) {
+  using U128 = unsigned __int128;
+  const bool before = x < x0;
+  const U128 step = static_cast<U128>(before ? x0 - x : x - x0) * rise / run;
+  if (before != falls) return step >= y0 ? 0 : y0 - static_cast<uint64_t>(step);
+  return step >= UINT64_MAX - y0 ? UINT64_MAX : y0 + static_cast<uint64_t>(step);
 }
 
-// a + (x - x0) * (y1 - y0) / (x1 - x0) in 128-bit, clamped at 0; slope may be negative-free only.
+// The line through (x0, y0) and (x1, y1) at x.
 uint64_t Interpolate(uint64_t x, uint64_t x0, uint64_t y0, uint64_t x1, uint64_t y1) {
   if (x1 == x0) return y0;
-  __int128 dx = static_cast<__int128>(x) - x0;
-  __int128 y = static_cast<__int128>(y0) + dx * (static_cast<__int128>(y1) - y0) /
-                                               (static_cast<__int128>(x1) - x0);
-  return y < 0 ? 0 : static_cast<uint64_t>(y);
+  const bool run_back = x1 < x0, y_falls = y1 < y0;
+  return AlongSlope(x, x0, y0, y_falls ? y0 - y1 : y1 - y0, y_falls != run_back,
+                    run_back ? x0 - x1 : x1 - x0);
 }
 
 }  // namespace
@@ -48,10 +50,11 @@ uint64_t JitTimeMap::MonotonicToTsc(uint64_t mono) const {
   const auto& p = by_monotonic_;
   if (p.empty()) return mono;  // no pairs: assume the trace clock is CLOCK_MONOTONIC
   if (p.size() == 1) {
-    // One pair: the TSC rate is the inverse of the conversion (tsc per ns = 2^shift / mult).
-    uint64_t x1 = p[0].first + 1000000, y1 = p[0].second + 1000000;
-    if (!identity_) y1 = p[0].second + (uint64_t{1000000} << shift_) / mult_;
-    return Interpolate(mono, p[0].first, p[0].second, x1, y1);
+    // One pair: the TSC rate is the inverse of the conversion (tsc per ns = 2^shift / mult),
+    // measured over 1 ms.
+    constexpr uint64_t kMs = 1000000;
+    const uint64_t ticks = identity_ ? kMs : perf::PerfTime{shift_, mult_, 0}.NsToTsc(kMs);
+    return AlongSlope(mono, p[0].first, p[0].second, ticks, false, kMs);
   }
   size_t i = static_cast<size_t>(
       std::upper_bound(p.begin(), p.end(), std::make_pair(mono, UINT64_MAX)) - p.begin());
@@ -61,10 +64,8 @@ uint64_t JitTimeMap::MonotonicToTsc(uint64_t mono) const {
 
 JitTimeMap JitTimeMap::FromArchive(const format::Archive& archive) {
   JitTimeMap map;
-  uint64_t mult = MetadataNumber(archive, "time.mult");
-  if (mult != 0 && mult <= UINT32_MAX) {
-    map.SetConversion(static_cast<uint16_t>(MetadataNumber(archive, "time.shift")),
-                      static_cast<uint32_t>(mult), MetadataNumber(archive, "time.zero"));
+  if (archive.time) {
+    map.SetConversion(archive.time->perf.shift, archive.time->perf.mult, archive.time->perf.zero);
   }
   for (const format::TimeSyncChunk& sync : archive.time_syncs) {
     if (sync.clock_id != 1) continue;  // only CLOCK_MONOTONIC pairs place jitdump times
@@ -118,7 +119,7 @@ void JitCodeStore::AddJitdump(uint32_t pid, const JitDump& dump, const JitTimeMa
       region.name = moved->name;
       region.code = moved->code;
       region.lines = moved->lines;
-      region.line_delta = moved->line_delta + static_cast<int64_t>(record.code_addr - moved->start);
+      region.line_delta = moved->line_delta + (record.code_addr - moved->start);
       region.end = record.code_addr + (moved->end - moved->start);
       // The old copy stops being code at the move.
       for (size_t index : Holding(pid_regions, record.old_code_addr)) {
@@ -174,7 +175,7 @@ std::optional<JitName> JitCodeStore::Name(uint32_t pid, uint64_t address, uint64
   if (const JitRegion* region = Lookup(pid, address, time_ns)) {
     JitName name{region->name, region->start, {}, 0, true};
     // The line entry with the highest address <= the (pre-move) address.
-    uint64_t loaded_address = static_cast<uint64_t>(static_cast<int64_t>(address) - region->line_delta);
+    const uint64_t loaded_address = address - region->line_delta;
     const JitLineEntry* best = nullptr;
     for (const JitLineEntry& entry : *region->lines) {
       if (entry.address <= loaded_address && (best == nullptr || entry.address >= best->address))
@@ -199,9 +200,17 @@ JitCodeStore JitCodeStore::FromArchive(const format::Archive& archive,
                                        std::vector<std::string>& notes) {
   JitCodeStore store;
   JitTimeMap time = JitTimeMap::FromArchive(archive);
-  for (const format::BlobChunk& blob : archive.blobs) {
+  for (size_t i = 0; i < archive.blobs.size(); ++i) {
+    const format::BlobChunk& blob = archive.blobs[i];
+    if (blob.kind != format::BlobKind::kJitdump && blob.kind != format::BlobKind::kPerfMap) continue;
+    // One blob's bytes at a time (the archive may have been read without them).
+    Result<std::vector<uint8_t>> data = format::LoadBlobData(archive, i);
+    if (!data) {
+      notes.push_back(blob.name + " not used: " + data.error().message);
+      continue;
+    }
     if (blob.kind == format::BlobKind::kJitdump) {
-      Result<JitDump> dump = ParseJitdump(blob.data.data(), blob.data.size(), blob.name);
+      Result<JitDump> dump = ParseJitdump(data->data(), data->size(), blob.name);
       if (!dump) {
         notes.push_back("jitdump not used: " + dump.error().message);
         continue;
@@ -212,8 +221,8 @@ JitCodeStore JitCodeStore::FromArchive(const format::Archive& archive,
                         "pairs: JIT code times are approximate");
       }
       store.AddJitdump(blob.pid != 0 ? blob.pid : dump->pid, *dump, time);
-    } else if (blob.kind == format::BlobKind::kPerfMap) {
-      std::string_view text(reinterpret_cast<const char*>(blob.data.data()), blob.data.size());
+    } else {
+      std::string_view text(reinterpret_cast<const char*>(data->data()), data->size());
       PerfMap map = ParsePerfMap(text, blob.name);
       if (map.bad_lines != 0) {
         notes.push_back(map.first_bad + " (" + std::to_string(map.bad_lines) +

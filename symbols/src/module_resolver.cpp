@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <system_error>
 
 #include "ptscope/symbols.h"
@@ -89,20 +90,27 @@ std::string ModuleResolver::WriteTemp(const std::string& name, const std::vector
 }
 
 Status ModuleResolver::AddBlob(const format::BlobChunk& blob) {
+  auto data = std::make_shared<const std::vector<uint8_t>>(blob.data);
+  return AddBlob(blob, [data]() -> Result<std::vector<uint8_t>> { return *data; });
+}
+
+Status ModuleResolver::AddBlob(const format::BlobChunk& blob, BlobLoader load) {
   std::string hex = format::ToHex(blob.build_id);
   switch (blob.kind) {
-    case format::BlobKind::kElf: {
-      std::string path = WriteTemp(hex + ".elf", blob.data);
-      if (!path.empty()) embedded_code_[hex] = path;
+    case format::BlobKind::kElf:
+      if (!hex.empty()) embedded_code_[hex] = Embedded{std::move(load), {}, false};
       break;
-    }
-    case format::BlobKind::kDebugInfo: {
-      std::string path = WriteTemp(hex + ".debug", blob.data);
-      if (!path.empty()) embedded_debug_[hex] = path;
+    case format::BlobKind::kDebugInfo:
+      if (!hex.empty()) embedded_debug_[hex] = Embedded{std::move(load), {}, false};
       break;
-    }
     case format::BlobKind::kVdso: {
-      std::string path = WriteTemp("vdso-" + std::to_string(blob.pid) + ".so", blob.data);
+      Result<std::vector<uint8_t>> data = load();
+      if (!data) {
+        Note("embedded vdso of pid " + std::to_string(blob.pid) + " not used: " +
+             data.error().message);
+        break;
+      }
+      std::string path = WriteTemp("vdso-" + std::to_string(blob.pid) + ".so", *data);
       if (!path.empty()) vdso_by_pid_[blob.pid] = path;
       break;
     }
@@ -110,6 +118,23 @@ Status ModuleResolver::AddBlob(const format::BlobChunk& blob) {
       break;
   }
   return Ok();
+}
+
+std::string ModuleResolver::EmbeddedPath(std::map<std::string, Embedded>& blobs,
+                                         const std::string& hex, const char* suffix) {
+  auto it = hex.empty() ? blobs.end() : blobs.find(hex);
+  if (it == blobs.end()) return {};
+  Embedded& blob = it->second;
+  if (!blob.tried) {
+    blob.tried = true;
+    Result<std::vector<uint8_t>> data = blob.load();
+    if (!data) {
+      Note("embedded copy of build id " + hex + " not used: " + data.error().message);
+    } else {
+      blob.path = WriteTemp(hex + suffix, *data);
+    }
+  }
+  return blob.path;
 }
 
 std::string ModuleResolver::VdsoPath(uint32_t pid) const {
@@ -241,9 +266,10 @@ std::string ModuleResolver::FindDebugFile(const Candidate& code,
                                           const std::vector<uint8_t>& build_id,
                                           const std::string& recorded_path, std::string& origin) {
   std::string hex = format::ToHex(build_id);
-  auto embedded = embedded_debug_.find(hex);
   origin = "archive";
-  if (!hex.empty() && embedded != embedded_debug_.end()) return embedded->second;
+  if (std::string embedded = EmbeddedPath(embedded_debug_, hex, ".debug"); !embedded.empty()) {
+    return embedded;
+  }
   std::vector<std::string> dirs = symbol_dirs_;
   dirs.push_back("/usr/lib/debug");
   std::string relative = BuildIdRelative(hex);
@@ -337,8 +363,8 @@ const ModuleFiles& ModuleResolver::Resolve(const std::string& recorded_path,
 
   std::optional<Candidate> code;
   std::string origin;
-  if (auto it = embedded_code_.find(hex); !hex.empty() && it != embedded_code_.end()) {
-    code = Probe(it->second, build_id, true);
+  if (std::string embedded = EmbeddedPath(embedded_code_, hex, ".elf"); !embedded.empty()) {
+    code = Probe(embedded, build_id, true);
     origin = "archive";
   }
   if (!code) {

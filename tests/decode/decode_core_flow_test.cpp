@@ -209,6 +209,28 @@ TEST_CASE("a trace that ends inside a packet-free loop (jmp .) ends with a gap, 
   CHECK(looped <= (uint64_t{1} << 20) + 2 * (uint64_t{1} << 12));
 }
 
+// The fuzz campaign's spin (issue 24): tracing disabled without an ip is walked to the next
+// instruction that needs trace; in a loop of direct jumps there is none, and the walker went
+// round forever (libipt's block decoder did not). Both must give up after the same bound, with
+// the same events.
+TEST_CASE("a disable without an ip inside a packet-free loop ends with a gap, not a spin") {
+  std::vector<uint8_t> code = TestCode();
+  code[0x30] = 0xeb;  // 0x1030: jmp 0x1032
+  code[0x31] = 0x00;
+  code[0x32] = 0xeb;  // 0x1032: jmp 0x1030
+  code[0x33] = 0xfc;
+  PtBuilder pt;
+  pt.Psb(1000, 0x1030);
+  pt.Ip(ppt_tip_pgd, 0);  // disabled, ip suppressed
+  std::string events = Decode(pt.bytes(), code);
+  CHECK(events.find("gap 0x0->0x0 cause=decode error") != std::string::npos);
+  uint64_t looped = 0;
+  for (size_t at = events.find(" n="); at != std::string::npos; at = events.find(" n=", at + 1)) {
+    looped += std::strtoull(events.c_str() + at + 3, nullptr, 10);
+  }
+  CHECK(looped <= (uint64_t{1} << 20) + 2 * (uint64_t{1} << 12));
+}
+
 TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
   std::vector<uint8_t> garbage(64, 0xd9);
   CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");

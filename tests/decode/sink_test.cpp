@@ -37,10 +37,10 @@ TEST_CASE("sink factory: formats by name and by path, clear errors") {
   CHECK(ParseSinkFormat("summary-json").value() == SinkFormat::kSummaryJson);
   auto unwritable = CreateSink("text", "/nonexistent-ptscope-dir/out.txt", namer);
   REQUIRE(!unwritable);
-  CHECK(unwritable.error().code == Errc::kIo);
+  CHECK(unwritable.error().code == Errc::kNotFound);
   CHECK(unwritable.error().message ==
-        "/nonexistent-ptscope-dir/out.txt: cannot create output: No such file or directory "
-        "(check the directory exists and is writable)");
+        "/nonexistent-ptscope-dir/out.txt: cannot create a temporary file in "
+        "/nonexistent-ptscope-dir: No such file or directory");
   CHECK(SinkFormatForPath("trace.txt") == SinkFormat::kText);
   CHECK(SinkFormatForPath("trace.summary.txt") == SinkFormat::kSummary);
   CHECK(SinkFormatForPath("trace.summary.txt.gz") == SinkFormat::kSummary);
@@ -60,7 +60,8 @@ TEST_CASE("a full disk is reported by OutputError, not printed or ignored") {
   (*sink)->Begin(ThreadKey{1, 1}, 10, FrameId{.address = 0x1000, .kind = FrameId::Kind::kFunction}, false);
   (*sink)->End(ThreadKey{1, 1}, 20);
   (*sink)->Finish();
-  CHECK((*sink)->OutputError() == "/dev/full: write failed: No space left on device (disk full?)");
+  CHECK((*sink)->OutputError() == "/dev/full: write failed: No space left on device (the file "
+                                   "system is full: free space or write elsewhere)");
 }
 
 TEST_CASE("tracker into TextSink: threads in (pid, tid) order, flags and locations") {

@@ -104,13 +104,14 @@ TEST_CASE("truncation at every byte offset keeps exactly the complete chunks") {
     CHECK((*reader)->chunks_read() == complete);
     CHECK((*reader)->complete() == (len == bytes.size()));
     if (at_boundary) {
-      CHECK(!(*reader)->damage());
+      CHECK((*reader)->damage().empty());
     } else {
-      REQUIRE((*reader)->damage());
-      const Damage& d = *(*reader)->damage();
+      REQUIRE((*reader)->damage().size() == 1);
+      const Damage& d = (*reader)->damage().front();
       CHECK(d.code == Errc::kTruncated);
       CHECK(d.chunk_index == complete);
       CHECK(d.offset == spans[complete].start);
+      CHECK(d.end == len);
       CHECK(d.reason.rfind("chunk " + std::to_string(complete) + " at offset " +
                                HexOffset(spans[complete].start) + ": truncated ", 0) == 0);
     }
@@ -124,7 +125,7 @@ Errc ExpectedHeaderFlipError(size_t offset) {
   return Errc::kChecksum;
 }
 
-TEST_CASE("a flipped byte anywhere is detected and names the chunk and offset") {
+TEST_CASE("a flipped byte anywhere loses only its chunk, and names the chunk and its range") {
   const std::vector<uint8_t> bytes = SmallArchive();
   const std::vector<Span> spans = WalkChunks(bytes);
   for (size_t offset = 0; offset < bytes.size(); ++offset) {
@@ -146,17 +147,47 @@ TEST_CASE("a flipped byte anywhere is detected and names the chunk and offset") 
     Errc expected = rel < 4 ? Errc::kCorrupt                           // sync
                     : rel < 32 + spans[k].stored ? Errc::kChecksum  // header or payload
                                                  : Errc::kCorrupt;    // padding
-    CHECK((*reader)->chunks_read() == k);
-    CHECK(!(*reader)->complete());
-    REQUIRE((*reader)->damage());
-    const Damage& d = *(*reader)->damage();
+    // Every other chunk is read, the End chunk too unless it is the damaged one.
+    const bool end_damaged = k + 1 == spans.size();
+    CHECK((*reader)->chunks_read() == spans.size() - 1);
+    CHECK((*reader)->complete() == !end_damaged);
+    REQUIRE((*reader)->damage().size() == 1);
+    const Damage& d = (*reader)->damage().front();
     CHECK(d.code == expected);
     CHECK(d.chunk_index == k);
     CHECK(d.offset == spans[k].start);
+    CHECK(d.end == spans[k].end);
     CHECK(d.reason.rfind("chunk " + std::to_string(k) + " at offset " +
                              HexOffset(spans[k].start) + ": ",
                          0) == 0);
   }
+}
+
+TEST_CASE("two damaged chunks: both ranges listed, every other chunk read") {
+  const std::vector<uint8_t> bytes = SmallArchive();
+  const std::vector<Span> spans = WalkChunks(bytes);
+  std::vector<uint8_t> bad = bytes;
+  bad[spans[1].start + 9] ^= 0x40;   // PT chunk: its stored_size (header checksum)
+  bad[spans[3].start + 40] ^= 0x01;  // Marker: its payload
+  auto reader = ArchiveReader::FromBytes(bad, "two");
+  REQUIRE(reader);
+  std::vector<ChunkType> types;
+  while (std::optional<Chunk> chunk = (*reader)->Next()) types.push_back(TypeOf(*chunk));
+  CHECK(types == std::vector<ChunkType>{ChunkType::kMetadata, ChunkType::kSideband,
+                                        ChunkType::kEnd});
+  CHECK((*reader)->complete());
+  REQUIRE((*reader)->damage().size() == 2);
+  const Damage& first = (*reader)->damage()[0];
+  CHECK(first.code == Errc::kChecksum);
+  CHECK(first.offset == spans[1].start);
+  CHECK(first.end == spans[2].start);
+  CHECK(first.reason.rfind("chunk 1 at offset " + HexOffset(spans[1].start) +
+                               ": chunk header checksum mismatch", 0) == 0);
+  const Damage& second = (*reader)->damage()[1];
+  CHECK(second.code == Errc::kChecksum);
+  CHECK(second.offset == spans[3].start);
+  CHECK(second.end == spans[4].start);
+  CHECK(second.chunk_index == 2);  // intact chunks before it
 }
 
 TEST_CASE("payload checksum damage message names both checksums") {
@@ -170,12 +201,12 @@ TEST_CASE("payload checksum damage message names both checksums") {
   REQUIRE(reader);
   while ((*reader)->Next()) {
   }
-  REQUIRE((*reader)->damage());
+  REQUIRE((*reader)->damage().size() == 1);
   char expected[160];
   std::snprintf(expected, sizeof expected,
                 "chunk 2 at offset %s: payload checksum mismatch (stored 0x%08x, computed 0x%08x)",
                 HexOffset(at).c_str(), stored_crc, computed);
-  CHECK((*reader)->damage()->reason == expected);
+  CHECK((*reader)->damage().front().reason == expected);
 }
 
 // Everything a reader yields, as text: each chunk (type, location, encoded payload), the counts,
@@ -199,9 +230,10 @@ std::string Outcome(Result<std::unique_ptr<ArchiveReader>>& opened) {
   out += "read " + std::to_string(r.chunks_read()) + " skipped " +
          std::to_string(r.chunks_skipped()) + " complete " + std::to_string(r.complete()) +
          " size " + std::to_string(r.file_size());
-  if (const std::optional<Damage>& d = r.damage()) {
-    out += " damage " + std::to_string(d->offset) + " " + std::to_string(d->chunk_index) + " " +
-           std::to_string(static_cast<int>(d->code)) + " " + d->reason;
+  for (const Damage& d : r.damage()) {
+    out += " damage " + std::to_string(d.offset) + "-" + std::to_string(d.end) + " " +
+           std::to_string(d.chunk_index) + " " + std::to_string(static_cast<int>(d.code)) + " " +
+           d.reason;
   }
   return out;
 }
@@ -280,6 +312,28 @@ void AppendChunk(std::vector<uint8_t>& out, uint16_t type, std::vector<uint8_t> 
   out.insert(out.end(), c.begin(), c.end());
 }
 
+TEST_CASE("resync finds the next chunk wherever it lies in the scan's read windows") {
+  // A chunk whose header is damaged, with 1 MiB of payload: the next chunk is looked for from
+  // 8 bytes after the bad header, read 1 MiB at a time; put it around the first window's end.
+  for (int64_t delta : {-16, -8, 0, 8, 16, 24}) {
+    CAPTURE(delta);
+    std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+    const uint64_t next_at = 48 + (uint64_t{1} << 20) + delta;
+    AppendChunk(bytes, 6, testing::NoiseBytes(next_at - 40 - 32, 3));
+    AppendChunk(bytes, 7, std::vector<uint8_t>(40, 0));
+    REQUIRE(bytes.size() == next_at + 72);
+    bytes[40] ^= 0xff;  // the first chunk's sync
+    auto reader = ArchiveReader::FromBytes(bytes, "w");
+    REQUIRE(reader);
+    std::optional<Chunk> marker = (*reader)->Next();
+    REQUIRE(marker);
+    CHECK(std::holds_alternative<MarkerChunk>(*marker));
+    CHECK((*reader)->last_location().offset == next_at);
+    REQUIRE((*reader)->damage().size() == 1);
+    CHECK((*reader)->damage()[0].end == next_at);
+  }
+}
+
 TEST_CASE("an archive for a newer major version is refused naming both versions") {
   auto r = ArchiveReader::FromBytes(Header(2, 0, 2, 40), "new.ptar");
   REQUIRE(!r);
@@ -304,9 +358,10 @@ TEST_CASE("newer versions a version-1 reader may read: bigger header, unknown ch
   REQUIRE((*reader)->Next());
   CHECK(!(*reader)->Next());
   CHECK((*reader)->complete());
-  CHECK(!(*reader)->damage());
+  CHECK((*reader)->damage().empty());
   CHECK((*reader)->chunks_read() == 3);
   CHECK((*reader)->chunks_skipped() == 1);
+  CHECK((*reader)->damage().empty());
 }
 
 TEST_CASE("fields appended by a newer minor version are ignored") {
@@ -326,7 +381,7 @@ TEST_CASE("fields appended by a newer minor version are ignored") {
   CHECK(m.tsc == 0x2a);
   CHECK(m.text == "hi");
   CHECK(!(*reader)->Next());
-  CHECK(!(*reader)->damage());
+  CHECK((*reader)->damage().empty());
 }
 
 TEST_CASE("ToHex and FromHex") {
@@ -346,9 +401,11 @@ TEST_CASE("an End chunk with the wrong count and data after End are damage") {
   auto reader = ArchiveReader::FromBytes(bytes, "e");
   REQUIRE(reader);
   CHECK(!(*reader)->Next());
-  REQUIRE((*reader)->damage());
-  CHECK((*reader)->damage()->reason ==
+  CHECK(!(*reader)->complete());
+  REQUIRE((*reader)->damage().size() == 1);
+  CHECK((*reader)->damage()[0].reason ==
         "chunk 0 at offset 0x28: End chunk field 'chunk_count' = 5 but 0 chunks precede it");
+  CHECK((*reader)->damage()[0].end == bytes.size());
 
   std::vector<uint8_t> after = Header(1, 0, 1, 40);
   AppendChunk(after, 15, std::vector<uint8_t>(8, 0));
@@ -358,8 +415,27 @@ TEST_CASE("an End chunk with the wrong count and data after End are damage") {
   REQUIRE((*reader2)->Next());
   CHECK(!(*reader2)->Next());
   CHECK((*reader2)->complete());
-  REQUIRE((*reader2)->damage());
-  CHECK((*reader2)->damage()->reason == "chunk 1 at offset 0x50: 72 bytes after the End chunk");
+  REQUIRE((*reader2)->damage().size() == 1);
+  CHECK((*reader2)->damage()[0].reason == "chunk 1 at offset 0x50: 72 bytes after the End chunk");
+  CHECK((*reader2)->damage()[0].end == after.size());
+}
+
+TEST_CASE("after damage the End chunk's count cannot be checked: the archive is complete") {
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  AppendChunk(bytes, 7, std::vector<uint8_t>(40, 0));
+  AppendChunk(bytes, 7, std::vector<uint8_t>(40, 0));
+  AppendChunk(bytes, 15, {2, 0, 0, 0, 0, 0, 0, 0});
+  bytes[40 + 72 + 32 + 3] ^= 1;  // the second marker's payload
+  auto reader = ArchiveReader::FromBytes(bytes, "e");
+  REQUIRE(reader);
+  REQUIRE((*reader)->Next());
+  REQUIRE((*reader)->Next());  // the End chunk
+  CHECK(!(*reader)->Next());
+  CHECK((*reader)->complete());
+  CHECK((*reader)->chunks_read() == 2);
+  REQUIRE((*reader)->damage().size() == 1);
+  CHECK((*reader)->damage()[0].offset == 40 + 72);
+  CHECK((*reader)->damage()[0].end == 40 + 2 * 72);
 }
 
 TEST_CASE("impossible sizes inside an intact chunk are refused before allocating") {
@@ -374,9 +450,9 @@ TEST_CASE("impossible sizes inside an intact chunk are refused before allocating
   auto reader = ArchiveReader::FromBytes(bytes, "s");
   REQUIRE(reader);
   CHECK(!(*reader)->Next());
-  REQUIRE((*reader)->damage());
-  CHECK((*reader)->damage()->code == Errc::kCorrupt);
-  CHECK((*reader)->damage()->reason ==
+  REQUIRE((*reader)->damage().size() == 1);
+  CHECK((*reader)->damage()[0].code == Errc::kCorrupt);
+  CHECK((*reader)->damage()[0].reason ==
         "chunk 0 at offset 0x28: Blob payload: field 'data' at offset 32 needs 4611686018427387904 "
         "bytes, 0 left");
 }
@@ -390,9 +466,34 @@ TEST_CASE("a raw_size above 1 GiB is refused") {
   auto reader = ArchiveReader::FromBytes(bytes, "s");
   REQUIRE(reader);
   CHECK(!(*reader)->Next());
-  REQUIRE((*reader)->damage());
-  CHECK((*reader)->damage()->reason ==
+  REQUIRE((*reader)->damage().size() == 1);
+  CHECK((*reader)->damage()[0].reason ==
         "chunk 0 at offset 0x28: field 'raw_size' = 1073741825 exceeds the 1 GiB chunk limit");
+}
+
+TEST_CASE("an lz4 chunk claiming more than 255 times its stored size is refused unread") {
+  // 104 stored bytes claiming 1 GiB once cost 1.1 GB before the payload was looked at.
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  AppendChunk(bytes, 6, std::vector<uint8_t>(104, 0));
+  PutLe(bytes, 40 + 6, 1, 2);                                      // lz4
+  auto claim = [&](uint64_t raw) {
+    PutLe(bytes, 40 + 16, raw, 8);
+    PutLe(bytes, 40 + 28, Crc32c(std::span<const uint8_t>(bytes.data() + 40, 28)), 4);
+    auto reader = ArchiveReader::FromBytes(bytes, "z");
+    REQUIRE(reader);
+    CHECK(!(*reader)->Next());
+    REQUIRE((*reader)->damage().size() == 1);
+    return (*reader)->damage()[0].reason;
+  };
+  CHECK(claim(uint64_t{1} << 30) ==
+        "chunk 0 at offset 0x28: field 'raw_size' = 1073741824 is more than an lz4 payload of "
+        "'stored_size' = 104 bytes can hold (at most 255 times as much)");
+  CHECK(claim(104 * 255 + 1) ==
+        "chunk 0 at offset 0x28: field 'raw_size' = 26521 is more than an lz4 payload of "
+        "'stored_size' = 104 bytes can hold (at most 255 times as much)");
+  // Within the bound the payload itself is looked at (and these zeros are no lz4 block).
+  CHECK(claim(104 * 255) ==
+        "chunk 0 at offset 0x28: lz4 payload does not decompress to 'raw_size' = 26520 bytes");
 }
 
 TEST_CASE("random bytes are not an archive; a valid header with random chunks is damage") {
@@ -405,9 +506,10 @@ TEST_CASE("random bytes are not an archive; a valid header with random chunks is
   auto reader = ArchiveReader::FromBytes(bytes, "r");
   REQUIRE(reader);
   CHECK(!(*reader)->Next());
-  REQUIRE((*reader)->damage());
-  CHECK((*reader)->damage()->offset == 40);
-  CHECK((*reader)->damage()->reason.rfind("chunk 0 at offset 0x28: bad chunk sync 0x", 0) == 0);
+  REQUIRE((*reader)->damage().size() == 1);
+  CHECK((*reader)->damage()[0].offset == 40);
+  CHECK((*reader)->damage()[0].end == bytes.size());
+  CHECK((*reader)->damage()[0].reason.rfind("chunk 0 at offset 0x28: bad chunk sync 0x", 0) == 0);
 }
 
 TEST_CASE("a text-mode transfer is recognised from the magic") {

@@ -126,7 +126,7 @@ void RoundTrip(bool compress) {
   CheckSameChunk(*end, EndChunk{chunks.size()});
   CHECK(!(*reader)->Next());
   CHECK((*reader)->complete());
-  CHECK(!(*reader)->damage());
+  CHECK((*reader)->damage().empty());
   CHECK((*reader)->chunks_read() == chunks.size() + 1);
 }
 
@@ -155,6 +155,33 @@ TEST_CASE("ReadArchive sorts chunks by kind and merges metadata") {
   CHECK(archive->blobs.size() == 1);
   CHECK(archive->markers.size() == 1);
   CHECK(archive->time_syncs.size() == 1);
+}
+
+TEST_CASE("ReadArchive checks the time conversion once: Archive::time, or an error naming it") {
+  std::string path = TempDir() + "/time.ptar";
+  auto write = [&](const MetadataChunk& metadata) {
+    auto writer = ArchiveWriter::Create(path);
+    REQUIRE(writer);
+    REQUIRE((*writer)->Write(metadata));
+    REQUIRE((*writer)->Close());
+  };
+  write(MetadataChunk{{{"time.shift", "10"}, {"time.mult", "1000"}, {"time.zero", "5"}}});
+  auto archive = ReadArchive(path);
+  REQUIRE(archive);
+  REQUIRE(archive->time);
+  CHECK(archive->time->perf.TscToNs(1024) == 1005);
+  // The later Metadata chunk wins, and its 2^32 does not fit perf's 32-bit mult.
+  write(MetadataChunk{{{"time.shift", "10"}, {"time.mult", "1000"}, {"time.mult", "4294967296"}}});
+  auto refused = ReadArchive(path);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message ==
+        path + ": metadata time.mult=4294967296 does not fit perf's 32-bit time_mult (at most "
+               "4294967295) (the capture's time conversion is damaged; pt-archive info lists the "
+               "metadata)");
+  write(MetadataChunk{{{"tool", "x"}}});
+  archive = ReadArchive(path);
+  REQUIRE(archive);
+  CHECK_FALSE(archive->time);
 }
 
 TEST_CASE("file header and End chunk have the documented bytes") {
@@ -217,7 +244,7 @@ TEST_CASE("an archive without Close reads back incomplete with every chunk") {
   auto archive = ReadArchive(path);
   REQUIRE(archive);
   CHECK(!archive->complete);
-  CHECK(!archive->damage);
+  CHECK(archive->damage.empty());
   CHECK(archive->chunks_read == 8);
 }
 
@@ -249,7 +276,7 @@ TEST_CASE("a failed write leaves no torn chunk behind (file size limit hit mid-c
   auto archive = ReadArchive(path);
   REQUIRE(archive);
   CHECK(archive->complete);
-  CHECK(!archive->damage);
+  CHECK(archive->damage.empty());
   CHECK(archive->markers.size() == 2);
 }
 
@@ -291,7 +318,7 @@ TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without movin
     }
   }
   CHECK((*reader)->complete());
-  CHECK(!(*reader)->damage());
+  CHECK((*reader)->damage().empty());
   REQUIRE(chunks.size() == 8);  // metadata, 3 x (PT, sideband), End
   for (size_t i = 0; i + 1 < chunks.size(); ++i) {
     auto again = (*reader)->ReadChunkAt(offsets[i]);
@@ -322,7 +349,7 @@ TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without movin
   CHECK(broken.error().code == Errc::kChecksum);
   CHECK(broken.error().message.find("payload checksum mismatch") != std::string::npos);
   CHECK((*damaged_reader)->Next().has_value());  // the metadata chunk, from the start
-  CHECK(!(*damaged_reader)->damage());
+  CHECK((*damaged_reader)->damage().empty());
 }
 
 TEST_CASE("ReadArchive without PT bytes keeps every other field and where to read them") {

@@ -93,6 +93,7 @@ fmt::Archive ThreadArchive() {
                 {"time.mult", "1024"}, {"time.zero", "5"}, {"time.cap_user_time_zero", "1"},
                 {"cpu.vendor", "GenuineIntel"}, {"cpu.family", "6"}, {"cpu.model", "85"},
                 {"cpu.stepping", "4"}, {"host.name", "h1"}, {"kernel.release", "6.1.0-test"}};
+  a.time = fmt::ParseTimeConversion(a.metadata, a.path).value();
   fmt::SidebandAttrChunk attr;
   attr.attr_id = 3;
   attr.sample_type = kSidebandType;
@@ -302,17 +303,25 @@ TEST_CASE("foreign and damaged files give one exact error naming file and offset
                                 "perf.data header; the file is truncated");
   CHECK(ImportError(cut(200)) == "t.data: offset 24: the attrs section [112, +144) runs past the "
                                  "end of the file (200 bytes); the file is truncated");
-  CHECK(ImportError(cut(300)) == "t.data: offset 40: the data section [256, +" +
-                                     std::to_string(data_size) +
-                                     ") runs past the end of the file (300 bytes); the file is "
-                                     "truncated");
-  CHECK(ImportError(cut(table + 8)) ==
-        "t.data: offset " + std::to_string(table) +
-            ": feature section table entry for feature 2 runs past the end of the file; the file "
-            "is truncated");
+  // Cut before the AUXTRACE_INFO record ends: nothing to decode.
+  CHECK(ImportError(cut(300)) == "t.data: offset 256: record type 70 of 152 bytes runs past the "
+                                 "end of the data: the file is truncated; no Intel PT data before "
+                                 "it (no AUXTRACE_INFO record)");
+  CHECK(data_size > 300);
+  // Cut inside the feature table: every record is there, the features from the cut on are not.
+  auto no_features = fmt::ImportPerfDataFromBytes(cut(table + 8), "t.data");
+  REQUIRE(no_features.has_value());
+  CHECK_FALSE(no_features->complete);
+  REQUIRE(no_features->damage.size() == 1);
+  CHECK(no_features->damage[0].reason ==
+        "offset " + std::to_string(table) + ": the feature section table runs past the end of "
+        "the file at feature 2: the file is truncated; the features from there on are left out");
+  CHECK(no_features->pt_data.size() == 3);
   std::vector<uint8_t> tiny = good;
   PutLe(tiny, data_offset + 6, 4, 2);
-  CHECK(ImportError(tiny) == "t.data: offset 256: record type 70 has size 4 < 8");
+  CHECK(ImportError(tiny) == "t.data: offset 256: record type 70 has size 4 < 8: the records "
+                             "after it cannot be found; no Intel PT data before it (no "
+                             "AUXTRACE_INFO record)");
   std::vector<uint8_t> no_pt = good;
   PutLe(no_pt, data_offset, 68, 4);  // AUXTRACE_INFO -> FINISHED_ROUND
   CHECK(ImportError(no_pt) ==
@@ -324,17 +333,30 @@ TEST_CASE("foreign and damaged files give one exact error naming file and offset
                                   "only intel_pt captures can be imported");
 }
 
-TEST_CASE("a truncated AUXTRACE payload is reported at its record") {
+TEST_CASE("an AUXTRACE payload past the end of the data: the trace up to there, marked cut") {
   auto b = Exported(ThreadArchive());
   // The first AUXTRACE record follows AUXTRACE_INFO (152), TIME_CONV (56) and the sideband.
-  size_t at = Le(b, 40) + 152 + 56 + ThreadSideband().size();
+  const size_t at = Le(b, 40) + 152 + 56 + ThreadSideband().size();
+  const size_t data_end = Le(b, 40) + Le(b, 48);
   REQUIRE(Le(b, at, 4) == 71);
   PutLe(b, at + 8, 1u << 30, 8);
-  std::string err = ImportError(b);
-  CHECK(err.rfind("t.data: offset " + std::to_string(at) +
-                      ": AUXTRACE record announces 1073741824 bytes of trace but the data section "
-                      "ends after ", 0) == 0);
-  CHECK(err.find("; the file is truncated") != std::string::npos);
+  auto back = fmt::ImportPerfDataFromBytes(b, "t.data");
+  REQUIRE(back.has_value());
+  CHECK_FALSE(back->complete);
+  REQUIRE(back->damage.size() == 1);
+  CHECK(back->damage[0].code == ptscope::Errc::kTruncated);
+  CHECK(back->damage[0].offset == at);
+  CHECK(back->damage[0].end == data_end);
+  CHECK(back->damage[0].reason ==
+        "offset " + std::to_string(at) + ": AUXTRACE record announces 1073741824 bytes of trace "
+        "but the data ends after " + std::to_string(data_end - at - 48) +
+        ": the file is truncated (the trace up to the cut is decoded)");
+  // Everything up to the end of the data section became its trace bytes, flagged cut.
+  REQUIRE(back->pt_data.size() == 1);
+  CHECK(back->pt_data[0].data.size() == data_end - at - 48);
+  CHECK(back->pt_data[0].flags == fmt::kPtTruncated);
+  CHECK(std::vector<uint8_t>(back->pt_data[0].data.begin(), back->pt_data[0].data.begin() + 13) ==
+        std::vector<uint8_t>(13, 0x11));
 }
 
 TEST_CASE("unknown feature sections are skipped") {
@@ -389,6 +411,122 @@ TEST_CASE("TIME_CONV supplies the conversion when AUXTRACE_INFO has none") {
   CHECK(back->Get("time.mult") == "333");
   CHECK(back->Get("time.zero") == "44");
   CHECK(back->Get("time.cap_user_time_zero") == "1");
+}
+
+// perf.data salvage, as perf script does it: a file cut anywhere after its AUXTRACE_INFO record
+// imports every record that ends before the cut and the trace bytes up to it, and says where it
+// stopped. The records are found by walking the file's bytes here (PERF_DATA.md §4), apart from
+// the reader under test.
+TEST_CASE("a perf.data cut at any byte imports everything before the cut") {
+  const std::vector<uint8_t> good = Exported(ThreadArchive());
+  const uint64_t data_offset = Le(good, 40), data_end = data_offset + Le(good, 48);
+  struct Seen {
+    uint64_t end;          // where the record (with its trace bytes) ends
+    bool sideband;         // a kernel record, copied to the Sideband chunks
+    uint64_t trace_at = 0, trace_size = 0;  // AUXTRACE: its trace bytes
+  };
+  std::vector<Seen> records;
+  for (uint64_t at = data_offset; at < data_end;) {
+    const uint32_t type = static_cast<uint32_t>(Le(good, at, 4));
+    const uint64_t size = Le(good, at + 6, 2);
+    Seen seen{at + size, type < 64 && type != 9};
+    if (type == 71) {
+      seen.trace_at = at + size;
+      seen.trace_size = Le(good, at + 8);
+      seen.end += seen.trace_size;
+    }
+    records.push_back(seen);
+    at = seen.end;
+  }
+  REQUIRE(records.size() == 10);  // AUXTRACE_INFO, TIME_CONV, 5 kernel records, 3 AUXTRACE
+  auto count_records = [](const fmt::Archive& a) {
+    size_t n = 0;
+    for (const auto& chunk : a.sideband) {
+      perf::RecordIterator it(chunk.records, perf::RecordLayout{0x10087, true});
+      while (auto r = it.Next()) {
+        REQUIRE(r->has_value());
+        ++n;
+      }
+    }
+    return n;
+  };
+  for (uint64_t cut = records[0].end; cut <= good.size(); ++cut) {
+    CAPTURE(cut);
+    auto back = fmt::ImportPerfDataFromBytes(
+        std::vector<uint8_t>(good.begin(), good.begin() + static_cast<long>(cut)), "cut.data");
+    REQUIRE(back.has_value());
+    size_t sideband = 0;
+    uint64_t trace = 0;
+    for (const Seen& r : records) {
+      if (r.end <= cut && r.sideband) ++sideband;
+      if (r.trace_size != 0 && r.trace_at <= cut) trace += std::min(r.trace_size, cut - r.trace_at);
+    }
+    CHECK(count_records(*back) == sideband);
+    uint64_t imported = 0;
+    for (const auto& piece : back->pt_data) imported += piece.data.size();
+    CHECK(imported == trace);
+    // Complete only uncut; a cut in the data names its offset, one past it says the features
+    // (build ids, host, CPU) are missing.
+    CHECK(back->complete == (cut == good.size()));
+    if (cut < data_end) {  // one damage: where the records stop
+      REQUIRE(back->damage.size() == 1);
+      CHECK(back->damage[0].code == ptscope::Errc::kTruncated);
+      CHECK(back->damage[0].reason.find("the file is truncated") != std::string::npos);
+      CHECK(back->damage[0].offset <= cut);
+    } else if (cut < good.size()) {  // every record; a feature (or two) cut
+      REQUIRE_FALSE(back->damage.empty());
+      for (const auto& d : back->damage) {
+        CHECK(d.code == ptscope::Errc::kTruncated);
+        CHECK(d.offset >= data_end);
+        CAPTURE(d.reason);
+        CHECK(d.reason.find("left out") != std::string::npos);
+      }
+    }
+  }
+}
+
+TEST_CASE("impossible time conversions are refused where they are read, naming the record") {
+  auto b = Exported(ThreadArchive());
+  const size_t info = Le(b, 40);
+  const std::string advice =
+      " (the capture's time conversion is damaged; pt-archive info lists the metadata)";
+  auto bad_info = b;
+  PutLe(bad_info, info + 16 + 8 * 1, 64, 8);  // priv[TIME_SHIFT] = 64: undefined behaviour
+  CHECK(ImportError(bad_info) == "t.data: offset " + std::to_string(info) +
+                                     " (AUXTRACE_INFO record): metadata time.shift=64 is out of "
+                                     "range (0..63)" + advice);
+  // A TIME_CONV whose 2^32 mult perf would truncate to 0 and divide by.
+  auto bad_tc = b;
+  PutLe(bad_tc, info + 16 + 8 * 2, 0, 8);  // priv[TIME_MULT] = 0: TIME_CONV is used
+  const size_t tc = info + 152;
+  REQUIRE(Le(bad_tc, tc, 4) == 79);
+  PutLe(bad_tc, tc + 16, uint64_t{1} << 32, 8);
+  CHECK(ImportError(bad_tc) == "t.data: offset " + std::to_string(tc) +
+                                   " (TIME_CONV record): metadata time.mult=4294967296 does not "
+                                   "fit perf's 32-bit time_mult (at most 4294967295)" + advice);
+  // The good file's conversion is what Archive::time holds.
+  auto good = fmt::ImportPerfDataFromBytes(b, "t.data");
+  REQUIRE(good.has_value());
+  REQUIRE(good->time);
+  CHECK(good->time->perf.shift == 10);
+  CHECK(good->time->perf.mult == 1024);
+  CHECK(good->time->perf.zero == 5);
+}
+
+TEST_CASE("export-perf without a recorded conversion keeps perf's mult within 1..2^32-1") {
+  for (const char* ghz : {"1e-300", "1e300", "nan", "-3"}) {
+    CAPTURE(ghz);
+    fmt::Archive a = ThreadArchive();
+    std::erase_if(a.metadata, [](const auto& kv) { return kv.first.rfind("time.", 0) == 0; });
+    a.metadata.emplace_back("emulate.virtual_ghz", ghz);
+    a.time.reset();
+    auto back = fmt::ImportPerfDataFromBytes(Exported(a), "t.data");
+    REQUIRE(back.has_value());
+    REQUIRE(back->time);
+    const double expected = std::string(ghz) == "1e-300" ? 4294967295.0
+                            : std::string(ghz) == "1e300" ? 1.0 : 1024.0;
+    CHECK(back->time->perf.mult == expected);
+  }
 }
 
 TEST_CASE("a perf.data read in place: the archive as read whole, with the trace left in the file") {
@@ -511,7 +649,7 @@ TEST_CASE("a perf.data on disk gives the errors its bytes give, naming the file"
         "/tmp: not a regular file; perf.data is read in place (copy it to a file first)");
 }
 
-TEST_CASE("an attr ids or feature section larger than any perf writes is refused, not read") {
+TEST_CASE("an attr ids or feature section larger than any perf writes is not read") {
   // Inside the file (64 MiB of padding after it), so that only the size bound can refuse them.
   std::vector<uint8_t> big = Exported(ThreadArchive());
   const uint64_t end = big.size(), huge = 65u << 20;
@@ -523,11 +661,44 @@ TEST_CASE("an attr ids or feature section larger than any perf writes is refused
   CHECK(ImportError(std::move(ids)) == "t.data: offset 240: attr ids section of " +
                                            std::to_string(huge) +
                                            " bytes is larger than any perf writes");
+  // A feature is not needed to decode: it is left out (damage), the rest imported.
   PutLe(big, table + 16, end, 8);
   PutLe(big, table + 24, huge, 8);
-  CHECK(ImportError(std::move(big)) == "t.data: offset " + std::to_string(end) +
-                                           ": feature 3 section of " + std::to_string(huge) +
-                                           " bytes is larger than any perf writes");
+  auto back = fmt::ImportPerfDataFromBytes(std::move(big), "t.data");
+  REQUIRE(back.has_value());
+  CHECK(back->Get("host.name") == std::nullopt);
+  CHECK(back->Get("kernel.release") == "6.1.0-test");
+  REQUIRE(back->damage.size() == 1);
+  CHECK(back->damage[0].code == ptscope::Errc::kCorrupt);
+  CHECK(back->damage[0].reason == "offset " + std::to_string(end) + ": feature 3 section of " +
+                                      std::to_string(huge) +
+                                      " bytes is larger than any perf writes; feature 3 is left out");
+}
+
+TEST_CASE("attrs sharing one ids table are refused once their ids outgrow the file") {
+  // 400 attrs all naming one 64 KiB ids table: each would load it again (a 4 MB file of this
+  // shape took 3.3 GB). The table and the attrs are appended; the header points at them.
+  const std::vector<uint8_t> good = Exported(ThreadArchive());
+  const uint64_t attr_size = Le(good, 16), attrs_at = Le(good, 24), table_bytes = 65536;
+  REQUIRE(Le(good, 32) == attr_size);  // one attr
+  std::vector<uint8_t> shared = good;
+  const uint64_t table_at = shared.size();
+  shared.resize(table_at + table_bytes, 0);
+  const uint64_t new_attrs_at = shared.size();
+  for (int i = 0; i < 400; ++i) {
+    shared.insert(shared.end(), good.begin() + attrs_at, good.begin() + attrs_at + attr_size);
+    PutLe(shared, shared.size() - 16, table_at, 8);
+    PutLe(shared, shared.size() - 8, table_bytes, 8);
+  }
+  PutLe(shared, 24, new_attrs_at, 8);
+  PutLe(shared, 32, 400 * attr_size, 8);
+  const uint64_t file_size = shared.size();
+  const uint64_t first_over = file_size / table_bytes;  // 0-based: the attr that outgrows it
+  CHECK(ImportError(shared) ==
+        "t.data: offset " + std::to_string(new_attrs_at + first_over * attr_size + attr_size - 16) +
+            ": the attrs' ids sections add up to " + std::to_string((first_over + 1) * table_bytes) +
+            " bytes, more than the file's " + std::to_string(file_size) +
+            ": they overlap, which perf never writes (the file is damaged)");
 }
 
 TEST_CASE("a sideband larger than the parser's read window is kept whole and in order") {

@@ -3,6 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ptscope/format.h"
 
 namespace ptscope::perf {
 namespace {
@@ -54,5 +59,78 @@ TEST_CASE("NsToTsc undoes TscToNs when the TSC ticks slower than 1 ns") {
   CHECK(kSlow.NsToTsc(3000503) == 1000001u);
 }
 
+TEST_CASE("NsToTsc is exact for shifts above 32, up to 63, and clamps at the largest TSC") {
+  // floor(1000 * 2^40 / 3) and floor(5 * 2^63 / 7), computed independently.
+  constexpr PerfTime kWide{40, 3, 0};
+  CHECK(kWide.NsToTsc(1000) == 366503875925333u);
+  constexpr PerfTime kWidest{63, 7, 0};
+  CHECK(kWidest.NsToTsc(5) == 6588122883467697005u);
+  CHECK(kWidest.NsToTsc(100) == UINT64_MAX);  // 100 * 2^63 / 7 > 2^64
+}
+
 }  // namespace
 }  // namespace ptscope::perf
+
+namespace ptscope::format {
+namespace {
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+std::string ParseError(const Metadata& metadata) {
+  Result<std::optional<TimeConversion>> parsed = ParseTimeConversion(metadata, "t.ptar");
+  REQUIRE_FALSE(parsed.has_value());
+  CHECK(parsed.error().code == Errc::kCorrupt);
+  return parsed.error().message;
+}
+
+TEST_CASE("ParseTimeConversion: the checked conversion, later values winning") {
+  Result<std::optional<TimeConversion>> parsed = ParseTimeConversion(
+      {{"time.shift", "31"}, {"time.mult", "7"}, {"time.mult", "1431655765"},
+       {"time.zero", "0x1f"}, {"time.cap_user_time_zero", "1"}},
+      "t.ptar");
+  REQUIRE(parsed.has_value());
+  REQUIRE(parsed->has_value());
+  const TimeConversion& time = **parsed;
+  CHECK(time.perf.shift == 31);
+  CHECK(time.perf.mult == 1431655765u);
+  CHECK(time.perf.zero == 31u);
+  CHECK(time.cap_user_time_zero);
+  // The largest values perf can hold are accepted.
+  parsed = ParseTimeConversion({{"time.shift", "63"}, {"time.mult", "4294967295"}}, "t.ptar");
+  REQUIRE(parsed.has_value());
+  REQUIRE(parsed->has_value());
+  CHECK((*parsed)->perf.shift == 63);
+  CHECK((*parsed)->perf.mult == UINT32_MAX);
+  CHECK_FALSE((*parsed)->cap_user_time_zero);
+}
+
+TEST_CASE("ParseTimeConversion: no conversion recorded") {
+  for (const Metadata& none : {Metadata{}, Metadata{{"time.shift", "10"}, {"time.mult", "0"}},
+                               Metadata{{"time.mult", ""}}}) {
+    Result<std::optional<TimeConversion>> parsed = ParseTimeConversion(none, "t.ptar");
+    REQUIRE(parsed.has_value());
+    CHECK_FALSE(parsed->has_value());
+  }
+}
+
+TEST_CASE("ParseTimeConversion: values perf's arithmetic cannot take are refused by name") {
+  const std::string advice =
+      " (the capture's time conversion is damaged; pt-archive info lists the metadata)";
+  // 2^32 was checked as 64 bits, then truncated to 0 and divided by (SIGFPE in export-perf).
+  CHECK(ParseError({{"time.mult", "4294967296"}}) ==
+        "t.ptar: metadata time.mult=4294967296 does not fit perf's 32-bit time_mult (at most "
+        "4294967295)" + advice);
+  // A shift of 64 is undefined behaviour in C++.
+  CHECK(ParseError({{"time.mult", "1"}, {"time.shift", "64"}}) ==
+        "t.ptar: metadata time.shift=64 is out of range (0..63)" + advice);
+  CHECK(ParseError({{"time.mult", "1"}, {"time.zero", "-5"}}) ==
+        "t.ptar: metadata time.zero=\"-5\" is not a number" + advice);
+  CHECK(ParseError({{"time.mult", "18446744073709551616"}}) ==
+        "t.ptar: metadata time.mult=\"18446744073709551616\" is not a number" + advice);
+  // A bad value is refused even when no conversion would be used.
+  CHECK(ParseError({{"time.shift", "1O"}}) ==
+        "t.ptar: metadata time.shift=\"1O\" is not a number" + advice);
+}
+
+}  // namespace
+}  // namespace ptscope::format

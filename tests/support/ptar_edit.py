@@ -86,3 +86,30 @@ def flip_pt_byte(src, dst, after_psb):
     with open(dst, 'wb') as f:
         f.write(out)
     return done
+
+
+def read_chunks(path):
+    """(file header bytes, [(type, raw payload)]) of an intact archive, payloads decompressed."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    header_size = le(data, 14, 2)
+    chunks, pos = [], header_size
+    while pos + HEADER <= len(data):
+        ctype, flags = le(data, pos + 4, 2), le(data, pos + 6, 2)
+        stored, raw = le(data, pos + 8, 8), le(data, pos + 16, 8)
+        payload = data[pos + HEADER:pos + HEADER + stored]
+        chunks.append((ctype, lz4_decompress(payload, raw) if flags & 1 else payload))
+        pos += HEADER + stored + (-stored % 8)
+    return data[:header_size], chunks
+
+
+def write_chunks(path, header, chunks):
+    """Writes HEADER then each (type, payload) uncompressed; returns each chunk's [start, end)."""
+    out, spans = bytearray(header), []
+    for ctype, payload in chunks:
+        start = len(out)
+        out += chunk(ctype, payload)
+        spans.append((start, len(out)))
+    with open(path, 'wb') as f:
+        f.write(out)
+    return spans

@@ -240,6 +240,59 @@ TEST_CASE("JitTimeMap: TSC conversion and CLOCK_MONOTONIC through sync pairs") {
   CHECK(one.MonotonicToTsc(1010) == 120);
 }
 
+TEST_CASE("JitTimeMap: extreme TimeSync pairs and conversions clamp instead of overflowing") {
+  // mono 0 -> tsc 0, mono 1 -> tsc 2^64-1: extrapolating to the end of the clock multiplies two
+  // 64-bit differences (a signed 128-bit product overflowed here).
+  JitTimeMap steep;
+  steep.AddPair(0, 0);
+  steep.AddPair(UINT64_MAX, 1);
+  CHECK(steep.MonotonicToTsc(UINT64_MAX) == UINT64_MAX);
+  CHECK(steep.MonotonicToTsc(1) == UINT64_MAX);
+  CHECK(steep.MonotonicToTsc(0) == 0);
+  // Falling: mono 0 -> tsc 2^64-1, mono 2^64-1 -> tsc 0.
+  JitTimeMap falling;
+  falling.AddPair(UINT64_MAX, 0);
+  falling.AddPair(0, UINT64_MAX);
+  CHECK(falling.MonotonicToTsc(uint64_t{1} << 63) == (uint64_t{1} << 63) - 1);
+  CHECK(falling.MonotonicToTsc(UINT64_MAX) == 0);
+  // One pair and the widest conversion allowed (2^63 ticks per ns): 1 ms is more ticks than 64
+  // bits hold.
+  JitTimeMap one;
+  one.SetConversion(63, 1, 0);
+  one.AddPair(5, 1000);
+  CHECK(one.MonotonicToTsc(1000) == 5);
+  CHECK(one.MonotonicToTsc(1001) == 5 + UINT64_MAX / 1000000);  // the rate, clamped to 2^64-1/ms
+  CHECK(one.MonotonicToTsc(1000 + 2000000) == UINT64_MAX);
+  CHECK(one.MonotonicToTsc(999) == 0);
+}
+
+TEST_CASE("JitCodeStore: a chain of moves across the address space keeps its line table") {
+  DumpBuilder b;
+  b.Header(1);
+  size_t at = b.Prefix(2, 90);  // DEBUG_INFO for 0x10: one entry, line 7
+  b.Put(0x10, 8); b.Put(1, 8);
+  b.Put(0x10, 8); b.Put(7, 4); b.Put(0, 4); b.Str("f.js");
+  b.Finish(at);
+  b.Load(100, 0x10, "f", {0x90, 0xc3});
+  // Two moves up by more than 2^62 each: their sum does not fit a signed 64-bit delta.
+  b.Move(200, 0x10, 0x7000000000000000, 2);
+  b.Move(300, 0x7000000000000000, 0xe000000000000000, 2);
+  b.Move(400, 0xe000000000000000, 0x20, 2);  // and back down, below where it started
+  JitCodeStore store;
+  store.AddJitdump(77, Parse(b), JitTimeMap{});
+  for (auto [address, time] : {std::pair<uint64_t, uint64_t>{0x10, 150},
+                               {0x7000000000000000, 250}, {0xe000000000000000, 350},
+                               {0x20, 450}}) {
+    CAPTURE(address);
+    auto name = store.Name(77, address, time);
+    REQUIRE(name);
+    CHECK(name->name == "f");
+    CHECK(name->start == address);
+    CHECK(name->file == "f.js");
+    CHECK(name->line == 7);
+  }
+}
+
 TEST_CASE("JitCodeStore::FromArchive: monotonic jitdump times placed through TimeSync pairs") {
   DumpBuilder b;
   b.Header(0);  // CLOCK_MONOTONIC
@@ -247,6 +300,7 @@ TEST_CASE("JitCodeStore::FromArchive: monotonic jitdump times placed through Tim
   b.Load(7000, 0x1000, "new", {0xcc, 0xc3});
   ptscope::format::Archive archive;
   archive.metadata = {{"time.shift", "10"}, {"time.mult", "512"}, {"time.zero", "100"}};
+  archive.time = ptscope::format::ParseTimeConversion(archive.metadata, "mem").value();
   ptscope::format::TimeSyncChunk sync;
   sync.tsc_and_clock_ns = {{0, 4000}, {2000, 8000}};  // tsc = (mono - 4000) / 2
   archive.time_syncs.push_back(sync);

@@ -134,10 +134,11 @@ Result<SplicedArchive> ReadForSplice(const std::string& path) {
     a.chunk_begin.push_back(at.offset);
     a.chunk_end.push_back(at.offset + kChunkHeaderBytes + PaddedTo8(at.stored_size));
   }
-  if (const auto& damage = reader->damage()) {
-    return MakeError(damage->code, path + ": " + damage->reason +
-                                       "; the archive must be intact to be rewritten "
-                                       "(pt-archive verify shows the damage)");
+  if (!reader->damage().empty()) {
+    return MakeError(reader->damage().front().code,
+                     path + ": " + fmt::DescribeDamage(reader->damage()) +
+                         "; the archive must be intact to be rewritten (pt-archive verify shows "
+                         "the damage)");
   }
   if (!a.complete) a.end_count = reader->chunks_read();
   return a;

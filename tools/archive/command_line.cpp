@@ -15,6 +15,16 @@ int ReportError(const Error& error) {
   return kExitBadInput;
 }
 
+int InputStatus(const std::string& path, const format::Archive& archive, const std::string& done) {
+  if (archive.damage.empty() && archive.complete) return kExitOk;
+  std::string lost = !archive.damage.empty()
+                         ? format::DescribeDamage(archive.damage)
+                         : "no End chunk: the capture was cut off after its last intact chunk";
+  std::fflush(stdout);
+  std::fprintf(stderr, "pt-archive: %s: %s; %s\n", path.c_str(), lost.c_str(), done.c_str());
+  return kExitPartial;
+}
+
 std::optional<int> ParseCommandLine(const char* command, const char* synopsis,
                                     const std::vector<std::string>& args,
                                     po::options_description options,
@@ -33,7 +43,8 @@ std::optional<int> ParseCommandLine(const char* command, const char* synopsis,
   try {
     po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
     if (vm.count("help")) {
-      std::cout << "usage: pt-archive " << command << " " << synopsis << "\n" << options;
+      std::cout << "usage: pt-archive " << command << " " << synopsis << "\n" << options << "\n"
+                << kExitStatusHelp;
       return kExitOk;
     }
     po::notify(vm);

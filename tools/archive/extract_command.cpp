@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "ptscope/format.h"
+#include "ptscope/output_file.h"
 
 namespace ptscope::tools {
 namespace {
@@ -47,23 +48,12 @@ std::string TsvField(const std::string& s) {
   return out;
 }
 
+// Written beside `path` and renamed over it when complete: a failed write never leaves a file
+// that looks extracted, and a symbolic link at `path` is refused (output_file.h).
 Status WriteNewFile(const std::string& path, const std::vector<uint8_t>& data) {
-  // O_NOFOLLOW: a symlink planted at this name must not redirect the write.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return MakeError(Errc::kIo, path + ": cannot create: " + std::strerror(errno));
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return MakeError(Errc::kIo, path + ": write failed: " + std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::close(fd) != 0) return MakeError(Errc::kIo, path + ": close failed: " + std::strerror(errno));
-  return Ok();
+  PTSCOPE_ASSIGN_OR_RETURN(fmt::OutputFile out, fmt::OutputFile::CreateReplacing(path, 0600));
+  PTSCOPE_TRY(out.Write(data.data(), data.size()));
+  return out.Commit();
 }
 
 Status MakeDir(const std::string& dir) {
@@ -87,7 +77,9 @@ int RunExtract(const std::vector<std::string>& args) {
   }
   std::string path = vm["file"].as<std::string>();
   std::string dir = vm["dir"].as<std::string>();
-  Result<fmt::Archive> archive = fmt::ReadArchive(path);
+  // Each blob's bytes are read when it is written, one at a time.
+  Result<fmt::Archive> archive =
+      fmt::ReadArchive(path, fmt::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
   if (!archive) return ReportError(archive.error());
   if (Status made = MakeDir(dir); !made) return ReportError(made.error());
   std::string manifest = "kind\tname\tbuild_id\tsize\tfile\n";
@@ -97,20 +89,18 @@ int RunExtract(const std::vector<std::string>& args) {
     std::snprintf(prefix, sizeof prefix, "%03zu-", i);
     std::string file = prefix + std::string(fmt::BlobKindName(blob.kind)) + "-" +
                        SafeComponent(blob.name);
-    if (Status s = WriteNewFile(dir + "/" + file, blob.data); !s) return ReportError(s.error());
+    Result<std::vector<uint8_t>> data = fmt::LoadBlobData(*archive, i);
+    if (!data) return ReportError(data.error());
+    if (Status s = WriteNewFile(dir + "/" + file, *data); !s) return ReportError(s.error());
     manifest += std::string(fmt::BlobKindName(blob.kind)) + "\t" + TsvField(blob.name) + "\t" +
                 (blob.build_id.empty() ? "-" : fmt::ToHex(blob.build_id)) + "\t" +
-                std::to_string(blob.data.size()) + "\t" + file + "\n";
+                std::to_string(data->size()) + "\t" + file + "\n";
   }
   std::vector<uint8_t> bytes(manifest.begin(), manifest.end());
   if (Status s = WriteNewFile(dir + "/manifest.tsv", bytes); !s) return ReportError(s.error());
   std::printf("%s: extracted %zu blobs to %s (manifest.tsv)\n", path.c_str(),
               archive->blobs.size(), dir.c_str());
-  if (archive->damage) {
-    std::fflush(stdout);
-    return ReportError(MakeError(archive->damage->code, path + ": " + archive->damage->reason));
-  }
-  return kExitOk;
+  return InputStatus(path, *archive, "extracted the blobs of the intact chunks");
 }
 
 }  // namespace ptscope::tools

@@ -58,6 +58,10 @@ std::string Plural(uint64_t n, const char* word) {
 }
 
 void PrintPtStreams(const fmt::Archive& a, bool all_pieces) {
+  // Read without the PT bytes: each piece's size is in pt_refs.
+  auto size_of = [&a](const fmt::PtDataChunk* p) {
+    return a.pt_refs[static_cast<size_t>(p - a.pt_data.data())].size;
+  };
   std::map<uint32_t, std::vector<const fmt::PtDataChunk*>> streams;
   for (const fmt::PtDataChunk& piece : a.pt_data) streams[piece.stream_id].push_back(&piece);
   std::printf("pt streams (%zu):\n", streams.size());
@@ -65,10 +69,10 @@ void PrintPtStreams(const fmt::Archive& a, bool all_pieces) {
   for (const auto& [id, pieces] : streams) {
     uint64_t bytes = 0, lost = 0, expected_offset = pieces.front()->stream_offset;
     for (const fmt::PtDataChunk* p : pieces) {
-      bytes += p->data.size();
+      bytes += size_of(p);
       lost += p->bytes_lost_before;
       if (p->stream_offset > expected_offset) lost += p->stream_offset - expected_offset;
-      expected_offset = p->stream_offset + p->data.size();
+      expected_offset = p->stream_offset + size_of(p);
     }
     const fmt::PtDataChunk& first = *pieces.front();
     std::printf("  stream %u: pid %u tid %u cpu %d: %" PRIu64 " bytes in %s, %" PRIu64
@@ -81,9 +85,9 @@ void PrintPtStreams(const fmt::Archive& a, bool all_pieces) {
     }
     for (size_t i = 0; i < pieces.size(); ++i) {
       const fmt::PtDataChunk& p = *pieces[i];
-      std::printf("    piece %zu: offset %" PRIu64 ", %zu bytes, tsc 0x%" PRIx64
+      std::printf("    piece %zu: offset %" PRIu64 ", %" PRIu64 " bytes, tsc 0x%" PRIx64
                   ", snapshot %u, lost before %" PRIu64 ", flags %s\n",
-                  i, p.stream_offset, p.data.size(), p.reference_tsc, p.snapshot_index,
+                  i, p.stream_offset, size_of(&p), p.reference_tsc, p.snapshot_index,
                   p.bytes_lost_before, PieceFlags(p.flags).c_str());
     }
   }
@@ -123,9 +127,10 @@ void PrintRest(const fmt::Archive& a) {
                 m.embedded ? "embedded" : "not embedded");
   }
   std::printf("blobs (%zu):\n", a.blobs.size());
-  for (const fmt::BlobChunk& b : a.blobs) {
-    std::printf("  %s \"%s\": %zu bytes, pid %u, vaddr 0x%" PRIx64 ", build id %s\n",
-                fmt::BlobKindName(b.kind), b.name.c_str(), b.data.size(), b.pid, b.vaddr,
+  for (size_t i = 0; i < a.blobs.size(); ++i) {
+    const fmt::BlobChunk& b = a.blobs[i];
+    std::printf("  %s \"%s\": %" PRIu64 " bytes, pid %u, vaddr 0x%" PRIx64 ", build id %s\n",
+                fmt::BlobKindName(b.kind), b.name.c_str(), a.blob_refs[i].size, b.pid, b.vaddr,
                 b.build_id.empty() ? "none" : fmt::ToHex(b.build_id).c_str());
   }
   std::printf("markers (%zu):\n", a.markers.size());
@@ -170,7 +175,9 @@ int RunInfo(const std::vector<std::string>& args) {
     return *exit;
   }
   std::string path = vm["file"].as<std::string>();
-  Result<fmt::Archive> archive = fmt::ReadArchive(path);
+  // Sizes only: neither the PT bytes nor the blobs are held.
+  Result<fmt::Archive> archive =
+      fmt::ReadArchive(path, fmt::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
   if (!archive) return ReportError(archive.error());
   const fmt::Archive& a = *archive;
   std::printf("archive: %s\n", path.c_str());
@@ -179,18 +186,14 @@ int RunInfo(const std::vector<std::string>& args) {
               Plural(a.chunks_read, "chunk").c_str());
   std::printf("created: %s\n", IsoTime(a.header.created_unix_ns).c_str());
   std::printf("features: %s\n", FeatureList(a.header.features).c_str());
-  std::printf("status: %s\n", a.damage     ? "damaged (see the error below)"
-                              : a.complete ? "complete"
-                                           : "incomplete (no End chunk: the capture was cut off)");
+  std::printf("status: %s\n", !a.damage.empty() ? "damaged (see the line below)"
+                              : a.complete       ? "complete"
+                                                 : "incomplete (no End chunk: the capture was cut off)");
   PrintMetadata(a);
   PrintPtStreams(a, vm.count("pieces") > 0);
   PrintSideband(a);
   PrintRest(a);
-  if (a.damage) {
-    std::fflush(stdout);
-    return ReportError(MakeError(a.damage->code, path + ": " + a.damage->reason));
-  }
-  return kExitOk;
+  return InputStatus(path, a, "the information above is that of the intact chunks");
 }
 
 }  // namespace ptscope::tools

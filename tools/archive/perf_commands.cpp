@@ -110,14 +110,15 @@ int RunImportPerf(const std::vector<std::string>& args) {
     features |= fmt::kFeatureEmbeddedBinaries;
   }
   // The trace bytes, left in the perf.data, are read one piece at a time as they are written.
-  const fmt::WriterOptions writer_options{.features = features};
+  // Replaced only when complete: a failed import leaves no archive that looks like one.
+  const fmt::WriterOptions writer_options{.features = features, .replace_when_closed = true};
   if (auto st = fmt::WriteImportedArchive(*archive, output, writer_options); !st) {
     return ReportError(st.error());
   }
   std::fprintf(stderr, "pt-archive: %s: %zu PT pieces, %zu sideband chunks, %zu modules -> %s\n",
                input.c_str(), archive->pt_data.size(), archive->sideband.size(),
                archive->modules.size(), output.c_str());
-  return kExitOk;
+  return InputStatus(input, *archive, "imported what came before");
 }
 
 int RunExportPerf(const std::vector<std::string>& args) {
@@ -132,17 +133,14 @@ int RunExportPerf(const std::vector<std::string>& args) {
   }
   const std::string input = vm["input"].as<std::string>();
   // The PT bytes stay in the archive until the export writes them, one piece at a time.
-  auto archive = fmt::ReadArchive(input, fmt::ReadOptions{.keep_pt_bytes = false});
+  auto archive =
+      fmt::ReadArchive(input, fmt::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
   if (!archive) return ReportError(archive.error());
-  if (archive->damage) {
-    std::fprintf(stderr, "pt-archive: warning: %s: %s; exporting the %llu intact chunks before it\n",
-                 input.c_str(), archive->damage->reason.c_str(),
-                 static_cast<unsigned long long>(archive->chunks_read));
-  }
   if (auto st = fmt::ExportPerfData(*archive, vm["output"].as<std::string>()); !st) {
     return ReportError(st.error());
   }
-  return kExitOk;
+  return InputStatus(input, *archive,
+                     "exported the " + std::to_string(archive->chunks_read) + " intact chunks");
 }
 
 }  // namespace ptscope::tools

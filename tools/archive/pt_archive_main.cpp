@@ -32,6 +32,7 @@ void PrintUsage(FILE* out) {
   std::fprintf(out, "usage: pt-archive COMMAND [ARGS] (pt-archive COMMAND --help for details)\n"
                     "       pt-archive --version\n");
   for (const Command& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+  std::fprintf(out, "\n%s", kExitStatusHelp);
 }
 
 }  // namespace

@@ -107,17 +107,8 @@ Result<DecoderSetup> SetupFromMetadata(const format::Archive& archive) {
   setup.mtc_freq = static_cast<uint8_t>(mtc_period & 0xf);
   PTSCOPE_ASSIGN_OR_RETURN(uint64_t nom_freq, ParseNumber(archive, "pt.max_nonturbo_ratio", 0));
   setup.nom_freq = static_cast<uint8_t>(nom_freq);
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t mult, ParseNumber(archive, "time.mult", 0));
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t shift, ParseNumber(archive, "time.shift", 0));
-  PTSCOPE_ASSIGN_OR_RETURN(uint64_t zero, ParseNumber(archive, "time.zero", 0));
-  if (mult != 0) {
-    if (shift > 63) {
-      return Unexpected(Errc::kCorrupt, archive.path + ": metadata time.shift=" +
-                                            std::to_string(shift) + " is out of range (0..63)");
-    }
-    setup.time = TscConversion{{static_cast<uint16_t>(shift), static_cast<uint32_t>(mult), zero},
-                               false};
-  }
+  // Checked where the archive or perf.data was read (format::ParseTimeConversion).
+  if (archive.time) setup.time = TscConversion{archive.time->perf, false};
   return setup;
 }
 

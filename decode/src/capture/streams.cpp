@@ -2,6 +2,7 @@
 #include "capture/streams.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -47,6 +48,21 @@ PieceBytes PieceBytes::Join(const std::vector<std::vector<uint8_t>*>& chunks) {
   return out;
 }
 
+// ", in the archive's damaged range [a, b)" when a range the archive reader skipped lies between
+// file offsets `from` and `to` (the chunks of two pieces), else "".
+std::string DamageBetween(const format::Archive& archive, uint64_t from, uint64_t to) {
+  for (const format::Damage& d : archive.damage) {
+    if (d.end != 0 && d.offset >= from && d.offset < to) {
+      char range[96];
+      std::snprintf(range, sizeof range, " (in the archive's damaged range [0x%llx, 0x%llx))",
+                    static_cast<unsigned long long>(d.offset),
+                    static_cast<unsigned long long>(d.end));
+      return range;
+    }
+  }
+  return {};
+}
+
 // Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
 std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline) {
   // The archive was read without its PT bytes (format::ReadOptions::keep_pt_bytes = false): every
@@ -76,6 +92,7 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
     }
     const format::PtDataChunk* previous = nullptr;
     uint64_t previous_size = 0;
+    uint64_t previous_chunk_at = 0;
     std::vector<std::vector<uint8_t>*> joined;  // the chunks of stream.pieces.back()
     auto close_piece = [&] {
       if (!stream.pieces.empty() && stream.pieces.back().in_memory()) {
@@ -87,6 +104,11 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
       const size_t index = static_cast<size_t>(piece - archive.pt_data.data());
       const uint64_t size = by_reference ? archive.pt_refs[index].size : piece->data.size();
       std::string loss;
+      // File offsets between the previous piece's chunk and this one's: a damaged range there
+      // (the archive reader skipped it) may have held pieces of this stream.
+      const uint64_t chunk_at =
+          index < archive.pt_refs.size() ? archive.pt_refs[index].chunk_offset : 0;
+      const std::string damage = DamageBetween(archive, previous_chunk_at, chunk_at);
       if (previous != nullptr) {
         uint64_t expected = previous->stream_offset + previous_size;
         if (piece->snapshot_index != previous->snapshot_index) {
@@ -99,10 +121,15 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
                               : (piece->stream_offset > expected ? piece->stream_offset - expected
                                                                  : 0);
           loss = std::to_string(lost) + " bytes of trace lost before stream offset " +
-                 std::to_string(piece->stream_offset);
+                 std::to_string(piece->stream_offset) + damage;
         }
       } else if (piece->bytes_lost_before != 0) {
         loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
+      } else if (!damage.empty() && piece->stream_offset != 0 &&
+                 (piece->flags & format::kPtSnapshot) == 0) {
+        // Its first pieces were in the damaged range: the stream starts late.
+        loss = std::to_string(piece->stream_offset) + " bytes of trace lost before the start" +
+               damage;
       }
       if (stream.pieces.empty() || !loss.empty()) {
         close_piece();
@@ -125,6 +152,7 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
       current.size += size;
       previous = piece;
       previous_size = size;
+      previous_chunk_at = chunk_at;
     }
     close_piece();
     streams.push_back(std::move(stream));

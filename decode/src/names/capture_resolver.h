@@ -20,9 +20,15 @@ class CaptureResolver {
   CaptureResolver(const CaptureResolver&) = delete;
   CaptureResolver& operator=(const CaptureResolver&) = delete;
 
-  // The binaries, debug files and vdso copies the archive embeds.
+  // The binaries, debug files and vdso copies the archive embeds, each loaded (read again from
+  // the archive when it was read without them) only when it is used. `archive` must outlive
+  // this resolver.
   Status AddArchiveBlobs(const format::Archive& archive) {
-    for (const format::BlobChunk& blob : archive.blobs) PTSCOPE_TRY(resolver_.AddBlob(blob));
+    for (size_t i = 0; i < archive.blobs.size(); ++i) {
+      PTSCOPE_TRY(resolver_.AddBlob(archive.blobs[i], [&archive, i] {
+        return format::LoadBlobData(archive, i);
+      }));
+    }
     return Ok();
   }
   symbols::ModuleResolver& resolver() { return resolver_; }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -66,21 +67,27 @@ void RunOrdered(unsigned jobs, size_t window, const std::function<bool(size_t)>&
   // (N workers beside a consumer would be one more thread than cores).
   std::vector<std::thread> workers;
   for (unsigned worker = 1; worker < jobs; ++worker) {
-    workers.emplace_back([&, worker] {
-      for (;;) {
-        size_t unit;
-        std::unique_ptr<UnitEvents> events;
-        {
-          std::unique_lock<std::mutex> lock(mutex);
-          changed.wait(lock, [&] { return next >= units || next < consumed + window; });
-          if (!claim(&unit, &events)) {
-            if (next >= units) return;
-            continue;
+    // A thread the system refuses (RLIMIT_NPROC, memory) is one worker fewer, not a failure: the
+    // units are the same and so is the output. std::thread reports it only by throwing.
+    try {
+      workers.emplace_back([&, worker] {
+        for (;;) {
+          size_t unit;
+          std::unique_ptr<UnitEvents> events;
+          {
+            std::unique_lock<std::mutex> lock(mutex);
+            changed.wait(lock, [&] { return next >= units || next < consumed + window; });
+            if (!claim(&unit, &events)) {
+              if (next >= units) return;
+              continue;
+            }
           }
+          run(unit, std::move(events), worker);
         }
-        run(unit, std::move(events), worker);
-      }
-    });
+      });
+    } catch (const std::system_error&) {
+      break;
+    }
   }
   for (size_t i = 0;; ++i) {
     std::unique_ptr<UnitEvents> events;

@@ -1,9 +1,11 @@
 #include "sink/output_file.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace ptscope::decode {
@@ -17,6 +19,24 @@ constexpr size_t kBufferBytes = 1 << 17;
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
+
+// The mode fopen would have given: 0666 less the process's umask (read from /proc, since
+// umask(2) can only be read by setting it, which is not thread-safe).
+mode_t NewFileMode() {
+  mode_t mask = 022;
+  if (std::FILE* status = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, status) != nullptr) {
+      unsigned value = 0;
+      if (std::sscanf(line, "Umask: %o", &value) == 1) {
+        mask = static_cast<mode_t>(value & 0777);
+        break;
+      }
+    }
+    std::fclose(status);
+  }
+  return 0666 & ~mask;
+}
 }  // namespace
 
 Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {
@@ -25,17 +45,22 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {
   if (path == "-") {
     out->file_ = stdout;
     out->is_stdout_ = true;
-  } else if (EndsWith(path, ".gz")) {
-    out->gz_ = gzopen(path.c_str(), "wb1");
-    if (out->gz_ == nullptr) {
-      return Unexpected(Errc::kIo, path + ": cannot create gzip output: " + std::strerror(errno) +
-                                       " (check the directory exists and is writable)");
-    }
   } else {
-    out->file_ = std::fopen(path.c_str(), "wb");
-    if (out->file_ == nullptr) {
-      return Unexpected(Errc::kIo, path + ": cannot create output: " + std::strerror(errno) +
-                                       " (check the directory exists and is writable)");
+    PTSCOPE_ASSIGN_OR_RETURN(format::OutputFile target,
+                             format::OutputFile::CreateReplacing(path, NewFileMode()));
+    out->target_ = std::make_unique<format::OutputFile>(std::move(target));
+    // stdio and zlib close the descriptor they are given: they get a copy of the target's.
+    const int fd = ::dup(out->target_->fd());
+    if (fd >= 0 && EndsWith(path, ".gz")) {
+      out->gz_ = gzdopen(fd, "wb1");
+    } else if (fd >= 0) {
+      out->file_ = ::fdopen(fd, "wb");
+    }
+    if (out->gz_ == nullptr && out->file_ == nullptr) {
+      const int err = errno;
+      if (fd >= 0) ::close(fd);
+      return Unexpected(Errc::kIo, path + ": cannot open the output for writing: " +
+                                       std::strerror(err));
     }
   }
   out->buffer_ = std::make_unique<char[]>(kBufferBytes);
@@ -43,7 +68,11 @@ Result<std::unique_ptr<OutputFile>> OutputFile::Open(const std::string& path) {
   return out;
 }
 
-OutputFile::~OutputFile() { Close(); }
+// Not closed: the decode failed. The streams are closed and the unfinished file removed (by
+// target_'s destructor), never put at the path.
+OutputFile::~OutputFile() {
+  if (!closed_) CloseStreams();
+}
 
 void OutputFile::Write(std::string_view bytes) {
   while (!bytes.empty()) {
@@ -75,15 +104,13 @@ void OutputFile::Drain() {
       }
     } else if (std::fwrite(buffer_.get(), 1, used_, file_) != used_ ||
                std::fflush(file_) != 0) {  // our buffer is large: stdio's adds nothing
-      error_ = path_ + ": write failed: " + std::strerror(errno) + " (disk full?)";
+      error_ = format::WriteError(path_, "write", errno).message;
     }
   }
   used_ = 0;
 }
 
-std::string OutputFile::Close() {
-  if (closed_) return error_;
-  Drain();
+void OutputFile::CloseStreams() {
   closed_ = true;
   if (gz_ != nullptr) {
     if (gzclose(static_cast<gzFile>(gz_)) != Z_OK && error_.empty()) {
@@ -94,6 +121,18 @@ std::string OutputFile::Close() {
     bool failed = is_stdout_ ? std::fflush(file_) != 0 : std::fclose(file_) != 0;
     if (failed && error_.empty()) error_ = path_ + ": close failed: " + std::strerror(errno);
     file_ = nullptr;
+  }
+}
+
+std::string OutputFile::Close() {
+  if (closed_) return error_;
+  Drain();
+  CloseStreams();
+  if (target_ != nullptr) {
+    if (error_.empty()) {
+      if (Status committed = target_->Commit(); !committed) error_ = committed.error().message;
+    }
+    target_.reset();  // not committed: the temporary file is removed
   }
   return error_;
 }

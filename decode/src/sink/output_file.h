@@ -1,5 +1,9 @@
 // A buffered output file for the sinks: plain, gzip (path ends in .gz) or stdout ("-").
 // Write errors are remembered, not thrown or printed: Close() reports the first one.
+// A file is written beside its path and renamed over it by a Close() that succeeds (see
+// ptscope/output_file.h: a symbolic link at the path is refused, never followed); an output that
+// is not closed (the decode failed) or whose writing failed (ENOSPC, EIO) is removed, so no
+// truncated trace is left that looks usable.
 #pragma once
 
 #include <cstdio>
@@ -7,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "ptscope/output_file.h"
 #include "ptscope/result.h"
 
 namespace ptscope::decode {
@@ -26,7 +31,8 @@ class OutputFile {
     return buffer_.get() + used_;
   }
   void Commit(const char* end) { used_ = static_cast<size_t>(end - buffer_.get()); }
-  // Flushes and closes; returns "" on success or a one-line message naming the file.
+  // Flushes, closes and puts the file at its path; returns "" on success or a one-line message
+  // naming the file (the file is then not there).
   std::string Close();
   const std::string& path() const { return path_; }
 
@@ -34,7 +40,9 @@ class OutputFile {
   OutputFile() = default;
   void Drain();
   void MakeRoom(size_t bytes);
+  void CloseStreams();
   std::string path_;
+  std::unique_ptr<format::OutputFile> target_;  // the file being written (not for stdout)
   std::FILE* file_ = nullptr;
   void* gz_ = nullptr;  // gzFile when compressing
   bool is_stdout_ = false;

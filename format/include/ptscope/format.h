@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "ptscope/perf_time.h"
 #include "ptscope/result.h"
 
 namespace ptscope::format {
@@ -170,6 +171,9 @@ struct WriterOptions {
   uint64_t features = 0;       // FeatureBits for the header
   bool sync_each_chunk = false;  // fdatasync after each chunk (recorders that may be killed)
   uint64_t created_unix_ns = 0;  // header timestamp; 0 = now (set it for reproducible files)
+  // Write a temporary file beside the path, renamed over it by Close() only: for conversions
+  // (import-perf), whose partial output is worth nothing, unlike a recording's readable prefix.
+  bool replace_when_closed = false;
 };
 
 class OutputFile;
@@ -206,13 +210,21 @@ class ArchiveWriter {
   uint64_t chunks_written_ = 0;
 };
 
-// Where reading stopped early, and why.
+// A damaged range of the file, and why. Reading goes on after it (FORMAT.md "Reading and
+// recovery rules"): only the damaged chunk's bytes are lost.
 struct Damage {
   uint64_t offset = 0;        // file offset where the damaged/torn chunk starts
-  uint64_t chunk_index = 0;   // index of that chunk (0-based; chunks before it are intact)
+  uint64_t end = 0;           // where reading resumed: the next intact chunk, or the file size
+  uint64_t chunk_index = 0;   // intact chunks read before it (the index of the damaged chunk
+                              // when it is the first damage)
   Errc code = Errc::kCorrupt; // kTruncated, kChecksum, kCorrupt, or kIo (a read failed)
-  std::string reason;         // names the field and the offset
+  std::string reason;         // names the chunk, its offset and the field
 };
+
+// The damaged ranges in one line, for a summary: "damaged [0x1a40, 0x2a80): chunk 7 at offset
+// 0x1a40: payload checksum mismatch (...)", the first three joined by "; ", then how many more
+// (pt-archive verify lists them all).
+std::string DescribeDamage(const std::vector<Damage>& damage);
 
 struct ChunkLocation {
   uint64_t offset = 0;  // of the chunk header
@@ -220,13 +232,16 @@ struct ChunkLocation {
   uint16_t flags = 0;
   uint64_t stored_size = 0;
   uint64_t raw_size = 0;
+  uint64_t data_size = 0;  // PtData, Blob: bytes of their `data` (also when SkipData left it out)
 };
 
 // Reads an archive sequentially. Open() fails only when the file cannot be read or its header is
-// not a usable .ptar header (bad magic, newer major version, truncated header). Damage later in the
-// file ends iteration; damage() then says where and why, and every chunk before it was returned.
-// Open() reads the file one chunk at a time: the reader holds one chunk, never the whole file
-// (a read error after the header is Damage with Errc::kIo).
+// not a usable .ptar header (bad magic, newer major version, truncated header). A damaged chunk
+// does not end reading: the reader looks for the next intact chunk header (sync word and header
+// checksum) and goes on from there; damage() lists each damaged range, in file order, and every
+// intact chunk before and after them is returned. A cut-off chunk at the end of the file, or a
+// read error, ends reading. Open() reads the file one chunk at a time: the reader holds one
+// chunk, never the whole file (a read error after the header is Damage with Errc::kIo).
 class ArchiveReader {
  public:
   static Result<std::unique_ptr<ArchiveReader>> Open(const std::string& path);
@@ -240,25 +255,40 @@ class ArchiveReader {
   const FileHeader& header() const { return header_; }
   const std::string& name() const { return name_; }
 
-  // The next intact chunk, or std::nullopt at the end of the file or at the first damage.
+  // The next intact chunk (past any damage), or std::nullopt at the end of the file.
   std::optional<Chunk> Next();
   // Location of the chunk Next() returned last.
   const ChunkLocation& last_location() const { return last_location_; }
+  // From now on Next() leaves PtDataChunk::data (`pt`) and BlobChunk::data (`blobs`) empty: the
+  // payload is still checked whole, but the bytes, most of an archive, are not copied out
+  // (last_location().data_size says how many there are; ReadChunkAt() reads them again).
+  void SkipData(bool pt, bool blobs) {
+    skip_pt_data_ = pt;
+    skip_blob_data_ = blobs;
+  }
   // The chunk whose header starts at `offset` (a ChunkLocation::offset seen earlier), checked as
-  // Next() checks it: for a reader that comes back to a chunk instead of holding its payload
-  // (pt-decode reads each PT chunk again where it decodes it). Leaves Next()'s position alone.
+  // Next() checks it (but never looking further on): for a reader that comes back to a chunk
+  // instead of holding its payload (pt-decode reads each PT chunk again where it decodes it).
+  // Leaves Next()'s position alone.
   Result<Chunk> ReadChunkAt(uint64_t offset);
   uint64_t chunks_read() const { return chunks_read_; }
   // Intact chunks of types this version does not know (from newer minor versions), skipped.
   // They are included in chunks_read().
   uint64_t chunks_skipped() const { return chunks_skipped_; }
   bool complete() const { return saw_end_; }  // an End chunk was read
-  const std::optional<Damage>& damage() const { return damage_; }
+  // Every damaged range met so far, in file order (empty: no damage).
+  const std::vector<Damage>& damage() const { return damage_; }
   uint64_t file_size() const { return size_; }
 
  private:
   ArchiveReader(std::vector<uint8_t> bytes, int fd, uint64_t size, std::string name);
   Status ParseHeader();
+  void ReleaseLargeBuffers();
+  struct ChunkOutcome;
+  ChunkOutcome ReadChunk(uint64_t at, bool skip_pt_data, bool skip_blob_data);
+  // The offset of the first intact chunk header at or after `from` (sync word and header
+  // checksum), or the file size when there is none.
+  Result<uint64_t> FindChunkHeader(uint64_t from);
   // `length` bytes at `offset`: a view of bytes_ (FromBytes), or read from fd_ into `buffer`
   // (Open: the file is read one chunk at a time, never held whole). Shorter when the file ends
   // (or shrank) before offset + length.
@@ -276,9 +306,26 @@ class ArchiveReader {
   uint64_t chunks_read_ = 0;
   uint64_t chunks_skipped_ = 0;
   bool saw_end_ = false;
-  std::optional<Damage> damage_;
+  bool skip_pt_data_ = false, skip_blob_data_ = false;
+  std::vector<Damage> damage_;
   ChunkLocation last_location_;
 };
+
+// The capture's TSC -> perf-time conversion: metadata time.shift, time.mult, time.zero and
+// time.cap_user_time_zero (FORMAT.md "Metadata keys"). Read and checked once, where an archive or
+// a perf.data is read (ParseTimeConversion), so that no consumer meets a value perf's arithmetic
+// cannot take (a 33-bit mult truncated to 0, a shift of 64).
+struct TimeConversion {
+  perf::PerfTime perf;  // mult != 0, shift <= 63
+  bool cap_user_time_zero = false;
+};
+
+// The conversion described by `metadata` (later values of a key win). std::nullopt when none is
+// recorded (time.mult absent or 0: timestamps are then TSC values taken as ns). An error, naming
+// `source`, the key and its value, for a value that is not a decimal (or 0x-hex) u64, a time.mult
+// above 2^32 - 1 (perf's time_mult is 32 bits) or a time.shift above 63.
+Result<std::optional<TimeConversion>> ParseTimeConversion(
+    const std::vector<std::pair<std::string, std::string>>& metadata, const std::string& source);
 
 // The whole archive in memory, sorted by kind, for tools that want everything at once.
 struct Archive {
@@ -300,11 +347,23 @@ struct Archive {
   std::vector<SidebandChunk> sideband;
   std::vector<ModuleChunk> modules;
   std::vector<BlobChunk> blobs;
+  // Parallel to blobs: where each blob's chunk starts and how many bytes its data holds (also
+  // when `data` was not kept: ReadOptions::keep_blob_bytes, LoadBlobData).
+  struct BlobRef {
+    uint64_t chunk_offset = 0;
+    uint64_t size = 0;
+  };
+  std::vector<BlobRef> blob_refs;
   std::vector<MarkerChunk> markers;
   std::vector<TimeSyncChunk> time_syncs;
+  // From the metadata, checked (ParseTimeConversion): what every consumer uses instead of the
+  // time.* keys. Set by ReadArchive and ImportPerfData; an Archive built by hand sets it itself.
+  std::optional<TimeConversion> time;
   uint64_t chunks_read = 0;
-  bool complete = false;
-  std::optional<Damage> damage;
+  bool complete = false;           // the End chunk was read
+  // Damaged ranges, in file order (ArchiveReader::damage); first, with end 0, the damage of
+  // the perf.data an archive was imported from (metadata import.damage).
+  std::vector<Damage> damage;
 
   // Last value of a metadata key, if present.
   std::optional<std::string> Get(std::string_view key) const;
@@ -314,9 +373,20 @@ struct ReadOptions {
   // false: every PtDataChunk::data is left empty (Archive::pt_refs says where to read it again),
   // so that the PT bytes, most of a capture, are not held in memory all at once.
   bool keep_pt_bytes = true;
+  // false: every BlobChunk::data is left empty (Archive::blob_refs says where it is): embedded
+  // binaries and JIT dumps are loaded one at a time where they are used (LoadBlobData), so that
+  // an archive of large, well-compressed blobs never has them all in memory.
+  bool keep_blob_bytes = true;
 };
+// Every intact chunk of the archive, and Archive::time from its metadata; fails when the file
+// cannot be opened, its header is unusable, or its time conversion is impossible.
 Result<Archive> ReadArchive(const std::string& path, const ReadOptions& options = {});
 Result<Archive> ReadArchiveFromBytes(std::vector<uint8_t> bytes, std::string name);
+
+// The data of archive.blobs[index]: a copy of BlobChunk::data when it was kept, else read again
+// from archive.path (checked as when it was read; an archive changed since is an error naming
+// the chunk's offset).
+Result<std::vector<uint8_t>> LoadBlobData(const Archive& archive, size_t index);
 
 // Lowercase hex of a build id (or any bytes), and back.
 std::string ToHex(const std::vector<uint8_t>& bytes);

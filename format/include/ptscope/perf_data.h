@@ -32,7 +32,8 @@ Result<Archive> ImportPerfDataFromBytes(std::vector<uint8_t> bytes, const std::s
 Status WriteImportedArchive(const Archive& archive, const std::string& out_path,
                             const WriterOptions& options);
 
-// Writes `archive` as a perf.data (mode 0600, replacing `out_path`). Fails, naming the chunk or
+// Writes `archive` as a perf.data (mode 0600), to a temporary file renamed over `out_path` when
+// complete (a symbolic link at `out_path` is refused, never followed: output_file.h). Fails, naming the chunk or
 // key, when the archive cannot be expressed (no PT data, mixed per-CPU and per-thread streams).
 Status ExportPerfData(const Archive& archive, const std::string& out_path);
 Result<std::vector<uint8_t>> ExportPerfDataToBytes(const Archive& archive);

@@ -11,7 +11,8 @@ namespace ptscope::perf {
 // ns = zero + ((tsc * mult) >> shift), computed as the kernel documents it for
 // perf_event_mmap_page: split at `shift` so that no intermediate product overflows 64 bits
 // (the naive tsc * mult does once tsc exceeds 2^64 / mult: seconds of uptime for a GHz TSC).
-// Callers keep shift <= 63 (the decoder rejects larger values in the metadata).
+// Callers keep shift <= 63: format::ParseTimeConversion, which every reader of an archive or a
+// perf.data goes through, refuses larger values (a shift by 64 is undefined behaviour).
 struct PerfTime {
   uint16_t shift = 0;
   uint32_t mult = 0;
@@ -23,11 +24,13 @@ struct PerfTime {
     return zero + quot * mult + ((rem * mult) >> shift);
   }
 
-  // The inverse, rounded down: floor((ns - zero) * 2^shift / mult), exact while shift <= 32
-  // (perf's shifts are); a time before `zero` maps to TSC 0. Needs mult != 0.
+  // The inverse, rounded down: floor((ns - zero) * 2^shift / mult), exact for every shift <= 63
+  // (in 128 bits), clamped to the largest TSC; a time before `zero` maps to TSC 0. Needs
+  // mult != 0.
   constexpr uint64_t NsToTsc(uint64_t ns) const {
     const uint64_t since_zero = ns >= zero ? ns - zero : 0;
-    return ((since_zero / mult) << shift) + (((since_zero % mult) << shift) / mult);
+    const unsigned __int128 tsc = (static_cast<unsigned __int128>(since_zero) << shift) / mult;
+    return tsc > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(tsc);
   }
 };
 

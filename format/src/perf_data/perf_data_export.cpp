@@ -5,6 +5,7 @@
 // The file is laid out as parts (bytes, or one PT piece's bytes): written to a file, each piece is
 // fetched when its turn comes (read again from the archive when it was read without its PT
 // bytes), so that one piece at a time is in memory, whatever the length of the capture.
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "../byte_io.h"
 #include "perf_data_layout.h"
 #include "ptscope/file_read.h"
+#include "ptscope/output_file.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_time.h"
 
@@ -44,7 +46,8 @@ std::optional<uint64_t> GetU64(const Archive& a, std::string_view key) {
   return x;
 }
 
-// Kept as 64-bit fields: they are written to perf.data as read from the metadata.
+// Written to the perf.data as 64-bit fields; Archive::time has checked the values
+// (shift <= 63, 0 < mult < 2^32).
 struct TimeConv {
   uint64_t shift = 0, mult = 0, zero = 0, cap_user_time_zero = 0;
   uint64_t NsToTsc(uint64_t ns) const {
@@ -193,19 +196,21 @@ class Exporter {
       config_ |= (GetU64(a_, "pt.cyc_thresh").value_or(0) & 0xf) << 19;
     }
     timed_ = (config_ & kCfgTsc) != 0;
-    tc_.shift = GetU64(a_, "time.shift").value_or(0);
-    tc_.mult = GetU64(a_, "time.mult").value_or(0);
-    tc_.zero = GetU64(a_, "time.zero").value_or(0);
-    tc_.cap_user_time_zero = GetU64(a_, "time.cap_user_time_zero").value_or(timed_ ? 1 : 0);
-    if (tc_.mult == 0) {
-      // No recorded conversion: assume pt-emulate's virtual clock (ns = tsc / GHz).
+    if (a_.time) {
+      tc_.shift = a_.time->perf.shift;
+      tc_.mult = a_.time->perf.mult;
+      tc_.zero = a_.time->perf.zero;
+      tc_.cap_user_time_zero = a_.Get("time.cap_user_time_zero") ? a_.time->cap_user_time_zero
+                                                                 : timed_;
+    } else {
+      // No recorded conversion: assume pt-emulate's virtual clock (ns = tsc / GHz), with a mult
+      // perf can hold (1..2^32-1) whatever the metadata says the frequency is.
       double ghz = std::strtod(a_.Get("emulate.virtual_ghz").value_or("1").c_str(), nullptr);
       if (!(ghz > 0)) ghz = 1;
       tc_.shift = 10;
-      tc_.mult = static_cast<uint64_t>(std::llround(1024.0 / ghz));
-      if (tc_.mult == 0) tc_.mult = 1;
+      tc_.mult = static_cast<uint64_t>(std::clamp(std::round(1024.0 / ghz), 1.0, 4294967295.0));
       tc_.zero = 0;
-      if (timed_) tc_.cap_user_time_zero = 1;  // perf 6.1 needs it for timed decoding
+      tc_.cap_user_time_zero = timed_;  // perf 6.1 needs it for timed decoding
     }
   }
 
@@ -476,35 +481,13 @@ Result<std::vector<uint8_t>> ExportPerfDataToBytes(const Archive& archive) {
 
 Status ExportPerfData(const Archive& archive, const std::string& out_path) {
   PTSCOPE_ASSIGN_OR_RETURN(std::vector<Part> parts, Exporter(archive).Run());
-  int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    int err = errno;
-    return MakeError(err == EACCES ? Errc::kPermission : Errc::kIo,
-                     out_path + ": cannot create: " + std::strerror(err));
-  }
-  ::fchmod(fd, 0600);  // an existing file keeps its mode through O_TRUNC
-  uint64_t done = 0;
-  Status written = EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
-    for (size_t at = 0; at < bytes.size();) {
-      ssize_t n = ::write(fd, bytes.data() + at, bytes.size() - at);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        return MakeError(Errc::kIo, out_path + ": offset " + std::to_string(done + at) +
-                                        ": write failed: " + std::strerror(errno));
-      }
-      at += static_cast<size_t>(n);
-    }
-    done += bytes.size();
-    return Ok();
-  });
-  if (!written) {
-    ::close(fd);
-    return written;
-  }
-  if (::close(fd) != 0) {
-    return MakeError(Errc::kIo, out_path + ": close failed: " + std::string(std::strerror(errno)));
-  }
-  return Ok();
+  // A temporary file beside out_path, renamed over it only when complete: a failed export
+  // (ENOSPC, EIO, an unreadable PT chunk) never leaves a perf.data that looks usable.
+  PTSCOPE_ASSIGN_OR_RETURN(OutputFile out, OutputFile::CreateReplacing(out_path, 0600));
+  PTSCOPE_TRY(EmitParts(archive, parts, [&](std::span<const uint8_t> bytes) -> Status {
+    return out.Write(bytes.data(), bytes.size());
+  }));
+  return out.Commit();
 }
 
 }  // namespace ptscope::format

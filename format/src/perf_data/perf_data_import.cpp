@@ -54,10 +54,23 @@ class Importer {
     if (per_cpu_) archive_.header.features |= kFeaturePerCpu;
     ScanSideband();
     AddMetadata();
+    // The values perf's decoder would use, checked as an archive's are (perf itself divides by
+    // a truncated time_mult and shifts by any time_shift).
+    PTSCOPE_ASSIGN_OR_RETURN(
+        archive_.time,
+        ParseTimeConversion(archive_.metadata,
+                            name_ + ": offset " + std::to_string(time_from_info_ ? p_.info_offset
+                                                                                 : p_.tc_offset) +
+                                (time_from_info_ ? " (AUXTRACE_INFO record)"
+                                                 : " (TIME_CONV record)")));
     PTSCOPE_TRY(AddPtData());
     AddSideband();
     AddModules();
-    archive_.complete = true;
+    archive_.damage = p_.damage;
+    archive_.complete = p_.damage.empty();
+    // An archive written from it says so (FORMAT.md "import.damage"), so that it never reads as
+    // a whole capture.
+    if (!p_.damage.empty()) Put("import.damage", name_ + ": " + DescribeDamage(p_.damage));
     return std::move(archive_);
   }
 
@@ -91,7 +104,8 @@ class Importer {
     Put("perf.per_cpu_mmaps", per_cpu_ ? "1" : "0");
     // AUXTRACE_INFO is what perf's decoder uses; TIME_CONV only fills in when it has no
     // conversion (time_mult 0).
-    bool from_info = Priv(p_, kPrivTimeMult) != 0 || !p_.have_time_conv;
+    const bool from_info = Priv(p_, kPrivTimeMult) != 0 || !p_.have_time_conv;
+    time_from_info_ = from_info;
     Put("time.shift", std::to_string(from_info ? Priv(p_, kPrivTimeShift) : p_.tc_shift));
     Put("time.mult", std::to_string(from_info ? Priv(p_, kPrivTimeMult) : p_.tc_mult));
     Put("time.zero", std::to_string(from_info ? Priv(p_, kPrivTimeZero) : p_.tc_zero));
@@ -189,6 +203,7 @@ class Importer {
       c.stream_offset = a.offset;
       c.reference_tsc = a.reference;
       c.flags = PieceFlags(per_cpu_ ? a.cpu : a.tid, a.offset, a.size);
+      if (a.cut) c.flags |= kPtTruncated;  // the file ends inside its trace bytes
       if (snapshot_) {
         c.flags |= kPtSnapshot;
         c.snapshot_index = static_cast<uint32_t>(pieces[c.stream_id]);
@@ -276,6 +291,7 @@ class Importer {
   const ReadOptions& options_;
   Archive archive_;
   bool snapshot_ = false, per_cpu_ = false;
+  bool time_from_info_ = true;  // the time.* metadata came from AUXTRACE_INFO, not TIME_CONV
   std::map<uint32_t, uint32_t> pid_of_;
   std::map<uint64_t, std::vector<AuxFlag>> aux_flags_;
 };

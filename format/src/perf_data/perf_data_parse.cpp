@@ -85,6 +85,12 @@ class Parser {
     PTSCOPE_TRY(ReadAttrs());
     PTSCOPE_TRY(ReadFeatures());
     PTSCOPE_TRY(ReadData());
+    if (!out_.have_info && !out_.damage.empty() && out_.damage.back().offset >= data_.offset &&
+        out_.damage.back().offset < data_end_) {
+      const Damage& cut = out_.damage.back();
+      return MakeError(cut.code, name_ + ": " + cut.reason +
+                                     "; no Intel PT data before it (no AUXTRACE_INFO record)");
+    }
     if (!out_.have_info) {
       return Fail(Errc::kUnsupported, data_.offset,
                   "no Intel PT data in this perf.data (no AUXTRACE_INFO record in the data "
@@ -96,6 +102,21 @@ class Parser {
  private:
   Error Fail(Errc code, uint64_t offset, const std::string& what) const {
     return MakeError(code, name_ + ": offset " + std::to_string(offset) + ": " + what);
+  }
+  // What perf script does with a damaged or cut file: use what is complete, say where it stopped.
+  // [offset, end) was not read (or, for a feature, not used).
+  // `reason` starts with the offset ("offset N: ..."), not the file name.
+  void Damaged(Errc code, uint64_t offset, uint64_t end, std::string reason) {
+    out_.damage.push_back(
+        Damage{offset, std::max(offset, end), records_read_, code, std::move(reason)});
+  }
+  static std::string At(uint64_t offset, const std::string& what) {
+    return "offset " + std::to_string(offset) + ": " + what;
+  }
+  // An error's message without the leading "<name>: ".
+  std::string Unnamed(const Error& error) const {
+    return error.message.rfind(name_ + ": ", 0) == 0 ? error.message.substr(name_.size() + 2)
+                                                     : error.message;
   }
   // Bytes [offset, offset + size) of the file, which the caller checked are inside it (Fits).
   Result<std::vector<uint8_t>> Load(uint64_t offset, uint64_t size) const {
@@ -111,8 +132,7 @@ class Parser {
   Result<std::span<const uint8_t>> DataAt(uint64_t offset, size_t n) {
     if (offset < window_offset_ || offset - window_offset_ > window_.size() ||
         n > window_.size() - (offset - window_offset_)) {
-      const uint64_t end = data_.offset + data_.size;
-      window_.resize(static_cast<size_t>(std::min<uint64_t>(std::max(n, kDataWindowBytes), end - offset)));
+      window_.resize(static_cast<size_t>(std::min<uint64_t>(std::max(n, kDataWindowBytes), data_end_ - offset)));
       window_offset_ = offset;
       PTSCOPE_TRY(source_.Read(offset, window_.size(), window_.data()));
     }
@@ -174,13 +194,24 @@ class Parser {
       return Fail(Errc::kCorrupt, 16, "attr_size " + std::to_string(attr_size_) +
                                           " is outside [80, 4112]");
     }
-    if (data_.size == 0) {
-      return Fail(Errc::kTruncated, 48,
-                  "data section is empty (size 0): perf record did not finish writing this "
-                  "file; nothing to import");
-    }
     PTSCOPE_TRY(CheckSection("attrs", 24, attrs_));
-    return CheckSection("data", 40, data_);
+    if (data_.offset > file_size_) PTSCOPE_TRY(CheckSection("data", 40, data_));
+    data_end_ = data_.offset + data_.size;
+    if (data_.size == 0) {
+      // perf record writes the sizes when it finishes: killed, it leaves 0 (and no features).
+      data_end_ = file_size_;
+      read_features_ = false;
+      Damaged(Errc::kTruncated, data_.offset, data_end_, At(data_.offset,
+              "the header's data size is 0: perf record did not finish writing this file; its "
+              "records are read up to the end of the file, without the header features (build "
+              "ids, host, CPU)"));
+    } else if (!Fits(data_.offset, data_.size)) {
+      // Cut: the records are read up to the cut (ReadData says where it stopped).
+      data_end_ = file_size_;
+      read_features_ = false;
+      data_cut_ = true;
+    }
+    return Ok();
   }
 
   Status ReadAttrs() {
@@ -189,6 +220,7 @@ class Parser {
                                           " is not a nonzero multiple of attr_size " +
                                           std::to_string(attr_size_));
     }
+    uint64_t ids_total = 0;
     for (uint64_t at = attrs_.offset; at < attrs_.offset + attrs_.size; at += attr_size_) {
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> stored_attr, Load(at, attr_size_));
       ByteReader r(stored_attr);
@@ -210,6 +242,16 @@ class Parser {
       if (ids.size > kMaxFeatureBytes) {
         return Fail(Errc::kCorrupt, at + stored, "attr ids section of " + std::to_string(ids.size) +
                                                      " bytes is larger than any perf writes");
+      }
+      // perf writes each attr's ids apart, so together they fit in the file: a file whose attrs
+      // all name one large table would otherwise load it once per attr (400 attrs sharing 4 MB
+      // made 3.3 GB).
+      ids_total += ids.size;
+      if (ids_total > file_size_) {
+        return Fail(Errc::kCorrupt, at + stored,
+                    "the attrs' ids sections add up to " + std::to_string(ids_total) +
+                        " bytes, more than the file's " + std::to_string(file_size_) +
+                        ": they overlap, which perf never writes (the file is damaged)");
       }
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> id_bytes, Load(ids.offset, ids.size));
       ByteReader id_reader(id_bytes);
@@ -239,19 +281,31 @@ class Parser {
 
   // Feature sections: a table of perf_file_section right after the data section, one per set
   // bit in bit order. Unknown features are skipped.
+  // A feature that cannot be read is left out, as perf leaves it out: the trace does not depend
+  // on it (build ids then come from the MMAP2 records only).
   Status ReadFeatures() {
-    uint64_t table = data_.offset + data_.size;
+    if (!read_features_) return Ok();
+    uint64_t table = data_end_;
     for (int bit = 0; bit < kFeatureBits; ++bit) {
       if (!(features_[bit / 64] >> (bit % 64) & 1)) continue;
       if (!Fits(table, kSectionSize)) {
-        return Fail(Errc::kTruncated, table,
-                    "feature section table entry for feature " + std::to_string(bit) +
-                        " runs past the end of the file; the file is truncated");
+        Damaged(Errc::kTruncated, table, file_size_,
+                At(table, "the feature section table runs past the end of the file at feature " +
+                              std::to_string(bit) + ": the file is truncated; the features from "
+                              "there on are left out"));
+        return Ok();
       }
       PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> entry, Load(table, kSectionSize));
       Section s{LoadLe(entry.data(), 8), LoadLe(entry.data() + 8, 8)};
-      PTSCOPE_TRY(CheckSection(("feature " + std::to_string(bit)).c_str(), table, s));
-      PTSCOPE_TRY(ReadFeature(bit, s));
+      if (Status in_file = CheckSection(("feature " + std::to_string(bit)).c_str(), table, s);
+          !in_file) {
+        Damaged(Errc::kTruncated, table, table + kSectionSize,
+                Unnamed(in_file.error()) + "; feature " + std::to_string(bit) + " is left out");
+      } else if (Status read = ReadFeature(bit, s); !read) {
+        if (read.error().code == Errc::kIo) return read;
+        Damaged(read.error().code, s.offset, s.offset + s.size,
+                Unnamed(read.error()) + "; feature " + std::to_string(bit) + " is left out");
+      }
       table += kSectionSize;
     }
     return Ok();
@@ -299,20 +353,20 @@ class Parser {
 
   // build_id_event: header, pid, build_id[24] (data[20], size, pad), filename (NUL-padded).
   Status ReadBuildIds(const Section& s, const std::vector<uint8_t>& section) {
-    // `at` is a file offset (for messages); section[at - s.offset] is its byte.
-    const uint8_t* base = section.data() - s.offset;
+    // `at` is a file offset (for messages); `entry` points at its byte, section[at - s.offset].
     uint64_t at = s.offset, end = s.offset + s.size;
     while (at < end) {
       if (end - at < 36) return Fail(Errc::kCorrupt, at, "build id entry shorter than 36 bytes");
-      uint16_t misc = static_cast<uint16_t>(LoadLe(base + at + 4, 2));
-      uint16_t size = static_cast<uint16_t>(LoadLe(base + at + 6, 2));
+      const uint8_t* entry = section.data() + (at - s.offset);
+      uint16_t misc = static_cast<uint16_t>(LoadLe(entry + 4, 2));
+      uint16_t size = static_cast<uint16_t>(LoadLe(entry + 6, 2));
       if (size < 36 || size > end - at) {
         return Fail(Errc::kCorrupt, at, "build id entry size " + std::to_string(size) +
                                             " does not fit the BUILD_ID feature section");
       }
-      const uint8_t* id = base + at + 12;
+      const uint8_t* id = entry + 12;
       size_t id_len = (misc & kMiscBuildIdSize) ? std::min<size_t>(id[20], 20) : 20;
-      std::string filename(reinterpret_cast<const char*>(base + at + 36), size - 36);
+      std::string filename(reinterpret_cast<const char*>(entry + 36), size - 36);
       filename = filename.substr(0, filename.find('\0'));
       out_.build_ids[filename] = std::vector<uint8_t>(id, id + id_len);
       at += size;
@@ -320,26 +374,47 @@ class Parser {
     return Ok();
   }
 
+  // Records up to the end of the data section, or up to the first that is cut off or damaged:
+  // perf.data has no sync points to find the next record by, so reading stops there (as perf
+  // script stops), and what was read before is used.
   Status ReadData() {
-    uint64_t at = data_.offset, end = data_.offset + data_.size;
+    uint64_t at = data_.offset;
+    const uint64_t end = data_end_;
     while (at < end) {
-      if (end - at < 8) return Fail(Errc::kTruncated, at, "record header cut off at the end of the data section");
+      if (end - at < 8) {
+        Damaged(Errc::kTruncated, at, end,
+                At(at, "record header cut off by the end of the data: the file is truncated"));
+        return Ok();
+      }
       PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> head, DataAt(at, 8));
       uint32_t type = static_cast<uint32_t>(LoadLe(head.data(), 4));
       uint16_t size = static_cast<uint16_t>(LoadLe(head.data() + 6, 2));
       if (size < 8) {
-        return Fail(Errc::kCorrupt, at, "record type " + std::to_string(type) + " has size " +
-                                            std::to_string(size) + " < 8");
+        Damaged(Errc::kCorrupt, at, end,
+                At(at, "record type " + std::to_string(type) + " has size " +
+                           std::to_string(size) + " < 8: the records after it cannot be found"));
+        return Ok();
       }
       if (size > end - at) {
-        return Fail(Errc::kTruncated, at, "record type " + std::to_string(type) + " of " +
-                                              std::to_string(size) +
-                                              " bytes runs past the end of the data section");
+        Damaged(Errc::kTruncated, at, end,
+                At(at, "record type " + std::to_string(type) + " of " + std::to_string(size) +
+                           " bytes runs past the end of the data: the file is truncated"));
+        return Ok();
       }
       uint64_t extra = 0;
       PTSCOPE_ASSIGN_OR_RETURN(std::span<const uint8_t> rec, DataAt(at, size));
+      const size_t damage_before = out_.damage.size();
       PTSCOPE_TRY(OnRecord(at, type, rec, end, &extra));
+      if (out_.damage.size() != damage_before) return Ok();  // the record was cut: stop there
+      ++records_read_;
       at += size + extra;
+    }
+    if (data_cut_) {  // cut right after a whole record
+      Damaged(Errc::kTruncated, file_size_, data_.offset + data_.size,
+              At(40, "the data section [" + std::to_string(data_.offset) + ", +" +
+                         std::to_string(data_.size) + ") runs past the end of the file (" +
+                         std::to_string(file_size_) + " bytes): the file is truncated after a "
+                         "whole record; the header features (build ids, host, CPU) are missing"));
     }
     return Ok();
   }
@@ -361,6 +436,7 @@ class Parser {
       out_.tc_zero = r.U64("time_zero");
       if (!r.ok()) return Fail(Errc::kCorrupt, at, "TIME_CONV record: " + r.FailureText());
       out_.have_time_conv = true;
+      out_.tc_offset = at;
       if (rec.size() >= 56) out_.tc_cap_user_time_zero = rec[48] != 0;
     } else if (type == kRecordCompressed) {
       return Fail(Errc::kUnsupported, at,
@@ -411,16 +487,19 @@ class Parser {
     aux.cpu = r.U32("cpu");
     if (!r.ok()) return Fail(Errc::kCorrupt, at, "AUXTRACE record: " + r.FailureText());
     uint64_t data_at = at + rec.size();
-    if (size > end - data_at) {
-      return Fail(Errc::kTruncated, at,
-                  "AUXTRACE record announces " + std::to_string(size) + " bytes of trace but the "
-                  "data section ends after " + std::to_string(end - data_at) +
-                  "; the file is truncated");
-    }
     aux.data_offset = data_at;
     aux.size = size;
-    out_.auxtrace.push_back(aux);
-    *extra = size;
+    if (size > end - data_at) {
+      // The trace bytes that are there are a prefix of the stream: kept, and marked cut.
+      aux.size = end - data_at;
+      aux.cut = true;
+      Damaged(Errc::kTruncated, at, end,
+              At(at, "AUXTRACE record announces " + std::to_string(size) + " bytes of trace but "
+                     "the data ends after " + std::to_string(end - data_at) +
+                     ": the file is truncated (the trace up to the cut is decoded)"));
+    }
+    if (aux.size != 0) out_.auxtrace.push_back(aux);
+    *extra = aux.size;
     return Ok();
   }
 
@@ -431,6 +510,10 @@ class Parser {
   uint64_t window_offset_ = 0;
   uint64_t attr_size_ = 0;
   Section attrs_, data_;
+  uint64_t data_end_ = 0;         // where the records end: the data section's end, or the file's
+  bool read_features_ = true;     // false when the data section's end is not known
+  bool data_cut_ = false;         // the file ends before the data section does
+  uint64_t records_read_ = 0;
   uint64_t features_[4] = {};
   ParsedPerfData out_;
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "perf_data_layout.h"
+#include "ptscope/format.h"
 #include "ptscope/result.h"
 
 namespace ptscope::format::perf_data {
@@ -60,6 +61,7 @@ struct ParsedAuxtrace {
   // The trace bytes: `size` of them (perf pads to 8 with zeros) at file offset `data_offset`,
   // inside the data section (checked); not read by the parser.
   uint64_t data_offset = 0, size = 0;
+  bool cut = false;  // the file ends inside the trace bytes: `size` is what is there
 };
 
 struct ParsedRecord {  // a kernel record (type < 64), verbatim
@@ -79,6 +81,7 @@ struct ParsedPerfData {
   std::string filter;
 
   bool have_time_conv = false;
+  uint64_t tc_offset = 0;  // of the TIME_CONV record
   uint64_t tc_shift = 0, tc_mult = 0, tc_zero = 0;
   bool tc_cap_user_time_zero = false;
 
@@ -88,6 +91,9 @@ struct ParsedPerfData {
   uint64_t samples_skipped = 0;
 
   std::map<std::string, std::vector<uint8_t>> build_ids;  // filename -> build id (BUILD_ID)
+  // Where the file was cut or damaged (perf.data salvage: what was complete before is above),
+  // as archive damage: each range [offset, end) not read, with the reason naming the offset.
+  std::vector<Damage> damage;
   std::string hostname, os_release, perf_version, cpuid, cmdline;
 };
 

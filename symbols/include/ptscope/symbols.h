@@ -154,7 +154,15 @@ class ModuleResolver {
   ModuleResolver(const ModuleResolver&) = delete;
   ModuleResolver& operator=(const ModuleResolver&) = delete;
 
-  // Makes an embedded kElf / kDebugInfo / kVdso blob available (kVdso under `vdso_key`).
+  // Where an embedded blob's bytes come from (format::LoadBlobData reads them again from the
+  // archive).
+  using BlobLoader = std::function<Result<std::vector<uint8_t>>()>;
+  // Makes an embedded kElf / kDebugInfo / kVdso blob available. A binary or debug file is loaded
+  // and written to the temp dir only when a module with its build id is resolved, so that an
+  // archive of many large blobs costs one at a time, and only those the decode uses; a vdso (a
+  // few KiB) at once.
+  Status AddBlob(const format::BlobChunk& blob, BlobLoader load);
+  // The same, with the bytes in blob.data.
   Status AddBlob(const format::BlobChunk& blob);
   // Resolves (and caches) a module. An empty build id accepts the recorded path as it is.
   const ModuleFiles& Resolve(const std::string& recorded_path, const std::vector<uint8_t>& build_id);
@@ -189,8 +197,17 @@ class ModuleResolver {
 
   std::vector<std::string> symbol_dirs_;
   std::string temp_dir_;
-  std::map<std::string, std::string> embedded_code_;   // hex build id -> temp path
-  std::map<std::string, std::string> embedded_debug_;  // hex build id -> temp path
+  struct Embedded {
+    BlobLoader load;
+    std::string path;    // the temp file, once written
+    bool tried = false;  // loaded (or failed to) already
+  };
+  // The temp file of an embedded blob with build id `hex`, written on first use; "" when there
+  // is none or it could not be loaded (a note says why).
+  std::string EmbeddedPath(std::map<std::string, Embedded>& blobs, const std::string& hex,
+                           const char* suffix);
+  std::map<std::string, Embedded> embedded_code_;   // hex build id -> blob
+  std::map<std::string, Embedded> embedded_debug_;  // hex build id -> blob
   std::map<uint32_t, std::string> vdso_by_pid_;
   bool scanned_ = false;
   std::multimap<std::string, std::string> scanned_files_;  // hex build id -> path
@@ -350,7 +367,9 @@ struct JitRegion {
   std::string name;
   std::shared_ptr<const std::vector<uint8_t>> code;         // end - start bytes
   std::shared_ptr<const std::vector<JitLineEntry>> lines;   // addresses as loaded (see delta)
-  int64_t line_delta = 0;  // added to line-table addresses after a MOVE
+  // Added to line-table addresses after MOVEs, modulo 2^64 (a chain of moves may go up and down
+  // the address space; the sum of the steps, wrapped, is still where the code is now).
+  uint64_t line_delta = 0;
 };
 
 struct JitName {

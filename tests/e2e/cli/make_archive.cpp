@@ -4,6 +4,8 @@
 //   make_archive rewritten OUT    the sample with a second Metadata chunk at the end that writes
 //                                 some keys again, as pt-record writes time.* once known
 //   make_archive newer OUT        a header of format version 2 that needs reader version 2
+//   make_archive big-blobs OUT    24 blobs of 64 MiB each that lz4 packs 255:1 (1.5 GiB in a
+//                                 6 MiB file: what no reader may hold at once), a bit of PT
 // The contents are fixed (including the creation time) so the expected output is stable.
 #include <cstdio>
 #include <cstring>
@@ -140,11 +142,34 @@ bool WriteNewer(const std::string& path) {
   return static_cast<bool>(out);
 }
 
+// 20 jitdump blobs (which the decoder reads, one at a time, to find JIT code) and 4 embedded
+// binaries no module needs, each 64 MiB of one repeated byte.
+bool WriteBigBlobs(const std::string& path) {
+  auto writer = fmt::ArchiveWriter::Create(path, fmt::WriterOptions{.created_unix_ns = kCreated});
+  if (!writer) return false;
+  bool ok = static_cast<bool>((*writer)->Write(fmt::MetadataChunk{{{"tool", "make_archive"}}}));
+  fmt::PtDataChunk pt;
+  pt.stream_id = 1;
+  pt.pid = pt.tid = 100;
+  pt.data.assign(64, 0x02);
+  ok = ok && (*writer)->Write(pt);
+  for (int i = 0; i < 24 && ok; ++i) {
+    fmt::BlobChunk blob;
+    blob.kind = i < 20 ? fmt::BlobKind::kJitdump : fmt::BlobKind::kElf;
+    blob.pid = 100;
+    blob.name = "/tmp/jit-" + std::to_string(i) + ".dump";
+    if (i >= 20) blob.build_id = {0xb1, static_cast<uint8_t>(i)};
+    blob.data.assign(64u << 20, static_cast<uint8_t>(i));
+    ok = static_cast<bool>((*writer)->Write(blob));
+  }
+  return ok && (*writer)->Close();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 3) {
-    std::fprintf(stderr, "usage: make_archive sample|incomplete|rewritten|newer OUT\n");
+    std::fprintf(stderr, "usage: make_archive sample|incomplete|rewritten|newer|big-blobs OUT\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -152,6 +177,7 @@ int main(int argc, char** argv) {
             : mode == "incomplete" ? WriteSample(argv[2], false)
             : mode == "rewritten"  ? WriteSample(argv[2], true, true)
             : mode == "newer"      ? WriteNewer(argv[2])
+            : mode == "big-blobs"  ? WriteBigBlobs(argv[2])
                                    : false;
   return ok ? 0 : 1;
 }

@@ -73,7 +73,11 @@ EOT
   diff -u "$tmp/want_meta" "$tmp/got" || fail "info: metadata keys written twice"
   # An archive whose writer never closed it: everything is there, status says incomplete.
   "$make_archive" incomplete "$tmp/i.ptar"
-  "$pt_archive" info "$tmp/i.ptar" >"$tmp/out" 2>"$tmp/err" || fail "info on incomplete: exit $?"
+  "$pt_archive" info "$tmp/i.ptar" >"$tmp/out" 2>"$tmp/err"
+  code=$?
+  [ "$code" = 3 ] || fail "info on incomplete: exit $code, want 3"
+  grep -qx "pt-archive: $tmp/i.ptar: no End chunk: the capture was cut off after its last intact chunk; the information above is that of the intact chunks" "$tmp/err" ||
+    fail "info on incomplete: stderr $(cat "$tmp/err")"
   grep -qx 'status: incomplete (no End chunk: the capture was cut off)' "$tmp/out" ||
     fail "info on incomplete: no incomplete status"
   grep -qx 'format: ptar 1.0 (needs reader version 1), 14 chunks' "$tmp/out" ||
@@ -85,17 +89,29 @@ verify)
   "$make_archive" incomplete "$tmp/i.ptar"
   isize=$(stat -c %s "$tmp/i.ptar")
   ihex=$(printf '0x%x' "$isize")
-  printf '%s: INCOMPLETE\nusable: 14 chunks recovered up to offset %s (of %s bytes)\n' \
-    "$tmp/i.ptar" "$ihex" "$isize" >"$tmp/want"
-  expect 1 "$tmp/want" "pt-archive: $tmp/i.ptar: no End chunk at offset $ihex: the capture was cut off" \
+  cat >"$tmp/want" <<EOT
+$tmp/i.ptar: INCOMPLETE: 14 chunks intact, no End chunk
+  intact from the start: 14 chunks from offset 0x28 (Blob 3, Marker 2, Metadata 1, Module 2, PtData 3, Sideband 1, SidebandAttr 1, TimeSync 1)
+  no End chunk at offset $ihex: the capture was cut off at a chunk boundary
+EOT
+  expect 3 "$tmp/want" "pt-archive: $tmp/i.ptar: the capture was cut off (no End chunk); the intact chunks listed above are usable (pt-decode decodes them)" \
     -- verify "$tmp/i.ptar"
   # Cut inside chunk 1's header: chunk 0 (80 bytes at 0x28) survives.
   head -c 130 "$tmp/s.ptar" >"$tmp/t.ptar"
-  printf '%s: DAMAGED\nusable: 1 chunks recovered up to offset 0x78 (of 130 bytes)\n' \
-    "$tmp/t.ptar" >"$tmp/want"
-  expect 1 "$tmp/want" \
-    "pt-archive: $tmp/t.ptar: chunk 1 at offset 0x78: truncated chunk header (10 of 32 bytes; the writer was cut off)" \
+  cat >"$tmp/want" <<EOT
+$tmp/t.ptar: DAMAGED: 1 chunks intact, 1 damaged range (10 of 130 bytes lost), no End chunk
+  intact from the start: 1 chunk from offset 0x28 (Marker 1)
+  damaged [0x78, 0x82) (10 bytes): chunk 1 at offset 0x78: truncated chunk header (10 of 32 bytes; the writer was cut off)
+    recovered after it: 0 chunks
+EOT
+  expect 3 "$tmp/want" \
+    "pt-archive: $tmp/t.ptar: 1 damaged range (10 of 130 bytes lost); the intact chunks listed above are usable (pt-decode decodes them)" \
     -- verify "$tmp/t.ptar"
+  # Cut inside chunk 0: nothing is usable.
+  head -c 100 "$tmp/s.ptar" >"$tmp/t0.ptar"
+  expect 1 - \
+    "pt-archive: $tmp/t0.ptar: 1 damaged range (60 of 100 bytes lost); no chunk is intact" \
+    -- verify "$tmp/t0.ptar"
   # Flip one byte of chunk 0's payload (the Marker): checksum values computed independently here.
   cp "$tmp/s.ptar" "$tmp/c.ptar"
   printf '\377' | dd of="$tmp/c.ptar" bs=1 seek=80 conv=notrunc 2>/dev/null
@@ -114,10 +130,15 @@ good, bad = good[72:72 + stored], bad[72:72 + stored]
 print('(stored 0x%08x, computed 0x%08x)' % (crc32c(good), crc32c(bad)))
 PY
 )
-  printf '%s: DAMAGED\nusable: 0 chunks recovered up to offset 0x28 (of %s bytes)\n' \
-    "$tmp/c.ptar" "$size" >"$tmp/want"
-  expect 1 "$tmp/want" \
-    "pt-archive: $tmp/c.ptar: chunk 0 at offset 0x28: payload checksum mismatch $crcs" \
+  # Only the damaged chunk is lost: every chunk after it is recovered, End chunk included.
+  cat >"$tmp/want" <<EOT
+$tmp/c.ptar: DAMAGED: 14 chunks intact, 1 damaged range (80 of $size bytes lost), End chunk present
+  intact from the start: 0 chunks
+  damaged [0x28, 0x78) (80 bytes): chunk 0 at offset 0x28: payload checksum mismatch $crcs
+    recovered after it: 14 chunks from offset 0x78 (Blob 3, End 1, Marker 1, Metadata 1, Module 2, PtData 3, Sideband 1, SidebandAttr 1, TimeSync 1)
+EOT
+  expect 3 "$tmp/want" \
+    "pt-archive: $tmp/c.ptar: 1 damaged range (80 of $size bytes lost); the intact chunks listed above are usable (pt-decode decodes them)" \
     -- verify "$tmp/c.ptar"
   ;;
 extract)
@@ -165,10 +186,10 @@ bad-input)
     -- info "$tmp/newer.ptar"
   # A damaged archive: info prints what it recovered, then the damage as one line on stderr.
   head -c 130 "$tmp/s.ptar" >"$tmp/t.ptar"
-  expect 1 - \
-    "pt-archive: $tmp/t.ptar: chunk 1 at offset 0x78: truncated chunk header (10 of 32 bytes; the writer was cut off)" \
+  expect 3 - \
+    "pt-archive: $tmp/t.ptar: damaged [0x78, 0x82): chunk 1 at offset 0x78: truncated chunk header (10 of 32 bytes; the writer was cut off); the information above is that of the intact chunks" \
     -- info "$tmp/t.ptar"
-  grep -qx 'status: damaged (see the error below)' "$tmp/out" || fail "info: damaged status"
+  grep -qx 'status: damaged (see the line below)' "$tmp/out" || fail "info: damaged status"
   expect 1 /dev/null "pt-archive: $tmp/empty.ptar/x.ptar: cannot open: Not a directory" \
     -- verify "$tmp/empty.ptar/x.ptar"
   if [ "$(id -u)" != 0 ]; then  # root reads mode-000 files anyway

@@ -101,9 +101,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: archive is not complete\n", argv[1]);
     return 1;
   }
-  if (archive->damage && archive->damage->code != Errc::kTruncated) {
-    std::fprintf(stderr, "%s: %s\n", argv[1], archive->damage->reason.c_str());
-    return 1;
+  for (const format::Damage& damage : archive->damage) {
+    if (damage.code != Errc::kTruncated) {
+      std::fprintf(stderr, "%s: %s\n", argv[1], damage.reason.c_str());
+      return 1;
+    }
   }
   std::map<uint32_t, std::vector<uint64_t>> truth;
   std::ifstream in(argv[2]);

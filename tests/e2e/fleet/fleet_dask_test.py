@@ -20,8 +20,9 @@ here on 127.0.0.1 (and stopped at the end).
 5. debuginfod  a capture whose binary is gone from this host, its symbols served by a real
             `debuginfod` (the second deployment): decoded through --debuginfod with the program's
             names, byte-identical to pt-decode alone with the same URL; again: up to date (the
-            workers' debuginfod cache keeps the key still); without the URL: decoded again, the
-            names gone.
+            workers' debuginfod cache keeps the key still); without the URL: failed (pt-decode
+            decodes no instruction: status 1), the report naming the missing build id, the
+            outputs of the decode with the URL left as they were.
 6. kill     eight larger captures; one worker is killed (SIGKILL) while its pt-decode runs: every
             archive still finishes, the one it was decoding on the other worker, every output is
             complete and byte-identical to pt-decode alone, and no temporary file is left; a
@@ -146,9 +147,11 @@ def phase_decode(a, tmp, archives, scheduler, expected, stderr_of):
     damaged = outcomes['damaged.ptar']
     check('damaged' in damaged['message'], 'the damaged archive\'s report says nothing of the '
           'damage: %r' % damaged['message'])
-    if damaged['status'] == 3:
-        check('partial (status 3): %s' % archives['damaged'] in r.stderr,
-              'the final report does not list the partial archive: %s' % r.stderr)
+    check(damaged['status'] == 3 and damaged['state'] == 'decoded',
+          'the damaged archive: %s status %d, want decoded, partial (status 3)' %
+          (damaged['state'], damaged['status']))
+    check('partial (status 3): %s' % archives['damaged'] in r.stderr,
+          'the final report does not list the partial archive: %s' % r.stderr)
     worst = max((o['status'] for o in outcomes.values()), key=lambda s: {0: 0, 3: 1, 1: 2}[s])
     check(r.returncode == worst, 'exit status %d, worst archive status %d' % (r.returncode, worst))
     match = re.search(r'Dask dashboard: (http://\S+)', r.stderr)
@@ -293,10 +296,14 @@ def phase_debuginfod(a, tmp, scheduler, program):
           'debuginfod: the served binary gave no names')
     _, outcomes = fleet(a.fleet, [archive], out, os.path.join(tmp, 'report-d.json'),
                         ['--scheduler', scheduler])
-    check(outcomes['gone.ptar']['state'] == 'decoded',
-          'without --debuginfod: %s, want decoded again' % outcomes['gone.ptar']['state'])
-    check('recurse' not in function_names(os.path.join(out, 'gone.summary.json')),
-          'without --debuginfod: names of a binary found nowhere')
+    o = outcomes['gone.ptar']
+    check(o['state'] == 'failed' and o['status'] == 1,
+          'without --debuginfod: %s status %d, want failed (status 1: no instruction decoded)' %
+          (o['state'], o['status']))
+    check(build_id in o.get('message', '') and '--symbols' in o.get('message', ''),
+          'without --debuginfod: the report does not say which build is missing and what to '
+          'pass: %r' % o.get('message'))
+    expect_outputs(out, ref, 'gone')  # a failed decode leaves the outputs it would replace
 
 
 def worker_child_decoding(pid):

@@ -161,7 +161,7 @@ def check_errors(pt_archive, work, good):
 
     raw = good.read_bytes()
     data_off, data_size = struct.unpack_from('<QQ', raw, 40)
-    for n in (0, 12, 50, 200, data_off + 20, data_off + data_size + 4):
+    for n in (0, 12, 50, 200, data_off + 20):
         cut = work / f'cut{n}.data'
         cut.write_bytes(raw[:n])
         want = {
@@ -171,13 +171,23 @@ def check_errors(pt_archive, work, good):
                 'the file is truncated',
             200: f'{cut}: offset 24: the attrs section [112, +144) runs past the end of the file '
                  '(200 bytes); the file is truncated',
-            data_off + 20: f'{cut}: offset 40: the data section [{data_off}, +{data_size}) runs past '
-                           f'the end of the file ({data_off + 20} bytes); the file is truncated',
-            data_off + data_size + 4: f'{cut}: offset {data_off + data_size}: feature section table '
-                                      'entry for feature 2 runs past the end of the file; the file '
-                                      'is truncated',
+            # Cut inside the first record (AUXTRACE_INFO): nothing before it to salvage.
+            data_off + 20: f'{cut}: offset {data_off}: record type 70 of 152 bytes runs past the '
+                           'end of the data: the file is truncated; no Intel PT data before it (no '
+                           'AUXTRACE_INFO record)',
         }[n]
         expect(cut, 'pt-archive: ' + want)
+    # Cut in the feature table: every record is there, so it imports, partial (exit 3), naming
+    # what was left out (perf_salvage.py checks cuts everywhere against perf script).
+    cut = work / 'cut-features.data'
+    cut.write_bytes(raw[:data_off + data_size + 4])
+    r = run([pt_archive, 'import-perf', cut, '-o', work / 'features.ptar'])
+    want = (f'pt-archive: {cut}: damaged [{data_off + data_size:#x}, {data_off + data_size + 4:#x}): '
+            f'offset {data_off + data_size}: the feature section table runs past the end of the '
+            'file at feature 2: the file is truncated; the features from there on are left out; '
+            'imported what came before')
+    if r.returncode != 3 or r.stderr.strip().splitlines()[-1] != want:
+        fail(f'import-perf {cut}: rc {r.returncode}\n  got:  {r.stderr.strip()}\n  want: {want}')
     junk = work / 'random.data'
     junk.write_bytes(bytes(random.Random(6).randrange(256) for _ in range(4096)))
     expect(junk, f"pt-archive: {junk}: offset 0: not a perf.data file (magic is not 'PERFILE2')")
@@ -200,7 +210,8 @@ def check_errors(pt_archive, work, good):
     expect(work / 'missing.data',
            f'pt-archive: {work}/missing.data: cannot open: No such file or directory')
     r = run([pt_archive, 'export-perf', work / 'known-timed.ptar', '-o', work / 'no-dir' / 'x.data'])
-    want = f'pt-archive: {work}/no-dir/x.data: cannot create: No such file or directory'
+    want = (f'pt-archive: {work}/no-dir/x.data: cannot create a temporary file in {work}/no-dir: '
+            'No such file or directory')
     if r.returncode != 1 or r.stderr.strip() != want:
         fail(f'export-perf to a missing directory: rc {r.returncode}: {r.stderr.strip()}')
 

@@ -187,10 +187,12 @@ def mode_symbols(args, work):
     if build_id(other) == bid:
         raise Failure('the rebuild kept the build id')
     os.replace(other, copy)
-    text, r = decode(args, ptar)
+    text, r = decode(args, ptar, expect_rc=3)  # partial: the program's code is not found
     names = names_in(text)
     if any(n in expected for n in names):
         raise Failure('the rebuilt binary (other build id) was used for symbols')
+    if 'status: PARTIAL (exit 3): executed code was not found' not in r.stderr:
+        raise Failure(f'the rebuilt binary: the status does not say the code is missing: {r.stderr}')
     if bid not in r.stderr or 'build id' not in r.stderr.lower():
         raise Failure(f'the build-id mismatch is not reported: {r.stderr}')
     print(r.stderr)
@@ -202,10 +204,11 @@ def mode_damaged(args, work):
         data = f.read()
     # cut -> (exit status, what the first line must say). Designed: 1 when nothing decodable
     # is left (the PT chunks of this small capture sit after the module chunks, past the
-    # middle), 0 when the intact chunks before the damage hold the trace (the End chunk cut).
+    # middle), 3 (partial) when the intact chunks before the damage hold the trace (the End
+    # chunk cut).
     cuts = {0: (1, 'empty file'), 10: (1, 'truncated file header'),
-            64: (1, 'damaged at file offset 40'), len(data) // 2: (1, 'damaged at file offset'),
-            len(data) - 3: (0, 'damaged at file offset')}
+            64: (1, 'damaged [0x28, 0x40)'), len(data) // 2: (1, 'damaged [0x'),
+            len(data) - 3: (3, 'damaged [0x')}
     for cut, (want_rc, want_text) in cuts.items():
         path = os.path.join(work, f'cut{cut}.ptar')
         with open(path, 'wb') as f:
@@ -223,7 +226,9 @@ def mode_damaged(args, work):
     # packet decoder, which must resynchronize and mark a gap.
     path = os.path.join(work, 'flipped.ptar')
     where = ptar_edit.flip_pt_byte(ptar, path, args.flip_at)
-    text, r = decode(args, path, expect_rc=0)
+    text, r = decode(args, path, expect_rc=3)  # partial: a decode error in the trace
+    if 'status: PARTIAL (exit 3): 1 decode error' not in r.stderr:
+        raise Failure(f'PT byte {where} flipped: the status does not say why: {r.stderr}')
     _, instants = slice_tree.parse_text(text)
     if not instants:
         raise Failure(f'PT byte {where} flipped: no gap instant in the trace; {r.stderr}')

@@ -215,9 +215,9 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   for (const VdsoFile& vdso : vdsos) unlink(vdso.path.c_str());
-  if (archive.damage) {
-    std::fprintf(stderr, "ipt_insns: %s: archive damaged at offset %" PRIu64 ": %s\n", argv[1],
-                 archive.damage->offset, archive.damage->reason.c_str());
+  if (!archive.damage.empty()) {
+    std::fprintf(stderr, "ipt_insns: %s: %s\n", argv[1],
+                 ptscope::format::DescribeDamage(archive.damage).c_str());
     return 1;
   }
   return total_errors == 0 ? 0 : 1;

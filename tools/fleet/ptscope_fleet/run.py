@@ -109,8 +109,10 @@ def outcome_of(future, job):
 
 
 def remove_temporaries(output_dir, run_id):
-    """Temporary files of this run's attempts that a killed worker could not remove."""
-    pattern = os.path.join(glob.escape(output_dir), '.*.%s.*%s' % (run_id, task.TEMP_MARK))
+    """Temporary files of this run's attempts that a killed worker could not remove, and those
+    of the pt-decode it ran (pt-decode writes beside the path it is given, '.NAME.XXXXXX', and
+    renames when done)."""
+    pattern = os.path.join(glob.escape(output_dir), '.*.%s.*%s*' % (run_id, task.TEMP_MARK))
     for path in glob.glob(pattern):
         with contextlib.suppress(OSError):
             os.unlink(path)

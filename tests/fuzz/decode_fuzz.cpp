@@ -1,0 +1,88 @@
+// libFuzzer target: pt-decode's whole pipeline (sideband timeline, PSB units, QueryWalker or
+// libipt, stack tracking, the text sink) on a capture whose PT bytes and sideband records are
+// the input, around a fixed program: the Metadata, Module and Blob chunks (the program embedded)
+// of decode_base.ptar, a pt-emulate capture of tests/programs/calls.c.
+//
+// Input: u32 (little-endian) PT length N, N bytes of PT for the program's one thread, then raw
+// perf_event records for the Sideband chunk (the base archive's record layout).
+//
+// Differential: each input is decoded twice, with QueryWalker and with libipt's block decoder
+// (--libipt-blocks), and the two text outputs must be the same byte for byte, as README says they
+// are (a difference is a finding, like a crash).
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "ptscope/decode.h"
+#include "ptscope/format.h"
+
+namespace {
+
+ptscope::format::Archive* base = nullptr;
+std::string* outputs = nullptr;  // a directory for the two outputs
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  auto archive = ptscope::format::ReadArchive(PTSCOPE_FUZZ_DECODE_BASE);
+  if (!archive || archive->pt_data.empty() || archive->sideband.empty()) {
+    std::fprintf(stderr, "decode_fuzz: %s: not a usable base capture (%s)\n",
+                 PTSCOPE_FUZZ_DECODE_BASE,
+                 archive ? "it needs PT data and sideband" : archive.error().message.c_str());
+    std::abort();
+  }
+  base = new ptscope::format::Archive(std::move(*archive));
+  char dir[] = "/tmp/ptscope-decode-fuzz-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) std::abort();
+  outputs = new std::string(dir);
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ptscope;
+  if (size < 4) return 0;
+  size_t pt_size = data[0] | data[1] << 8 | data[2] << 16 | size_t{data[3]} << 24;
+  if (pt_size > size - 4) pt_size = size - 4;
+  format::Archive archive = *base;
+  format::PtDataChunk piece = base->pt_data.front();
+  piece.stream_offset = 0;
+  piece.data.assign(data + 4, data + 4 + pt_size);
+  archive.pt_data = {std::move(piece)};
+  archive.pt_refs.clear();
+  format::SidebandChunk sideband = base->sideband.front();
+  sideband.records.assign(data + 4 + pt_size, data + size);
+  archive.sideband = {std::move(sideband)};
+  std::string text[2];
+  uint64_t instructions[2] = {};
+  for (int walker = 0; walker < 2; ++walker) {
+    format::Archive copy = archive;
+    decode::PipelineOptions options;
+    options.format = decode::OutputFormat::kText;
+    options.output_path = *outputs + (walker ? "/walker.txt" : "/libipt.txt");
+    options.walker = walker != 0;
+    auto summary = decode::RunPipeline(copy, options);
+    if (summary) instructions[walker] = summary->instructions;
+    text[walker] = summary ? ReadAll(options.output_path) : "error: " + summary.error().message;
+    ::unlink(options.output_path.c_str());
+  }
+  if (text[0] != text[1] || instructions[0] != instructions[1]) {
+    std::fprintf(stderr, "decode_fuzz: QueryWalker and libipt's block decoder differ:\n"
+                         "--- libipt (%llu instructions)\n%s--- walker (%llu instructions)\n%s",
+                 static_cast<unsigned long long>(instructions[0]), text[0].c_str(),
+                 static_cast<unsigned long long>(instructions[1]), text[1].c_str());
+    std::abort();
+  }
+  return 0;
+}
