@@ -154,6 +154,46 @@ TEST_CASE("checker: each kind of difference fails with the event that differed")
   }
 }
 
+// The hardware pauses the trace at every interrupt (the kernel is not traced): FUP, TIP.PGD, then
+// TIP.PGE where the workload resumes; that is no difference, but resuming elsewhere is.
+TEST_CASE("checker: interrupts inside the workload pass; resuming outside it fails") {
+  const std::vector<uint8_t>& good = EmulatedWorkloadPt();
+  std::vector<PtControlEvent> events = Scan(good);
+  const SelftestLayout layout = WorkloadLayout();
+  uint64_t base = 0;
+  size_t at = 0;
+  int tips = 0;
+  for (const PtControlEvent& e : events) {
+    if (e.kind == Kind::kTipPge && base == 0) base = *e.ip;
+    if (e.kind == Kind::kTip && ++tips == 5000) at = e.offset;
+  }
+  REQUIRE(base != 0);
+  auto full_ip = [](uint8_t header, uint64_t ip) {  // IPBytes 6: the whole IP
+    std::vector<uint8_t> packet = {header};
+    for (int i = 0; i < 8; ++i) packet.push_back(static_cast<uint8_t>(ip >> (8 * i)));
+    return packet;
+  };
+  auto interrupted = [&](uint64_t resume) {
+    std::vector<uint8_t> pause = full_ip(0xdd, base + layout.return_site);  // FUP
+    pause.push_back(0x01);                                                // TIP.PGD, no IP
+    const std::vector<uint8_t> pge = full_ip(0xd1, resume);               // TIP.PGE
+    pause.insert(pause.end(), pge.begin(), pge.end());
+    std::vector<uint8_t> bytes = good;
+    bytes.insert(bytes.begin() + static_cast<ptrdiff_t>(at), pause.begin(), pause.end());
+    return CheckSelftestTrace(bytes, layout);
+  };
+  SelftestVerdict paused = interrupted(base + layout.return_site);
+  CHECK_MESSAGE(paused.pass, paused.detail);
+  SelftestVerdict elsewhere = interrupted(base + layout.size + 0x40);
+  CHECK(!elsewhere.pass);
+  char resumed[24];
+  std::snprintf(resumed, sizeof resumed, "+0x%llx",
+                static_cast<unsigned long long>(layout.size + 0x40));
+  CHECK(elsewhere.detail == "PT byte offset " + std::to_string(at + 10) +
+                                " (after 4999 calls): tracing resumed at " + resumed +
+                                ", outside the workload");
+}
+
 // The self-test as pt-record runs it, against the kernel model: the hardware writes the
 // workload's emulated PT once the target runs.
 struct ModelSelftest {

@@ -206,7 +206,7 @@ def check_calls(name, truth, tables, prog, base, funcs, known):
     problems = []
     entries = {base + addr: fn for fn, addr in symbols(prog, funcs).items()}
     module = os.path.basename(prog)
-    for index, tid in enumerate(sorted(truth)):
+    for index, tid in enumerate(creation_order(truth)):
         want = collections.Counter(entries[a] for a in truth[tid] if a in entries)
         table = tables.get(tid)
         if table is None:
