@@ -7,9 +7,10 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -493,6 +494,19 @@ int main(int argc, char** argv) {
       return kUsageError;
     }
     return ListModules(options.inputs[0], options.output, options);
+  }
+  if (options.output.empty()) {  // two inputs named alike would write, then replace, one file
+    std::map<std::string, const std::string*> first_input_of;
+    for (const std::string& input : options.inputs) {
+      auto [at, added] = first_input_of.emplace(
+          DefaultOutput(input, options.output_dir, format), &input);
+      if (!added) {
+        std::fprintf(stderr, "pt-decode: %s and %s would both be written to %s; decode them "
+                     "into different --output-dir directories, or rename one\n",
+                     at->second->c_str(), input.c_str(), at->first.c_str());
+        return kUsageError;
+      }
+    }
   }
   if (!options.output_dir.empty()) {
     std::error_code error;

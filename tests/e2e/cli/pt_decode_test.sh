@@ -60,6 +60,11 @@ bad-values)
   expect 2 "pt-decode: --list-modules lists one input, 2 given" -- --list-modules a.ptar b.ptar
   expect 2 "pt-decode: --summary-json names one file but 2 inputs were given" \
     -- --summary-json s.json --output-dir out a.ptar b.ptar
+  # Two inputs whose outputs would share a name (the second replaced the first, silently).
+  expect 2 "pt-decode: a/c.ptar and b/c.ptar would both be written to out/c.pftrace; decode them into different --output-dir directories, or rename one" \
+    -- --output-dir out a/c.ptar b/c.ptar
+  expect 2 "pt-decode: c.ptar and c.ptar would both be written to c.pftrace; decode them into different --output-dir directories, or rename one" \
+    -- c.ptar c.ptar
   expect 2 "pt-decode: --summary-json: an instruction listing has no call slices to summarize; use it with perfetto, text, folded, speedscope or summary" \
     -- --summary-json s.json --format insns in.ptar
   ;;
