@@ -50,13 +50,16 @@ Result<const std::vector<uint8_t>*> PieceReader::ChunkBytes(const Piece::ChunkRe
   }
   PTSCOPE_ASSIGN_OR_RETURN(format::Chunk chunk, reader_->ReadChunkAt(chunk_offset));
   auto* pt = std::get_if<format::PtDataChunk>(&chunk);
-  if (pt == nullptr || pt->data.size() != size) {
+  if (pt == nullptr || pt->data.size() != size + ref.skip) {
     return Unexpected(Errc::kCorrupt,
                       path_ + ": the PT data chunk at offset " + std::to_string(chunk_offset) +
                           " is not the one read first (the file changed while it was decoded?)");
   }
   cached_.chunk_offset = chunk_offset;
   cached_.bytes = std::move(pt->data);
+  // Bytes an earlier piece holds (CollectStreams drops overlaps) are not this piece's.
+  cached_.bytes.erase(cached_.bytes.begin(),
+                      cached_.bytes.begin() + static_cast<std::ptrdiff_t>(ref.skip));
   return &cached_.bytes;
 }
 
