@@ -420,7 +420,7 @@ int main(int argc, char** argv) {
                  "--output-dir DIR\n", options.inputs.size());
     return kUsageError;
   }
-  if (!options.jobs_text.empty()) {
+  if (vm.count("jobs")) {  // given, even empty: an empty value is refused, not the default
     auto jobs = ptscope::decode::ParseJobs(options.jobs_text);
     if (!jobs) {
       std::fprintf(stderr, "pt-decode: %s\n", jobs.error().message.c_str());
@@ -431,7 +431,7 @@ int main(int argc, char** argv) {
     options.jobs = std::clamp(std::thread::hardware_concurrency(), 1u,
                               ptscope::decode::kMaxJobs);
   }
-  if (!options.unit_bytes_text.empty()) {
+  if (vm.count("unit-bytes")) {
     auto bytes = ptscope::decode::ParseUnitBytes(options.unit_bytes_text);
     if (!bytes) {
       std::fprintf(stderr, "pt-decode: %s\n", bytes.error().message.c_str());

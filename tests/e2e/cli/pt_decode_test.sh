@@ -43,6 +43,14 @@ bad-values)
     -- --threads 1 --threads abc in.ptar
   expect 2 "pt-decode: --summary and --format text contradict each other; give one of them" \
     -- --summary --format text in.ptar
+  # --jobs is capped (issue 24: -1 wrapped to 4294967295 threads, 100000 aborted).
+  jobs_hint='expected a number of decoder threads from 1 to 256 (default: one per core)'
+  for n in -1 0 100000 257 4294967297 2x ""; do
+    expect 2 "pt-decode: --jobs '$n': $jobs_hint" -- --jobs "$n" in.ptar
+  done
+  for n in 0 1073741825 "" -5; do
+    expect 2 "pt-decode: --unit-bytes '$n': expected 1 to 1073741824 bytes" -- --unit-bytes "$n" in.ptar
+  done
   expect 2 "pt-decode: --format xml: expected perfetto, text, folded, insns, summary, summary-json or speedscope" \
     -- --format xml in.ptar
   expect 2 "pt-decode: --format json is the summary's encoding: add --summary" \
@@ -129,6 +137,41 @@ selection)
   : >"$tmp/file"
   expect 1 "pt-decode: --output-dir $tmp/file/dir: cannot create it: Not a directory" \
     -- --output-dir "$tmp/file/dir" "$tmp/c.ptar"
+  # Batch mode (issue 24): the exit status is the worst input's (failed, then partial, then
+  # complete), and the report ends with each input's status and why. end.ptar is c.ptar with
+  # its End chunk's payload damaged (every PT chunk intact: partial); bad.ptar is no archive.
+  cp "$tmp/c.ptar" "$tmp/end.ptar"
+  size=$(stat -c %s "$tmp/end.ptar")
+  printf '\125' | dd of="$tmp/end.ptar" bs=1 seek=$((size - 3)) conv=notrunc 2>/dev/null
+  printf 'not an archive\n' >"$tmp/bad.ptar"
+  damaged="the input is damaged (1 damaged range, listed above): what was intact is decoded, with a gap where PT was lost"
+  batch() {  # CODE REPORT INPUTS...: exit status and the report's last lines
+    want_code=$1 want_report=$2
+    shift 2
+    "$pt_decode" --output-dir "$tmp/batch" "$@" >"$tmp/out" 2>"$tmp/err"
+    code=$?
+    [ "$code" = "$want_code" ] || fail "batch $*: exit $code, want $want_code"
+    printf '%s\n' "$want_report" >"$tmp/want_report"
+    tail -n "$(wc -l <"$tmp/want_report")" "$tmp/err" | diff -u "$tmp/want_report" - ||
+      fail "batch $*: the report differs"
+  }
+  pt_decode=$(realpath "$pt_decode")  # the inputs are named as given, relative to $tmp
+  cd "$tmp" || exit 1
+  cp c.ptar c2.ptar
+  batch 0 "pt-decode: 2 inputs: 2 complete, 0 partial, 0 failed
+  c.ptar: complete
+  c2.ptar: complete" c.ptar c2.ptar
+  batch 3 "pt-decode: 2 inputs: 1 complete, 1 partial, 0 failed
+  c.ptar: complete
+  end.ptar: partial (3): $damaged" c.ptar end.ptar
+  batch 1 "pt-decode: 3 inputs: 1 complete, 1 partial, 1 failed
+  end.ptar: partial (3): $damaged
+  bad.ptar: failed (1): bad.ptar: not a ptscope archive (.ptar): bad magic at offset 0 (found 6e 6f 74 20 61 6e 20 61)
+  c.ptar: complete" end.ptar bad.ptar c.ptar
+  [ -s "$tmp/batch/c.pftrace" ] && [ -s "$tmp/batch/end.pftrace" ] ||
+    fail "batch: the complete and the partial input were not both written"
+  [ -e "$tmp/batch/bad.pftrace" ] && fail "batch: the failed input left an output"
+  cd - >/dev/null || exit 1
   ;;
 *)
   echo "unknown group $group"; exit 2 ;;
