@@ -63,8 +63,12 @@ std::string DamageBetween(const format::Archive& archive, uint64_t from, uint64_
   return {};
 }
 
-// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost; where pieces
-// overlap, each byte is taken once.
+// perf pads each AUXTRACE record's trace bytes to 8 (PERF_ALIGN): such pieces overlap the next
+// by less than this, and the padding (PAD packets) stays.
+constexpr uint64_t kPerfAuxtraceAlign = 8;
+
+// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost; where
+// snapshots overlap, each byte is taken once.
 std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline) {
   // The archive was read without its PT bytes (format::ReadOptions::keep_pt_bytes = false): every
   // piece refers to its chunks, read again where they are decoded. Else every piece holds its
@@ -115,13 +119,17 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
         const bool lost = piece->bytes_lost_before != 0 || piece->stream_offset > end ||
                           (previous->flags & format::kPtTruncated) != 0;
         const bool next_snapshot = piece->snapshot_index != previous->snapshot_index;
-        if (!lost && piece->stream_offset < end) {
-          // The piece reaches back into bytes taken already: a snapshot ring copied whole again
+        const uint64_t overlap = piece->stream_offset < end ? end - piece->stream_offset : 0;
+        if (!lost && next_snapshot && overlap >= kPerfAuxtraceAlign &&
+            (piece->flags & format::kPtSnapshot) != 0) {
+          // The snapshot reaches back into bytes taken already: a ring copied whole again
           // (pt-emulate's snapshots, each decodable alone; pt-record's before it copied only
           // what was new) holds what the previous snapshot held. Each byte is decoded once, and
-          // the overlap shows the two are one stream, so the rest continues the piece.
-          skip = std::min(end - piece->stream_offset, size);
-        } else if (next_snapshot && (lost || (piece->flags & format::kPtOverwritten) != 0)) {
+          // the overlap shows the two are one stream, so the rest continues the piece. (Less
+          // than 8 bytes is perf's padding of an AUXTRACE record, joined as before: PAD packets.)
+          skip = std::min(overlap, size);
+        } else if (next_snapshot &&
+                   (lost || overlap != 0 || (piece->flags & format::kPtOverwritten) != 0)) {
           // A ring that went round since the previous snapshot (overwritten, not reaching back
           // into it) lost what was overwritten.
           loss = "snapshot " + std::to_string(piece->snapshot_index) +
