@@ -1,9 +1,13 @@
 // Module resolution into libipt's shared section cache and per-thread image epochs.
 #include "flow/code_images.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 namespace ptscope::decode {
@@ -22,7 +26,22 @@ CodeImages::CodeImages(const symbols::AddressSpace& address_space,
                        symbols::ModuleResolver& resolver)
     : address_space_(address_space), resolver_(resolver), iscache_(pt_iscache_alloc("ptscope")) {}
 
-CodeImages::~CodeImages() { pt_iscache_free(iscache_); }
+CodeImages::~CodeImages() {
+  pt_iscache_free(iscache_);
+  for (auto& [path, map] : file_maps_) ::munmap(map.first, map.second);
+}
+
+const uint8_t* CodeImages::MapFile(const std::string& path, uint64_t size) {
+  auto [it, inserted] = file_maps_.try_emplace(path, nullptr, 0);
+  if (inserted) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    void* map = fd < 0 ? MAP_FAILED : ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (fd >= 0) ::close(fd);
+    if (map != MAP_FAILED) it->second = {map, size};
+  }
+  // A file that grew since it was mapped: libipt's cache reads it instead.
+  return it->second.second >= size ? static_cast<const uint8_t*>(it->second.first) : nullptr;
+}
 
 void CodeImages::Prepare(const std::vector<uint32_t>& pids) {
   std::map<uint32_t, bool> reported_missing;
@@ -48,6 +67,9 @@ void CodeImages::Prepare(const std::vector<uint32_t>& pids) {
         if (isid >= 0) {
           if (section_ranges_.size() <= static_cast<size_t>(isid)) section_ranges_.resize(isid + 1);
           section_ranges_[isid] = {mapping.start, mapping.start + size};
+          if (section_bytes_.size() <= static_cast<size_t>(isid)) section_bytes_.resize(isid + 1);
+          const uint8_t* file = MapFile(code_path, static_cast<uint64_t>(st.st_size));
+          section_bytes_[isid] = file != nullptr ? file + mapping.pgoff : nullptr;
         }
       }
       // Anonymous memory holding JIT code gets its bytes from the jitdump instead.
@@ -188,7 +210,13 @@ int ThreadImageCode::Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid,
   uint64_t begin = 0, end = 0;
   if (Locate(ip, isid, &begin, &end)) {
     *section_end = end;
-    return pt_iscache_read(image_.iscache(), buffer, std::min<uint64_t>(size, end - ip), *isid, ip);
+    const uint64_t n = std::min<uint64_t>(size, end - ip);
+    if (const uint8_t* bytes = image_.images().SectionBytes(*isid)) {
+      // [begin, end) lies inside the section (later sections only cut earlier ones).
+      std::memcpy(buffer, bytes + (ip - image_.images().SectionRange(*isid).first), n);
+      return static_cast<int>(n);
+    }
+    return pt_iscache_read(image_.iscache(), buffer, n, *isid, ip);
   }
   // As libipt's image: what no section holds comes from the read callback (JIT code).
   *isid = 0;
