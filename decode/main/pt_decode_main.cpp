@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -17,15 +16,11 @@
 
 #include "cli_options.h"
 #include "ptscope/decode.h"
+#include "ptscope/capture.h"
 #include "ptscope/format.h"
 #include "ptscope/output_file.h"
 #include "ptscope/symbols.h"
 #include "ptscope/tool_version.h"
-
-#if __has_include("ptscope/perf_data.h")
-#include "ptscope/perf_data.h"
-#define PTSCOPE_HAVE_PERF_IMPORT 1
-#endif
 
 namespace po = boost::program_options;
 using ptscope::decode::OutputFormat;
@@ -103,26 +98,11 @@ std::string DefaultOutput(const std::string& input, const std::string& dir, Outp
   return (dir.empty() ? "" : dir + "/") + base + Extension(format);
 }
 
-bool IsPerfData(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[8] = {};
-  return in.read(magic, 8) && std::string(magic, 8) == "PERFILE2";
-}
-
+// A .ptar or a perf.data. The PT bytes stay in the file until they are decoded (see RunPipeline)
+// and the embedded blobs until they are used, one at a time: memory does not grow with the
+// capture.
 ptscope::Result<ptscope::format::Archive> LoadInput(const std::string& path) {
-  if (IsPerfData(path)) {
-#ifdef PTSCOPE_HAVE_PERF_IMPORT
-    // As for a .ptar: the trace bytes stay in the file until they are decoded.
-    return ptscope::format::ImportPerfData(path, ptscope::format::ReadOptions{.keep_pt_bytes = false});
-#else
-    return ptscope::Unexpected(ptscope::Errc::kUnsupported,
-                               path + ": perf.data input is not supported by this build; convert "
-                                      "it with `pt-archive import-perf`");
-#endif
-  }
-  // The PT bytes stay on disk until they are decoded (see RunPipeline), and the embedded blobs
-  // until they are used, one at a time: memory does not grow with the capture.
-  return ptscope::format::ReadArchive(
+  return ptscope::format::OpenCapture(
       path, ptscope::format::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
 }
 

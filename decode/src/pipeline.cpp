@@ -26,6 +26,7 @@
 #include "listing/insn_listing.h"
 #include "names/capture_resolver.h"
 #include "names/frame_namer.h"
+#include "parallel/time_window.h"
 #include "parallel/unit_planner.h"
 #include "parallel/unit_pool.h"
 #include "ptscope/decode.h"

@@ -12,6 +12,7 @@
 #include "decode_core_pt_builder.h"
 #include "capture/piece_reader.h"
 #include "parallel/psb_units.h"
+#include "parallel/unit_cursor.h"
 #include "ptscope/format.h"
 #include "capture/sideband_timeline.h"
 #include "capture/streams.h"
@@ -521,7 +522,7 @@ TEST_CASE("raw trace bytes in a file (perf.data) are read in 1 MiB chunks, as wr
   REQUIRE(!cut);
   CHECK(cut.error().message ==
         file.path + ": offset " + std::to_string(100 + Piece::kRawChunkBytes + 10) +
-            ": the file ends before the trace read first (it changed while it was decoded?)");
+            ": the file ends there (it changed since it was first read?)");
   std::remove(file.path.c_str());  // and gone altogether
   PieceReader gone(file.path);
   auto missing = gone.Bytes(big, 0, 100);

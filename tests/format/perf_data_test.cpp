@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "ptscope/capture.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_records.h"
@@ -603,14 +604,16 @@ TEST_CASE("an imported perf.data is written piece by piece; one that shrank sinc
   auto changed = fmt::WriteImportedArchive(*lazy, out, {});
   REQUIRE_FALSE(changed.has_value());
   CHECK(changed.error().code == ptscope::Errc::kIo);
-  CHECK(changed.error().message == file.path + ": offset " + std::to_string(cut) +
-                                       ": the file ends there (it changed while it was read?)");
+  CHECK(changed.error().message ==
+        file.path + ": offset " + std::to_string(cut) +
+            ": the file ends there (it changed since it was first read?)");
   // Gone altogether: an error naming it.
   REQUIRE(std::remove(file.path.c_str()) == 0);
   auto gone = fmt::WriteImportedArchive(*lazy, out, {});
   REQUIRE_FALSE(gone.has_value());
   CHECK(gone.error().message ==
-        file.path + ": cannot open: " + std::string(std::strerror(ENOENT)));
+        file.path + ": cannot open again to read its trace: " +
+            std::string(std::strerror(ENOENT)));
   std::remove(out.c_str());
 }
 
@@ -769,4 +772,56 @@ TEST_CASE("export of an archive read without its PT bytes fetches each piece fro
   auto gone = fmt::ExportPerfDataToBytes(*light);  // and once it is gone
   REQUIRE_FALSE(gone.has_value());
   CHECK(gone.error().message.find(path) != std::string::npos);
+}
+
+// ---- OpenCapture and ForEachSidebandRecord (ptscope/capture.h) ------------------------------
+
+TEST_CASE("OpenCapture reads a perf.data by its magic, and names a file that is neither") {
+  TempFile data(Exported(ThreadArchive()));
+  CHECK(fmt::IsPerfData(data.path));
+  auto opened = fmt::OpenCapture(data.path);
+  REQUIRE(opened.has_value());
+  CHECK(opened->pt_data.size() == 3);
+  std::vector<uint32_t> types;
+  CHECK(fmt::ForEachSidebandRecord(*opened, [&](perf::Record&& r) { types.push_back(r.type); })
+            .empty());
+  CHECK(types.size() >= 5);  // the five records written, and what the export adds (AUX, ...)
+
+  TempFile junk(std::vector<uint8_t>(64, 0x5a));
+  CHECK_FALSE(fmt::IsPerfData(junk.path));
+  auto refused = fmt::OpenCapture(junk.path);  // read as an archive, refused as one
+  REQUIRE_FALSE(refused.has_value());
+  CHECK(refused.error().message.find(junk.path) != std::string::npos);
+}
+
+TEST_CASE("ForEachSidebandRecord visits every record in file order and reports what it skips") {
+  fmt::Archive a = ThreadArchive();
+  fmt::SidebandChunk orphan;  // no SidebandAttr chunk describes attr 9
+  orphan.attr_id = 9;
+  orphan.records = ThreadSideband();
+  a.sideband.push_back(orphan);
+  fmt::SidebandChunk cut = a.sideband[0];  // the last record cut short
+  cut.records.resize(cut.records.size() - 3);
+  a.sideband.push_back(cut);
+
+  std::vector<uint32_t> types;
+  auto problems = fmt::ForEachSidebandRecord(a, [&](perf::Record&& r) { types.push_back(r.type); });
+  const std::vector<uint32_t> once = {perf::kRecordComm, perf::kRecordMmap2, perf::kRecordFork,
+                                      perf::kRecordAux, perf::kRecordExit};
+  std::vector<uint32_t> want = once;
+  want.insert(want.end(), once.begin(), once.end() - 1);  // chunk 2 up to its cut record
+  CHECK(types == want);
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0].chunk == 1);
+  CHECK(problems[0].missing_attr);
+  CHECK(problems[0].Describe() ==
+        "sideband chunk 1 names attr 9 but no SidebandAttr chunk describes it");
+  CHECK(problems[1].chunk == 2);
+  CHECK_FALSE(problems[1].missing_attr);
+  const size_t last = ThreadSideband().size() -
+                      Rec(perf::kRecordExit, 0, perf::TaskRecord{100, 100, 100, 100, 90, true},
+                          100, 100, 90).size();
+  CHECK(problems[1].offset == last);
+  CHECK(problems[1].Describe().rfind("sideband chunk 2 offset " + std::to_string(last) + ": ",
+                                     0) == 0);
 }

@@ -2,6 +2,7 @@
 
 #include <variant>
 
+#include "ptscope/capture.h"
 #include "ptscope/perf_records.h"
 
 namespace ptscope::tools {
@@ -49,29 +50,17 @@ std::string RecordTypeName(uint32_t type) {
 
 SidebandSummary SummarizeSideband(const format::Archive& archive) {
   SidebandSummary s;
-  std::map<uint32_t, perf::RecordLayout> layouts;
-  for (const format::SidebandAttrChunk& attr : archive.sideband_attrs) {
-    layouts[attr.attr_id] = perf::RecordLayout{attr.sample_type, attr.sample_id_all};
-  }
-  for (size_t i = 0; i < archive.sideband.size(); ++i) {
-    const format::SidebandChunk& chunk = archive.sideband[i];
-    auto layout = layouts.find(chunk.attr_id);
-    if (layout == layouts.end()) {
-      s.problems.push_back("sideband chunk " + std::to_string(i) + ": no SidebandAttr chunk for attr_id " +
-                           std::to_string(chunk.attr_id) + "; records skipped");
-      continue;
-    }
-    perf::RecordIterator it(chunk.records, layout->second);
-    while (std::optional<Result<perf::Record>> record = it.Next()) {
-      if (!*record) {
-        s.problems.push_back("sideband chunk " + std::to_string(i) + ": " +
-                             record->error().message);
-        break;
-      }
-      ++s.records;
-      ++s.records_by_type[(*record)->type];
-      Apply(**record, s);
-    }
+  for (const format::SidebandProblem& problem :
+       format::ForEachSidebandRecord(archive, [&](perf::Record&& record) {
+         ++s.records;
+         ++s.records_by_type[record.type];
+         Apply(record, s);
+       })) {
+    const std::string chunk = "sideband chunk " + std::to_string(problem.chunk) + ": ";
+    s.problems.push_back(problem.missing_attr
+                             ? chunk + "no SidebandAttr chunk for attr_id " +
+                                   std::to_string(problem.attr_id) + "; records skipped"
+                             : chunk + problem.error);
   }
   return s;
 }

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "ptscope/capture.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
 #include "flow/query_walker.h"
@@ -38,32 +39,23 @@ struct Mapping {
 // Executable file mappings per pid (COMM exec resets, FORK of a new process copies).
 bool CollectMappings(const Archive& archive, std::map<uint32_t, std::vector<Mapping>>* by_pid,
                      std::string* error) {
-  std::map<uint32_t, ptscope::perf::RecordLayout> layouts;
-  for (const auto& attr : archive.sideband_attrs) layouts[attr.attr_id] = {attr.sample_type, attr.sample_id_all};
-  for (const auto& chunk : archive.sideband) {
-    auto layout = layouts.find(chunk.attr_id);
-    if (layout == layouts.end()) {
-      *error = "a sideband chunk names attr_id " + std::to_string(chunk.attr_id) + " that has no SidebandAttr chunk";
-      return false;
-    }
-    ptscope::perf::RecordIterator records(chunk.records, layout->second);
-    while (auto parsed = records.Next()) {
-      if (!parsed->has_value()) {
-        *error = "sideband record at offset " + std::to_string(records.offset()) + ": " + parsed->error().message;
-        return false;
-      }
-      const auto& body = parsed->value().body;
-      if (const auto* m = std::get_if<ptscope::perf::MmapRecord>(&body)) {
-        const bool exec = !m->is_mmap2 || (m->prot & PROT_EXEC) != 0;
-        if (exec && !m->filename.empty() && m->filename[0] == '/') {
-          (*by_pid)[m->pid].push_back({m->filename, m->addr, m->len, m->pgoff});
+  std::vector<ptscope::format::SidebandProblem> problems = ptscope::format::ForEachSidebandRecord(
+      archive, [&](ptscope::perf::Record&& record) {
+        const auto& body = record.body;
+        if (const auto* m = std::get_if<ptscope::perf::MmapRecord>(&body)) {
+          const bool exec = !m->is_mmap2 || (m->prot & PROT_EXEC) != 0;
+          if (exec && !m->filename.empty() && m->filename[0] == '/') {
+            (*by_pid)[m->pid].push_back({m->filename, m->addr, m->len, m->pgoff});
+          }
+        } else if (const auto* c = std::get_if<ptscope::perf::CommRecord>(&body)) {
+          if (c->exec) (*by_pid)[c->pid].clear();
+        } else if (const auto* t = std::get_if<ptscope::perf::TaskRecord>(&body)) {
+          if (!t->is_exit && t->pid != t->ppid) (*by_pid)[t->pid] = (*by_pid)[t->ppid];
         }
-      } else if (const auto* c = std::get_if<ptscope::perf::CommRecord>(&body)) {
-        if (c->exec) (*by_pid)[c->pid].clear();
-      } else if (const auto* t = std::get_if<ptscope::perf::TaskRecord>(&body)) {
-        if (!t->is_exit && t->pid != t->ppid) (*by_pid)[t->pid] = (*by_pid)[t->ppid];
-      }
-    }
+      });
+  if (!problems.empty()) {
+    *error = problems.front().Describe();
+    return false;
   }
   return true;
 }
@@ -359,7 +351,7 @@ int main(int argc, char** argv) {
                  "ARCHIVE.ptar\n");
     return 2;
   }
-  auto archive_or = ptscope::format::ReadArchive(argv[1]);
+  auto archive_or = ptscope::format::OpenCapture(argv[1]);
   if (!archive_or.has_value()) {
     std::fprintf(stderr, "ipt-block-loop: %s\n", archive_or.error().message.c_str());
     return 2;

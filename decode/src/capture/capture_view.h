@@ -1,5 +1,5 @@
 // CaptureView: what a capture holds before any PT is decoded (its time conversion and CPU, the
-// sideband timeline, the selected PT streams), and --time-range on the trace clock.
+// sideband timeline, the selected PT streams). (--time-range: parallel/time_window.h.)
 #pragma once
 
 #include <intel-pt.h>
@@ -27,17 +27,5 @@ struct CaptureView {
 // damage) go to `summary`.
 Result<CaptureView> ViewCapture(format::Archive& archive, const PipelineOptions& options,
                                 DecodeSummary& summary);
-
-// --time-range on the trace clock: offsets from the capture's first PSB with a time.
-struct TimeWindow {
-  bool active = false;
-  uint64_t capture_start_ns = 0, from_ns = 0, to_ns = UINT64_MAX;
-};
-TimeWindow WindowOf(const CaptureView& view, const PipelineOptions& options,
-                    const std::string& path);
-// After decoding: a note on what the output holds (the summary's counts are of the units
-// overlapping the window); true, and no note, when the window missed the capture altogether
-// (capture/selection.h's WindowOutsideCapture says so).
-bool NoteWindow(const TimeWindow& window, const PipelineOptions& options, DecodeSummary& summary);
 
 }  // namespace ptscope::decode

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "ptscope/capture.h"
 #include "ptscope/perf_records.h"
 
 namespace ptscope::decode {
@@ -26,31 +27,15 @@ bool IsCodeMapping(const perf::MmapRecord& mmap) {
 
 SidebandTimeline SidebandTimeline::Build(const format::Archive& archive) {
   SidebandTimeline timeline;
-  std::map<uint32_t, perf::RecordLayout> layouts;
-  for (const format::SidebandAttrChunk& attr : archive.sideband_attrs) {
-    layouts[attr.attr_id] = perf::RecordLayout{attr.sample_type, attr.sample_id_all};
-  }
   std::vector<TimedRecord> records;
-  for (size_t chunk = 0; chunk < archive.sideband.size(); ++chunk) {
-    const format::SidebandChunk& sideband = archive.sideband[chunk];
-    auto layout = layouts.find(sideband.attr_id);
-    if (layout == layouts.end()) {
-      timeline.notes_.push_back("sideband chunk " + std::to_string(chunk) + " names attr " +
-                                std::to_string(sideband.attr_id) +
-                                " but no SidebandAttr chunk describes it: skipped");
-      continue;
-    }
-    perf::RecordIterator it(sideband.records, layout->second);
-    while (auto next = it.Next()) {
-      if (!*next) {
-        timeline.notes_.push_back("sideband chunk " + std::to_string(chunk) + " offset " +
-                                  std::to_string(it.offset()) + ": " + next->error().message +
-                                  " (rest of the chunk skipped)");
-        break;
-      }
-      uint64_t time = (*next)->sample_id ? (*next)->sample_id->time : 0;
-      records.push_back(TimedRecord{time, std::move(**next)});
-    }
+  for (const format::SidebandProblem& problem :
+       format::ForEachSidebandRecord(archive, [&](perf::Record&& record) {
+         uint64_t time = record.sample_id ? record.sample_id->time : 0;
+         records.push_back(TimedRecord{time, std::move(record)});
+       })) {
+    timeline.notes_.push_back(problem.Describe() + (problem.missing_attr
+                                                     ? ": skipped"
+                                                     : " (rest of the chunk skipped)"));
   }
   std::stable_sort(records.begin(), records.end(),
                    [](const TimedRecord& a, const TimedRecord& b) { return a.time_ns < b.time_ns; });

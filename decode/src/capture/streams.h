@@ -9,7 +9,6 @@
 
 #include "capture/decoder_setup.h"
 #include "events.h"
-#include "parallel/psb_units.h"
 #include "ptscope/format.h"
 #include "capture/sideband_timeline.h"
 

@@ -1,6 +1,7 @@
 // Module resolution into libipt's shared section cache and per-thread image epochs.
 #include "flow/code_images.h"
 
+#include <Zydis/Zydis.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -152,6 +153,24 @@ ThreadImage::~ThreadImage() {
 size_t ThreadImage::ReadJit(uint8_t* buffer, size_t size, uint64_t ip) const {
   const symbols::JitCodeStore* jit = images_.jit();
   return jit == nullptr ? 0 : jit->ReadCode(pid_, ip, time_ns_, buffer, size);
+}
+
+uint8_t ThreadImage::InsnLength(const pt_block& block, uint64_t ip) const {
+  static const ZydisDecoder kLengths = [] {  // lengths only: Zydis's minimal mode
+    ZydisDecoder zydis;
+    ZydisDecoderInit(&zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+    ZydisDecoderEnableMode(&zydis, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
+    return zydis;
+  }();
+  uint8_t bytes[16];
+  int read = pt_iscache_read(iscache(), bytes, sizeof bytes, block.isid, ip);
+  if (read <= 0) read = static_cast<int>(ReadJit(bytes, sizeof bytes, ip));
+  ZydisDecodedInstruction insn;
+  if (read <= 0 || ZYAN_FAILED(ZydisDecoderDecodeInstruction(
+                       &kLengths, nullptr, bytes, static_cast<ZyanUSize>(read), &insn))) {
+    return 0;
+  }
+  return insn.length;
 }
 
 pt_image* ThreadImage::At(uint64_t time_ns, bool* changed) {

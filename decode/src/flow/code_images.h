@@ -111,6 +111,9 @@ class ThreadImage {
   void SetTime(uint64_t time_ns) { time_ns_ = time_ns; }
   // JIT code bytes at `ip` (for instructions libipt read through the callback); 0 if none.
   size_t ReadJit(uint8_t* buffer, size_t size, uint64_t ip) const;
+  // Length of the instruction at `ip` inside `block` (its section, else JIT code); 0 when its
+  // bytes cannot be read or decoded.
+  uint8_t InsnLength(const pt_block& block, uint64_t ip) const;
   bool NeedsSwitch(uint64_t time_ns) const {
     return image_ == nullptr || time_ns >= next_change_ || time_ns < epoch_start_;
   }

@@ -1,8 +1,6 @@
 // The block loop, block classification and the unit's events (see flow_decoder.h).
 #include "flow/flow_decoder.h"
 
-#include <Zydis/Zydis.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -346,28 +344,19 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
 }
 
 void FlowDecoder::ListBlock(const pt_block& block) {
-  // Instruction lengths, decoded once per block start (Zydis, minimal mode); the last
+  // Instruction lengths, decoded once per block start; the last
   // instruction is the block's end_ip, whatever its bytes (libipt may have had them from `raw`).
   auto [layout, inserted] = facts_.layouts.TryEmplace(BlockKey{image_.pid(), block.ip});
   const bool known = !inserted && layout->size() >= block.ninsn &&
                      block.ip + (*layout)[block.ninsn - 1] == block.end_ip;
   if (!known) {
     layout->clear();
-    ZydisDecoder zydis;
-    ZydisDecoderInit(&zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-    ZydisDecoderEnableMode(&zydis, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
     uint64_t ip = block.ip;
     for (uint32_t index = 0; index + 1 < block.ninsn; ++index) {
       layout->push_back(static_cast<uint32_t>(ip - block.ip));
-      uint8_t bytes[16];
-      int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, block.isid, ip);
-      if (read <= 0) read = static_cast<int>(image_.ReadJit(bytes, sizeof bytes, ip));
-      ZydisDecodedInstruction insn;
-      if (read <= 0 || ZYAN_FAILED(ZydisDecoderDecodeInstruction(
-                           &zydis, nullptr, bytes, static_cast<ZyanUSize>(read), &insn))) {
-        break;  // (libipt decoded these bytes: only a changed JIT region can get here)
-      }
-      ip += insn.length;
+      const uint8_t length = image_.InsnLength(block, ip);
+      if (length == 0) break;  // (libipt decoded these bytes: only a changed JIT region can)
+      ip += length;
     }
     layout->resize(block.ninsn - 1, static_cast<uint32_t>(ip - block.ip));
     layout->push_back(static_cast<uint32_t>(block.end_ip - block.ip));

@@ -1,8 +1,6 @@
 // Inlined depths of blocks (see inline_statements.h).
 #include "flow/inline_statements.h"
 
-#include <Zydis/Zydis.h>
-
 #include <algorithm>
 
 #include "ptscope/symbols.h"
@@ -61,9 +59,6 @@ const BlockInline& InlineStatements::InlineOf(const pt_block& block, const Threa
       !stretch.ChangesIn(block.ip, block.end_ip)) {
     return info;  // the whole block at one depth: no need to walk its instructions
   }
-  ZydisDecoder zydis;
-  ZydisDecoderInit(&zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-  ZydisDecoderEnableMode(&zydis, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
   uint64_t ip = block.ip;
   uint32_t previous = info.first_depth;
   for (uint32_t index = 0; index < block.ninsn; ++index) {
@@ -73,15 +68,9 @@ const BlockInline& InlineStatements::InlineOf(const pt_block& block, const Threa
       previous = depth;
     }
     if (ip == block.end_ip) break;
-    uint8_t bytes[16];
-    int read = pt_iscache_read(image.iscache(), bytes, sizeof bytes, block.isid, ip);
-    if (read <= 0) read = static_cast<int>(image.ReadJit(bytes, sizeof bytes, ip));
-    ZydisDecodedInstruction insn;
-    if (read <= 0 || ZYAN_FAILED(ZydisDecoderDecodeInstruction(
-                         &zydis, nullptr, bytes, static_cast<ZyanUSize>(read), &insn))) {
-      break;  // undecodable: keep what is known (depth stays as last seen)
-    }
-    ip += insn.length;
+    const uint8_t length = image.InsnLength(block, ip);
+    if (length == 0) break;  // undecodable: keep what is known (depth stays as last seen)
+    ip += length;
   }
   return info;
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "parallel/unit_cursor.h"
+
 namespace ptscope::decode {
 
 struct UnitPlanner::StreamState {

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "flow/flow_decoder.h"
+#include "flow/unit_events.h"
 
 namespace ptscope::decode {
 

@@ -16,10 +16,10 @@
 
 #include "../byte_io.h"
 #include "perf_data_layout.h"
-#include "ptscope/file_read.h"
 #include "ptscope/output_file.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_time.h"
+#include "ptscope/pt_chunks.h"
 
 namespace ptscope::format {
 namespace {
@@ -67,55 +67,19 @@ uint64_t PtSize(const Archive& a, size_t i) {
 
 class PtSource {
  public:
-  explicit PtSource(const Archive& a) : a_(a) {}
-  ~PtSource() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  PtSource(const PtSource&) = delete;
-  PtSource& operator=(const PtSource&) = delete;
+  explicit PtSource(const Archive& a) : a_(a), chunks_(a.path) {}
 
   Result<std::span<const uint8_t>> Get(size_t i) {
     const PtDataChunk& c = a_.pt_data[i];
-    const uint64_t size = PtSize(a_, i);
-    if (c.data.size() == size) return std::span<const uint8_t>(c.data);
-    const Archive::PtDataRef& ref = a_.pt_refs[i];
-    if (ref.raw) {
-      if (fd_ < 0) fd_ = ::open(a_.path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd_ < 0) {
-        const int err = errno;  // before the message's allocations
-        return ExportError(ErrcFromErrno(err), a_.path + ": cannot open: " + std::strerror(err));
-      }
-      buffer_.resize(static_cast<size_t>(size));
-      const FileRead read = ReadFileAt(fd_, ref.chunk_offset, buffer_.size(), buffer_.data());
-      if (read.bytes < buffer_.size()) {
-        return ExportError(Errc::kIo, a_.path + ": offset " +
-                                          std::to_string(ref.chunk_offset + read.bytes) + ": " +
-                                          (read.error != 0 ? std::strerror(read.error)
-                                                           : "the file ends there (it changed?)"));
-      }
-      return std::span<const uint8_t>(buffer_);
-    }
-    if (reader_ == nullptr) {
-      auto opened = ArchiveReader::Open(a_.path);
-      if (!opened) return opened.error();
-      reader_ = std::move(*opened);
-    }
-    PTSCOPE_ASSIGN_OR_RETURN(Chunk chunk, reader_->ReadChunkAt(ref.chunk_offset));
-    auto* pt = std::get_if<PtDataChunk>(&chunk);
-    if (pt == nullptr || pt->data.size() != size) {
-      return ExportError(Errc::kCorrupt, a_.path + ": the PT data chunk at offset " +
-                                             std::to_string(ref.chunk_offset) +
-                                             " is not the one read first (the file changed?)");
-    }
-    buffer_ = std::move(pt->data);
-    return std::span<const uint8_t>(buffer_);
+    if (c.data.size() == PtSize(a_, i)) return std::span<const uint8_t>(c.data);
+    Result<std::span<const uint8_t>> bytes = chunks_.Read(a_.pt_refs[i]);
+    if (!bytes) return ExportError(bytes.error().code, bytes.error().message);
+    return bytes;
   }
 
  private:
   const Archive& a_;
-  std::unique_ptr<ArchiveReader> reader_;
-  int fd_ = -1;
-  std::vector<uint8_t> buffer_;
+  PtChunkReader chunks_;
 };
 
 // The exported file, in order: bytes, or the PT bytes of pt_data[piece] and `pad` zeros.

@@ -12,7 +12,7 @@
 
 #include "../byte_io.h"
 #include "perf_data_parse.h"
-#include "ptscope/file_read.h"
+#include "ptscope/pt_chunks.h"
 #include "ptscope/perf_data.h"
 
 namespace ptscope::format {
@@ -318,8 +318,7 @@ Status WriteImportedArchive(const Archive& archive, const std::string& out_path,
   for (const auto& c : archive.sideband) PTSCOPE_TRY(writer->Write(c));
   for (const auto& c : archive.modules) PTSCOPE_TRY(writer->Write(c));
   for (const auto& c : archive.blobs) PTSCOPE_TRY(writer->Write(c));
-  const std::string& input = archive.path;
-  int fd = -1;
+  PtChunkReader chunks(archive.path);
   Status status = Ok();
   for (size_t i = 0; i < archive.pt_data.size() && status; ++i) {
     if (i >= archive.pt_refs.size()) {  // read with keep_pt_bytes: the bytes are in the chunk
@@ -328,25 +327,16 @@ Status WriteImportedArchive(const Archive& archive, const std::string& out_path,
     }
     const Archive::PtDataRef& ref = archive.pt_refs[i];
     PTSCOPE_CHECK(ref.raw);  // an archive from ImportPerfData, not ReadArchive
-    if (fd < 0) fd = ::open(input.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int err = errno;  // before the message's allocations
-      return MakeError(ErrcFromErrno(err), input + ": cannot open: " + std::strerror(err));
-    }
-    PtDataChunk piece = archive.pt_data[i];
-    piece.data.resize(static_cast<size_t>(ref.size));
-    const FileRead read = ReadFileAt(fd, ref.chunk_offset, piece.data.size(), piece.data.data());
-    if (read.bytes < piece.data.size()) {
-      status = MakeError(Errc::kIo, input + ": offset " +
-                                        std::to_string(ref.chunk_offset + read.bytes) + ": " +
-                                        (read.error != 0 ? std::strerror(read.error)
-                                                         : "the file ends there (it changed while "
-                                                           "it was read?)"));
+    Result<std::span<const uint8_t>> bytes = chunks.Read(ref);
+    if (!bytes) {
+      status = std::move(bytes).error();
       break;
     }
+    PtDataChunk piece = archive.pt_data[i];
+    piece.data.assign(bytes->begin(), bytes->end());
+    chunks.Forget();  // one copy of the piece at a time
     status = writer->Write(piece);
   }
-  if (fd >= 0) ::close(fd);
   PTSCOPE_TRY(status);
   return writer->Close();
 }

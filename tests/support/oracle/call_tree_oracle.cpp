@@ -15,6 +15,10 @@
 // tests/support/call_tree.py leaves such slices out of pt-decode's tree. Printed:
 //   function NAME|ALIAS...      one line per named function (the names the comparison keeps)
 //   thread TID                  then the thread's tree, two spaces of indentation per level
+// A pt-synth walk leaves the traced code where pt-emulate's programs never do: a return to a
+// function's first byte (no call returns there) starts a new tree, and a direct branch that did not
+// reach its target (a dead block) is an asynchronous entry, as pt-decode sees both.
+// CALL_TREE_ORACLE_DEBUG=1 prints every transfer and the stack depth on stderr.
 // Exit status: 0, or 1 with a message naming the file (and line) on bad input.
 #include <Zydis/Zydis.h>
 #include <fcntl.h>
@@ -37,6 +41,7 @@
 #include "llvm/Demangle/Demangle.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
+#include "ptscope/capture.h"
 #include "ptscope/format.h"
 
 namespace {
@@ -82,7 +87,7 @@ enum class Kind : uint8_t { kOther, kCall, kReturn, kJump, kCondJump, kSyscall }
 struct Insn {
   uint8_t size = 0;
   Kind kind = Kind::kOther;
-  uint64_t cond_target = 0;  // kCondJump
+  uint64_t target = 0;  // a relative (direct) kCall, kJump or kCondJump; 0: indirect
 };
 
 Insn Classify(const uint8_t* bytes, size_t available, uint64_t ip) {
@@ -103,12 +108,13 @@ Insn Classify(const uint8_t* bytes, size_t available, uint64_t ip) {
     case ZYDIS_CATEGORY_CALL: result.kind = Kind::kCall; break;
     case ZYDIS_CATEGORY_RET: result.kind = Kind::kReturn; break;
     case ZYDIS_CATEGORY_UNCOND_BR: result.kind = Kind::kJump; break;
-    case ZYDIS_CATEGORY_COND_BR:
-      result.kind = Kind::kCondJump;
-      result.cond_target = ip + insn.length + static_cast<uint64_t>(insn.raw.imm[0].value.s);
-      break;
+    case ZYDIS_CATEGORY_COND_BR: result.kind = Kind::kCondJump; break;
     case ZYDIS_CATEGORY_SYSCALL: result.kind = Kind::kSyscall; break;
     default: break;
+  }
+  if ((result.kind == Kind::kCall || result.kind == Kind::kJump ||
+       result.kind == Kind::kCondJump) && insn.raw.imm[0].is_relative) {
+    result.target = ip + insn.length + static_cast<uint64_t>(insn.raw.imm[0].value.s);
   }
   return result;
 }
@@ -193,12 +199,13 @@ class ThreadTree {
   }
 
   // Control reached `to` (a function `to_function`, entry or not) by a return or jump.
-  void Return(uint64_t to, int to_function) {
+  void Return(uint64_t to, int to_function, bool to_entry) {
     if (!stack_.empty() && stack_.back().return_ip == to) return PopTo(stack_.size() - 1);
     for (size_t i = stack_.size(); i-- > 0;) {
       if (stack_[i].return_ip == to) return PopTo(i);
     }
     if (LandInDeeperFrame(to_function)) return;
+    if (to_entry) return Restart(to_function);  // no call returns to a function's first byte
     if (!stack_.empty() && stack_.back().resume_ip != 0) {  // a handler returning to a trampoline
       stack_.back().function = to_function;
       ReplaceTopNode(to_function);
@@ -215,9 +222,15 @@ class ThreadTree {
       stack_[0] = Frame{to_function, 0, 0, roots.back().get()};
       return;
     }
-    stack_.clear();  // nothing matches: start again from the target's function
+    Restart(to_function);  // nothing matches: start again from the target's function
+  }
+
+  // Control left the traced code and came back at `function` (pt-synth: a return past the
+  // walk's first frame, then a new start): what was open closes, and a new tree begins.
+  void Restart(int function) {
+    stack_.clear();
     anchor_root_ = roots.size();
-    PushRoot(to_function);
+    PushRoot(function);
   }
 
   void Jump(uint64_t to, int to_function, bool to_entry) {
@@ -236,6 +249,8 @@ class ThreadTree {
     }
     Push(Frame{to_function, 0, resume_ip, nullptr});
   }
+
+  size_t depth() const { return stack_.size(); }
 
   bool IsResumption(uint64_t to) const {
     for (const Frame& frame : stack_) {
@@ -394,20 +409,29 @@ void Step(ThreadState& t, uint64_t ip) {
   if (ip == from) return;  // a rep-prefixed instruction's next iteration
   const Insn& insn = t.space->At(from);
   const uint64_t next = from + insn.size;
+  static const bool debug = std::getenv("CALL_TREE_ORACLE_DEBUG") != nullptr;
+  if (debug && (insn.kind != Kind::kOther || ip != next)) {
+    std::fprintf(stderr, "%" PRIx64 " -> %" PRIx64 " kind %d depth %zu\n", from, ip,
+                 static_cast<int>(insn.kind), t.tree.depth());
+  }
+  // A direct branch that did not reach its target: control went elsewhere (pt-synth: a branch
+  // into a dead block, resumed at a new function).
+  if (insn.target != 0 && ip != insn.target && (insn.kind != Kind::kCondJump || ip != next)) {
+    return t.tree.Async(ip, function, next);
+  }
   switch (insn.kind) {
     case Kind::kCall:
       if (t.tree.IsResumption(ip)) return t.tree.Async(ip, function, 0);
       return t.tree.Call(function, next);
     case Kind::kReturn:
       if (t.tree.IsResumption(ip)) return t.tree.Async(ip, function, 0);
-      return t.tree.Return(ip, function);
+      return t.tree.Return(ip, function, entry);
     case Kind::kJump:
       if (t.tree.IsResumption(ip)) return t.tree.Async(ip, function, 0);
       return t.tree.Jump(ip, function, entry);
     case Kind::kCondJump:
-      if (ip == insn.cond_target) return t.tree.Jump(ip, function, entry);
       if (ip == next) return;
-      return t.tree.Async(ip, function, next);
+      return t.tree.Jump(ip, function, entry);
     case Kind::kSyscall:
     case Kind::kOther:
       if (ip == next) return;
@@ -423,7 +447,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string archive_path = argv[1], truth_path = argv[2], program_path = argv[3];
-  auto archive = ptscope::format::ReadArchive(archive_path);
+  auto archive = ptscope::format::OpenCapture(archive_path);
   if (!archive) Fail(archive.error().message);
   std::string error;
   ptscope::oracle::CaptureMappings mappings = ptscope::oracle::CollectMappings(*archive, &error);

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "ptscope/capture.h"
 #include "ptscope/format.h"
 #include "capture_mappings.h"
 
@@ -171,7 +172,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: ipt_insns ARCHIVE.ptar\n");
     return 2;
   }
-  auto archive_or = ptscope::format::ReadArchive(argv[1]);
+  auto archive_or = ptscope::format::OpenCapture(argv[1]);
   if (!archive_or.has_value()) {
     std::fprintf(stderr, "ipt_insns: %s\n", archive_or.error().message.c_str());
     return 2;
