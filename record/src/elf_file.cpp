@@ -252,6 +252,8 @@ Result<std::vector<ElfFile::Section>> ElfFile::ReadSections() const {
     const uint8_t* p = &table[uint64_t{i} * shentsize_];
     Section sec;
     sec.type = Le32(p + 4);
+    sec.flags = Le64(p + 8);
+    sec.addr = Le64(p + 16);
     sec.offset = Le64(p + 24);
     sec.size = Le64(p + 32);
     sec.link = Le32(p + 40);

@@ -1,5 +1,6 @@
-// A small bounds-checked ELF64 little-endian reader: file type, entry, PT_LOAD segments, GNU
-// build id, and symbol lookup by name. No libelf, no LLVM: it links into the static pt-record.
+// A small bounds-checked ELF64 little-endian reader: file type, entry, PT_LOAD segments, section
+// headers, GNU build id, and symbols. No libelf, no LLVM: it links into the static pt-record, and
+// pt-synth reads the code it walks through it (symbols/ reads DWARF and names with LLVM).
 // Works on a file (read with pread on demand, so large binaries are not loaded whole) or on bytes
 // in memory (the vdso image, tests).
 #pragma once
@@ -43,6 +44,16 @@ struct ElfSymbol {
   bool from_dynsym = false;
 };
 
+struct ElfSection {  // one section header
+  uint32_t type = 0;    // SHT_*
+  uint64_t flags = 0;   // SHF_*
+  uint64_t addr = 0;    // link-time address (0 when not loaded)
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  uint32_t link = 0;
+  uint64_t entsize = 0;
+};
+
 // Reads the underlying bytes; one implementation over a file descriptor, one over memory.
 class ElfByteSource;
 
@@ -69,6 +80,9 @@ class ElfFile {
   // Every defined symbol of .symtab and .dynsym (for pickers and tests).
   Result<std::vector<ElfSymbol>> Symbols() const;
 
+  // Every section header, in file order (empty when the file has none).
+  Result<std::vector<ElfSection>> Sections() const { return ReadSections(); }
+
   // Maps a link-time virtual address to its file offset through the PT_LOAD segments.
   Result<uint64_t> VaddrToFileOffset(uint64_t vaddr) const;
 
@@ -78,13 +92,7 @@ class ElfFile {
   Status ParseHeader();
   Status ParseBuildIdFromNotes();
   Status ParseBuildIdFromSections();
-  struct Section {
-    uint32_t type = 0;
-    uint32_t link = 0;
-    uint64_t offset = 0;
-    uint64_t size = 0;
-    uint64_t entsize = 0;
-  };
+  using Section = ElfSection;
   Result<std::vector<Section>> ReadSections() const;
   Status ScanSymbols(const std::vector<Section>& sections, uint32_t table_type,
                      std::string_view wanted, std::vector<ElfSymbol>* out) const;

@@ -8,43 +8,15 @@
 #include <cstdlib>
 #include <memory>
 
+#include "elf_file.h"
+
 namespace ptscope::synth {
 namespace {
 
-constexpr uint32_t kPtLoad = 1, kPtNote = 4;
-constexpr uint32_t kPfX = 1;
 constexpr uint64_t kShfExecInstr = 4;
-constexpr uint32_t kShtSymtab = 2, kShtDynsym = 11;
-constexpr uint32_t kNtGnuBuildId = 3;
-
-// Bounds-checked little-endian reads of the file; the first failure is remembered and named.
-class FileBytes {
- public:
-  FileBytes(const std::vector<uint8_t>& bytes, const std::string& path) : b_(bytes), path_(path) {}
-  uint64_t Read(uint64_t offset, int width, const char* field) {
-    if (offset > b_.size() || b_.size() - offset < static_cast<uint64_t>(width)) {
-      if (error_.empty()) {
-        error_ = path_ + ": " + field + " at file offset " + std::to_string(offset) +
-                 " lies past the end of the file (" + std::to_string(b_.size()) +
-                 " bytes); the ELF is truncated or corrupt";
-      }
-      return 0;
-    }
-    uint64_t value = 0;
-    for (int i = width - 1; i >= 0; --i) value = (value << 8) | b_[offset + i];
-    return value;
-  }
-  uint64_t U16(uint64_t o, const char* f) { return Read(o, 2, f); }
-  uint64_t U32(uint64_t o, const char* f) { return Read(o, 4, f); }
-  uint64_t U64(uint64_t o, const char* f) { return Read(o, 8, f); }
-  bool ok() const { return error_.empty(); }
-  const std::string& error() const { return error_; }
-
- private:
-  const std::vector<uint8_t>& b_;
-  const std::string& path_;
-  std::string error_;
-};
+constexpr uint32_t kShtNobits = 8;
+constexpr uint8_t kSttFunc = 2;
+constexpr uint16_t kEmX8664 = 62;
 
 Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, int64_t* mtime_ns) {
   struct stat st {};
@@ -59,35 +31,6 @@ Result<std::vector<uint8_t>> ReadWholeFile(const std::string& path, int64_t* mti
     return Unexpected(Errc::kIo, path + ": short read");
   }
   return bytes;
-}
-
-void ReadBuildId(FileBytes& f, uint64_t offset, uint64_t size, std::vector<uint8_t>* id,
-                 const std::vector<uint8_t>& bytes) {
-  const uint64_t end = offset + size;
-  while (f.ok() && offset + 12 <= end) {
-    const uint64_t namesz = f.U32(offset, "note namesz"), descsz = f.U32(offset + 4, "note descsz");
-    const uint64_t type = f.U32(offset + 8, "note type");
-    const uint64_t desc = offset + 12 + ((namesz + 3) & ~uint64_t{3});
-    if (namesz > size || descsz > size) return;
-    if (type == kNtGnuBuildId && namesz == 4 && desc + descsz <= end && desc + descsz <= bytes.size() &&
-        f.U32(offset + 12, "note name") == 0x00554e47 /* "GNU\0" */) {
-      id->assign(bytes.begin() + static_cast<long>(desc), bytes.begin() + static_cast<long>(desc + descsz));
-      return;
-    }
-    offset = desc + ((descsz + 3) & ~uint64_t{3});
-  }
-}
-
-void ReadFunctionSymbols(FileBytes& f, ElfCode& elf, uint64_t symtab_off, uint64_t symtab_size) {
-  constexpr uint64_t kSymSize = 24;
-  for (uint64_t o = symtab_off; f.ok() && o + kSymSize <= symtab_off + symtab_size; o += kSymSize) {
-    const uint64_t info = f.Read(o + 4, 1, "symbol st_info");
-    const uint64_t shndx = f.U16(o + 6, "symbol st_shndx");
-    const uint64_t value = f.U64(o + 8, "symbol st_value");
-    if ((info & 0xf) == 2 /* STT_FUNC */ && shndx != 0 && value != 0) {
-      elf.function_entries.push_back(elf.load_base + value);
-    }
-  }
 }
 
 }  // namespace
@@ -107,51 +50,34 @@ Result<ElfCode> LoadElfCode(const std::string& path) {
   char resolved[PATH_MAX];
   elf.path = realpath(path.c_str(), resolved) != nullptr ? resolved : path;
   PTSCOPE_ASSIGN_OR_RETURN(elf.bytes, ReadWholeFile(elf.path, &elf.mtime_ns));
-  const auto& b = elf.bytes;
-  if (b.size() < 64 || b[0] != 0x7f || b[1] != 'E' || b[2] != 'L' || b[3] != 'F') {
-    return Unexpected(Errc::kBadMagic, path + ": not an ELF file (pass an x86-64 executable)");
-  }
-  FileBytes f(b, elf.path);
-  if (b[4] != 2 || b[5] != 1 || f.U16(18, "e_machine") != 62) {
+  // The ELF facts from pt-record's reader (the one bounds-checked ELF reader without LLVM); the
+  // bytes stay here for CodeAt.
+  PTSCOPE_ASSIGN_OR_RETURN(record::ElfFile file, record::ElfFile::FromBytes(elf.bytes, elf.path));
+  if (file.machine() != kEmX8664) {
     return Unexpected(Errc::kUnsupported,
-                      path + ": not a 64-bit little-endian x86-64 ELF (e_ident/e_machine); pt-synth "
-                      "walks x86-64 code only");
+                      path + ": not an x86-64 ELF (e_machine " + std::to_string(file.machine()) +
+                          "); pt-synth walks x86-64 code only");
   }
-  const uint64_t type = f.U16(16, "e_type");
-  elf.pie = type == 3;
+  elf.pie = file.type() == record::ElfType::kDyn;
   elf.load_base = elf.pie ? kPieBase : 0;
-  elf.entry = f.U64(24, "e_entry") + elf.load_base;
-  const uint64_t phoff = f.U64(32, "e_phoff"), shoff = f.U64(40, "e_shoff");
-  const uint64_t phentsize = f.U16(54, "e_phentsize"), phnum = f.U16(56, "e_phnum");
-  const uint64_t shentsize = f.U16(58, "e_shentsize"), shnum = f.U16(60, "e_shnum");
-  for (uint64_t i = 0; f.ok() && i < phnum && phentsize >= 56; ++i) {
-    const uint64_t p = phoff + i * phentsize;
-    const uint64_t ptype = f.U32(p, "p_type"), flags = f.U32(p + 4, "p_flags");
-    const uint64_t offset = f.U64(p + 8, "p_offset"), vaddr = f.U64(p + 16, "p_vaddr");
-    const uint64_t filesz = f.U64(p + 32, "p_filesz"), memsz = f.U64(p + 40, "p_memsz");
-    if (ptype == kPtLoad && (flags & kPfX) != 0 && filesz > 0 && offset + filesz <= b.size()) {
-      elf.segments.push_back({vaddr, offset, filesz, memsz});
-    } else if (ptype == kPtNote && elf.build_id.empty()) {
-      ReadBuildId(f, offset, filesz, &elf.build_id, b);
+  elf.entry = file.entry() + elf.load_base;
+  const uint64_t size = elf.bytes.size();
+  for (const record::ElfSegment& seg : file.LoadSegments()) {
+    if ((seg.flags & record::kPfX) != 0 && seg.filesz > 0 && seg.offset + seg.filesz <= size) {
+      elf.segments.push_back({seg.vaddr, seg.offset, seg.filesz, seg.memsz});
     }
   }
-  if (!f.ok()) return Unexpected(Errc::kCorrupt, f.error());
+  elf.build_id = file.build_id();
   if (elf.segments.empty()) {
     return Unexpected(Errc::kCorrupt, path + ": no executable PT_LOAD segment with file bytes");
   }
-  for (uint64_t i = 0; f.ok() && i < shnum && shentsize >= 64; ++i) {
-    const uint64_t s = shoff + i * shentsize;
-    const uint64_t stype = f.U32(s + 4, "sh_type"), flags = f.U64(s + 8, "sh_flags");
-    const uint64_t addr = f.U64(s + 16, "sh_addr"), offset = f.U64(s + 24, "sh_offset");
-    const uint64_t size = f.U64(s + 32, "sh_size");
-    if ((flags & kShfExecInstr) != 0 && stype != 8 /* NOBITS */ && size > 0 &&
-        offset + size <= b.size()) {
-      elf.code.push_back({elf.load_base + addr, offset, size});
-    } else if ((stype == kShtSymtab || stype == kShtDynsym) && offset + size <= b.size()) {
-      ReadFunctionSymbols(f, elf, offset, size);
+  PTSCOPE_ASSIGN_OR_RETURN(std::vector<record::ElfSection> sections, file.Sections());
+  for (const record::ElfSection& sec : sections) {
+    if ((sec.flags & kShfExecInstr) != 0 && sec.type != kShtNobits && sec.size > 0 &&
+        sec.offset + sec.size <= size) {
+      elf.code.push_back({elf.load_base + sec.addr, sec.offset, sec.size});
     }
   }
-  if (!f.ok()) return Unexpected(Errc::kCorrupt, f.error());
   if (elf.code.empty()) {  // no section headers: the whole executable segments are code
     for (const ExecSegment& seg : elf.segments) {
       elf.code.push_back({elf.load_base + seg.vaddr, seg.offset, seg.filesz});
@@ -159,6 +85,12 @@ Result<ElfCode> LoadElfCode(const std::string& path) {
   }
   std::sort(elf.code.begin(), elf.code.end(),
             [](const CodeRange& a, const CodeRange& c) { return a.start < c.start; });
+  PTSCOPE_ASSIGN_OR_RETURN(std::vector<record::ElfSymbol> symbols, file.Symbols());
+  for (const record::ElfSymbol& sym : symbols) {
+    if (sym.type == kSttFunc && sym.value != 0) {
+      elf.function_entries.push_back(elf.load_base + sym.value);
+    }
+  }
   elf.function_entries.push_back(elf.entry);
   std::sort(elf.function_entries.begin(), elf.function_entries.end());
   elf.function_entries.erase(std::unique(elf.function_entries.begin(), elf.function_entries.end()),

@@ -1,7 +1,7 @@
 // The statically known code of one ELF file, as pt-synth needs it: executable ranges (to decode),
 // the executable PT_LOAD segments (to describe in MMAP2 sideband), function entries (where walks
-// start and where indirect branches land) and the GNU build id. Every field is read bounds-checked
-// and little-endian from the file bytes.
+// start and where indirect branches land) and the GNU build id, read through pt-record's
+// bounds-checked ELF reader (record/src/elf_file.h); the file's bytes are kept for CodeAt.
 #pragma once
 
 #include <cstdint>
