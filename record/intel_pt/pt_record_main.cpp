@@ -45,7 +45,8 @@ po::options_description Describe() {
       ("all-cpus,a", "trace every CPU")
       ("full", "record everything (no ring buffer); default is a snapshot ring")
       ("snapshot-size", po::value<std::string>(), "AUX buffer per traced thread/CPU (e.g. 4M)")
-      ("trigger", po::value<std::string>(), "snapshot when SYMBOL or 0xADDR executes")
+      ("trigger", po::value<std::string>(),
+       "snapshot when SYMBOL (any module), MODULE:SYMBOL or 0xADDR executes")
       ("multi-snapshot", "with --trigger: snapshot at every hit and keep going")
       ("psb-period", po::value<uint32_t>(), "PSB every 2^(N+11) bytes")
       ("mtc-period", po::value<uint32_t>(), "MTC every CTC/2^N")

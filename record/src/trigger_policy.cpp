@@ -32,7 +32,7 @@ Result<uint64_t> PlaceInMaps(const ElfFile& elf, const std::string& path, uint64
 
 }  // namespace
 
-Result<TriggerSpec> ParseTriggerSpec(const std::string& text) {
+Result<TriggerSpec> ParseTriggerSpec(const std::string& text, const std::string& option) {
   std::string body = text;
   bool force_symbol = false;
   if (body.rfind("symbol:", 0) == 0) {
@@ -42,21 +42,30 @@ Result<TriggerSpec> ParseTriggerSpec(const std::string& text) {
     body = body.substr(5);
   }
   if (body.empty())
-    return MakeError(Errc::kInvalidArgument, "--trigger '" + text + "' names nothing");
+    return MakeError(Errc::kInvalidArgument, option + " '" + text + "' names nothing");
   TriggerSpec spec;
   spec.text = text;
+  spec.option = option;
   if (!force_symbol && body.size() > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X')) {
     auto [ptr, ec] = std::from_chars(body.data() + 2, body.data() + body.size(), spec.address, 16);
     if (ec != std::errc() || ptr != body.data() + body.size() || spec.address == 0)
       return MakeError(Errc::kInvalidArgument,
-                       "--trigger '" + text + "' is not a valid hexadecimal address");
+                       option + " '" + text + "' is not a valid hexadecimal address");
     spec.kind = TriggerSpec::Kind::kAddress;
     return spec;
   }
   if (text.rfind("addr:", 0) == 0)
-    return MakeError(Errc::kInvalidArgument, "--trigger '" + text + "': addr: needs 0x...");
+    return MakeError(Errc::kInvalidArgument, option + " '" + text + "': addr: needs 0x...");
   spec.kind = TriggerSpec::Kind::kSymbol;
   spec.symbol = body;
+  // MODULE:SYMBOL (mangled C++ names have no ':'; "symbol:" forces a name that has one).
+  if (const size_t colon = body.rfind(':'); !force_symbol && colon != std::string::npos) {
+    spec.module = body.substr(0, colon);
+    spec.symbol = body.substr(colon + 1);
+    if (spec.module.empty() || spec.symbol.empty())
+      return MakeError(Errc::kInvalidArgument,
+                       option + " '" + text + "': MODULE:SYMBOL needs both (libc.so.6:write)");
+  }
   return spec;
 }
 
@@ -65,16 +74,26 @@ Result<ResolvedTrigger> ResolveTrigger(const TriggerSpec& spec, const std::strin
   if (spec.kind == TriggerSpec::Kind::kAddress) {
     const MapEntry* m = FindMapping(maps, spec.address);
     if (m == nullptr || !m->exec)
-      return MakeError(Errc::kInvalidArgument, "--trigger " + Hex(spec.address) +
+      return MakeError(Errc::kInvalidArgument, spec.option + " " + Hex(spec.address) +
                                                    " is not inside an executable mapping of the "
                                                    "target");
     return ResolvedTrigger{spec.address, Hex(spec.address) + " in " + m->path};
   }
-  std::vector<std::string> candidates = {exe_path};
+  auto wanted = [&](const std::string& path) {
+    if (spec.module.empty()) return true;
+    const size_t slash = path.rfind('/');
+    return path == spec.module ||
+           (slash == std::string::npos ? path : path.substr(slash + 1)) == spec.module;
+  };
+  std::vector<std::string> candidates;
+  if (wanted(exe_path)) candidates.push_back(exe_path);
   for (const MapEntry& m : maps)
-    if (m.exec && m.is_file() && m.path != exe_path &&
+    if (m.exec && m.is_file() && m.path != exe_path && wanted(m.path) &&
         std::find(candidates.begin(), candidates.end(), m.path) == candidates.end())
       candidates.push_back(m.path);
+  if (candidates.empty())
+    return MakeError(Errc::kNotFound, spec.option + " " + spec.text + ": no module " +
+                                          spec.module + " is mapped in the target");
   std::string first_error;
   for (const std::string& path : candidates) {
     auto elf = ElfFile::Open(path);
@@ -87,8 +106,8 @@ Result<ResolvedTrigger> ResolveTrigger(const TriggerSpec& spec, const std::strin
     PTSCOPE_ASSIGN_OR_RETURN(uint64_t address, PlaceInMaps(*elf, path, sym->value, maps));
     return ResolvedTrigger{address, spec.symbol + " in " + path};
   }
-  return MakeError(Errc::kNotFound, "--trigger " + spec.symbol + ": not found in the target (" +
-                                        (first_error.empty() ? exe_path + " is unreadable"
+  return MakeError(Errc::kNotFound, spec.option + " " + spec.text + ": not found in the target (" +
+                                        (first_error.empty() ? candidates.front() + " is unreadable"
                                                              : first_error) + ")");
 }
 

@@ -19,16 +19,20 @@ struct TriggerSpec {
   std::string symbol;    // mangled name, as in the ELF symbol table
   uint64_t address = 0;  // runtime address (kAddress)
   std::string text;      // as the user wrote it (the trigger marker's text)
+  std::string module;    // MODULE:SYMBOL: only the mapped file with this path or file name
+  std::string option = "--trigger";  // the option it came from, for messages
 };
-// "NAME", "symbol:NAME", "0x401000", "addr:0x401000".
-Result<TriggerSpec> ParseTriggerSpec(const std::string& text);
+// "NAME", "symbol:NAME", "MODULE:NAME" (libc.so.6:write), "0x401000", "addr:0x401000".
+// `option` names the option in messages (pt-emulate's --start-at takes the same forms).
+Result<TriggerSpec> ParseTriggerSpec(const std::string& text, const std::string& option = "--trigger");
 
 struct ResolvedTrigger {
   uint64_t address = 0;  // where the breakpoint goes in the target
   std::string where;     // "main in /usr/bin/prog" for messages and the Trigger marker
 };
-// Looks a symbol up in `exe_path` and then in the other executable file mappings of `maps`, and
-// places it at its runtime address through the mapping that holds its file offset.
+// Looks a symbol up in `exe_path` and then in the other executable file mappings of `maps` (only
+// the spec's module, if it names one), and places it at its runtime address through the mapping
+// that holds its file offset. A library not mapped yet is not found: call again once it is.
 Result<ResolvedTrigger> ResolveTrigger(const TriggerSpec& spec, const std::string& exe_path,
                                        const std::vector<MapEntry>& maps);
 

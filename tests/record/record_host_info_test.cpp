@@ -91,7 +91,8 @@ TEST_CASE("an AMD VM cannot record: the cpu and PMU lines say why and point at p
   CHECK(FormatCheckLine(Line(lines, "intel_pt PMU")) ==
         "MISSING intel_pt PMU: /sys/bus/event_source/devices/intel_pt does not exist -- fix: the "
         "kernel has no Intel PT PMU (needs PT hardware and CONFIG_CPU_SUP_INTEL; in a VM, PT "
-        "passthrough); use pt-emulate here instead (software, 100-1000x slower)");
+        "passthrough); use pt-emulate here instead (software, ~50,000 instructions/s: tens of "
+        "thousands of times slower)");
   CHECK(Line(lines, "cpu").fatal);
   CHECK(!Line(lines, "hypervisor").ok);
   CHECK(!Line(lines, "hypervisor").fatal);
@@ -103,7 +104,7 @@ TEST_CASE("an AMD VM cannot record: the cpu and PMU lines say why and point at p
   CHECK(*NoIntelPtMessage(f) ==
         "no Intel PT on this host: /sys/bus/event_source/devices/intel_pt does not exist (CPU: "
         "AuthenticAMD family 25 model 1, in a VM); use pt-emulate here instead (software, "
-        "100-1000x slower), or pt-record --sideband-only");
+        "~50,000 instructions/s: tens of thousands of times slower), or pt-record --sideband-only");
   CHECK(!NoIntelPtMessage(IntelHost()));
 }
 

@@ -39,6 +39,16 @@ TEST_CASE("ParseTriggerSpec: symbols, addresses, prefixes, garbage") {
   CHECK(bad.error().message == "--trigger '0x12zz' is not a valid hexadecimal address");
   CHECK(!ParseTriggerSpec(""));
   CHECK(!ParseTriggerSpec("addr:main"));
+  auto scoped = ParseTriggerSpec("libc.so.6:write", "--start-at");
+  REQUIRE(scoped);
+  CHECK(scoped->module == "libc.so.6");
+  CHECK(scoped->symbol == "write");
+  CHECK(ParseTriggerSpec("symbol:a:b")->symbol == "a:b");
+  CHECK(ParseTriggerSpec("symbol:a:b")->module.empty());
+  CHECK(ParseTriggerSpec(":write", "--start-at").error().message ==
+        "--start-at ':write': MODULE:SYMBOL needs both (libc.so.6:write)");
+  CHECK(ParseTriggerSpec("0xzz", "--start-at").error().message ==
+        "--start-at '0xzz' is not a valid hexadecimal address");
 }
 
 TEST_CASE("ResolveTrigger puts a symbol where the loader really mapped it") {
@@ -58,7 +68,28 @@ TEST_CASE("ResolveTrigger puts a symbol where the loader really mapped it") {
   CHECK(missing.error().message ==
         "--trigger no_such_function_anywhere: not found in the target (" + SelfExe() +
             ": no defined symbol 'no_such_function_anywhere')");
-  auto stack_addr = ResolveTrigger(TriggerSpec{TriggerSpec::Kind::kAddress, "", 0x10, "0x10"}, SelfExe(), *maps);
+  // MODULE:SYMBOL looks only there: the same getpid by its library's file name or full path;
+  // the program's own function is not in libc.
+  auto scoped = ResolveTrigger(*ParseTriggerSpec("libc.so.6:getpid"), SelfExe(), *maps);
+  REQUIRE(scoped);
+  CHECK(scoped->address == in_libc->address);
+  const std::string libc_path = in_libc->where.substr(std::string("getpid in ").size());
+  CHECK(ResolveTrigger(*ParseTriggerSpec(libc_path + ":getpid"), SelfExe(), *maps)->address ==
+        in_libc->address);
+  auto not_there = ResolveTrigger(*ParseTriggerSpec("libc.so.6:ptscope_trigger_test_target"),
+                                  SelfExe(), *maps);
+  REQUIRE(!not_there);
+  // (Debian's libc has no .symtab: the message then also says it is stripped.)
+  CHECK(not_there.error().message.rfind(
+            "--trigger libc.so.6:ptscope_trigger_test_target: not found in the target (" +
+                libc_path + ": no defined symbol 'ptscope_trigger_test_target'",
+            0) == 0);
+  auto unmapped = ResolveTrigger(*ParseTriggerSpec("libnope.so:getpid", "--start-at"), SelfExe(),
+                                 *maps);
+  REQUIRE(!unmapped);
+  CHECK(unmapped.error().message ==
+        "--start-at libnope.so:getpid: no module libnope.so is mapped in the target");
+  auto stack_addr = ResolveTrigger(*ParseTriggerSpec("0x10"), SelfExe(), *maps);
   REQUIRE(!stack_addr);
   CHECK(stack_addr.error().message ==
         "--trigger 0x10 is not inside an executable mapping of the target");

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "elf_file.h"
 
 namespace ptscope::emulate {
 namespace {
@@ -78,29 +77,6 @@ Status ProcessState::RefreshMaps(record::CaptureWriter* writer, pid_t tid, uint6
   if (exec_changed) cache_.Invalidate();
   maps_ = std::move(fresh);
   return Ok();
-}
-
-std::optional<uint64_t> ProcessState::ResolveSymbol(const std::string& symbol) const {
-  std::vector<std::string> seen;
-  for (const auto& map : maps_) {
-    if (!map.is_file() || std::find(seen.begin(), seen.end(), map.path) != seen.end()) continue;
-    seen.push_back(map.path);
-    auto elf = record::ElfFile::Open(map.path);
-    if (!elf) continue;
-    auto sym = elf->FindSymbol(symbol);
-    if (!sym || sym->value == 0) continue;
-    if (elf->type() == record::ElfType::kExec) return sym->value;
-    // Load bias: where the file's offset-0 page is mapped minus the lowest PT_LOAD's page vaddr.
-    uint64_t base = UINT64_MAX;
-    for (const auto& m : maps_) {
-      if (m.path == map.path && m.offset == 0) base = std::min(base, m.start);
-    }
-    const auto loads = elf->LoadSegments();
-    if (base == UINT64_MAX || loads.empty()) continue;
-    const uint64_t first_vaddr = loads.front().vaddr & ~uint64_t{0xfff};
-    return sym->value + base - first_vaddr;
-  }
-  return std::nullopt;
 }
 
 bool ProcessState::SignalCaught(int signal) const {

@@ -1,6 +1,6 @@
 // What pt-emulate tracks per traced process: its mappings (to emit MMAP2 for new executable
-// mappings), the decoded-instruction cache, a /proc/PID/mem handle for code bytes, and symbol
-// lookup for --trigger / --start-at.
+// mappings), the decoded-instruction cache, a /proc/PID/mem handle for code bytes, and the
+// --trigger address in this address space.
 #pragma once
 
 #include <sys/types.h>
@@ -37,9 +37,6 @@ class ProcessState {
   const std::vector<record::MapEntry>& maps() const { return maps_; }
   // jit-PID.dump files the process mapped (perf's convention for finding them).
   const std::vector<std::string>& jitdumps() const { return jitdumps_; }
-
-  // Run-time address of `symbol` in any mapped ELF file, or nullopt.
-  std::optional<uint64_t> ResolveSymbol(const std::string& symbol) const;
 
   // Is `signal` handled by a user handler right now (SigCgt of /proc/PID/status)?
   bool SignalCaught(int signal) const;

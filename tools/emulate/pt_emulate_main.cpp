@@ -60,7 +60,7 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) session.command_line += (i ? " " : "") + std::string(argv[i]);
   session.tool_version = format::PtscopeVersion();
 
-  std::string pids, snapshot_size = "4M", timing = "cyc", psb_period = "4K", trigger;
+  std::string pids, snapshot_size = "4M", timing = "cyc", psb_period = "4K", trigger, start_at;
   uint32_t mtc_period = 3;
   double duration = 0;
   po::options_description desc(
@@ -75,11 +75,14 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
       ("full", "record everything (default: snapshot mode, keep the last --snapshot-size)")
       ("snapshot-size", po::value(&snapshot_size), "per-thread snapshot ring (default 4M)")
       ("trigger", po::value(&trigger),
-       "take the snapshot when any thread executes SYMBOL (or 0xADDRESS)")
+       "take the snapshot when any thread executes SYMBOL (any module), MODULE:SYMBOL or "
+       "0xADDRESS")
       ("multi-snapshot", "snapshot every time the trigger fires (default: first time, then stop)")
       ("duration", po::value(&duration), "stop (and snapshot) after SECONDS")
       ("embed-binaries", "copy every mapped ELF into the archive")
-      ("start-at", po::value(&o.start_at), "run untraced until SYMBOL, then trace")
+      ("start-at", po::value(&start_at),
+       "run untraced until SYMBOL (in any module, also one loaded later), MODULE:SYMBOL or "
+       "0xADDRESS executes, then trace")
       ("max-instructions", po::value(&o.max_instructions), "stop after N traced instructions")
       ("timing", po::value(&timing), "none|tsc|mtc|cyc (default cyc)")
       ("mtc-period", po::value(&mtc_period), "MTC every 2^N crystal clock ticks (0-15, default 3)")
@@ -163,6 +166,9 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
   }
   if (vm.count("trigger")) {
     PTSCOPE_ASSIGN_OR_RETURN(session.trigger, record::ParseTriggerSpec(trigger));
+  }
+  if (vm.count("start-at")) {
+    PTSCOPE_ASSIGN_OR_RETURN(o.start_at, record::ParseTriggerSpec(start_at, "--start-at"));
   }
   session.multi_snapshot = vm.count("multi-snapshot") > 0;
   o.multi_snapshot = session.multi_snapshot;

@@ -122,6 +122,10 @@ void StepSource::Abort() {
   if (tracer_) tracer_->Abort();
 }
 
+std::vector<std::string> StepSource::TakeWarnings() {
+  return tracer_ ? tracer_->TakeWarnings() : std::vector<std::string>{};
+}
+
 uint64_t StepSource::NowTsc() { return tracer_ ? tracer_->clock() : Tracer::kTscBase; }
 
 const TraceSummary& StepSource::summary() const {

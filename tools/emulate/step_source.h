@@ -28,6 +28,7 @@ class StepSource final : public record::PtSource {
   Status Finish() override;
   void Abort() override;
   uint64_t NowTsc() override;
+  std::vector<std::string> TakeWarnings() override;
 
   const TraceSummary& summary() const;
 

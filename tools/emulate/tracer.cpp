@@ -46,7 +46,7 @@ Error PtraceError(const std::string& what, pid_t pid) {
 Tracer::Tracer(const EmulateOptions& options, record::CaptureWriter* writer,
                GroundTruthWriter* truth, TimeConversion time)
     : options_(options), writer_(writer), truth_(truth), time_(time) {
-  stepping_ = options_.start_at.empty();
+  stepping_ = !options_.start_at.has_value();
   if (options_.cpus > 0) CreateCpus();
 }
 
@@ -157,30 +157,35 @@ Status Tracer::AdoptAttached(pid_t pid, const std::vector<int>& tids) {
   return Ok();
 }
 
-// --start-at: an int3 at the symbol; the process runs untraced (PTRACE_CONT) until it hits it.
+// --start-at: an int3 at the symbol or address once the process has it mapped (see tracer.h);
+// until then the resolution error is kept for the end-of-capture warning.
 Status Tracer::ArmStartAt(ProcessState& process, Thread& t) {
-  auto address = process.ResolveSymbol(options_.start_at);
-  if (!address) {
-    return MakeError(Errc::kNotFound, "--start-at: symbol '" + options_.start_at +
-                                          "' not found in the program or its loaded libraries");
+  start_at_pid_ = process.pid();
+  auto exe = record::ProcessExePath(process.pid());
+  auto resolved = record::ResolveTrigger(*options_.start_at, exe ? *exe : std::string(),
+                                         process.maps());
+  if (!resolved) {
+    start_at_error_ = resolved.error().message;
+    return Ok();
   }
   errno = 0;
-  const long word = ptrace(PTRACE_PEEKTEXT, t.tid, *address, nullptr);
+  const long word = ptrace(PTRACE_PEEKTEXT, t.tid, resolved->address, nullptr);
   if (errno != 0) return PtraceError("cannot read code of", t.tid);
   const long patched = (word & ~0xffL) | 0xcc;
-  if (ptrace(PTRACE_POKETEXT, t.tid, *address, patched) != 0)
+  if (ptrace(PTRACE_POKETEXT, t.tid, resolved->address, patched) != 0)
     return PtraceError("cannot set a breakpoint in", t.tid);
-  start_at_address_ = *address;
+  start_at_address_ = resolved->address;
   start_at_saved_word_ = word;
-  start_at_pid_ = process.pid();
+  start_at_where_ = resolved->where;
   return Ok();
 }
 
 unsigned PtraceOptionsFor(const EmulateOptions& options) {
   // Per-CPU mode resumes a thread at a syscall with PTRACE_SYSCALL: its entry stop switches it
   // out (TRACESYSGOOD tells that stop from a step trap).
+  // --start-at waits for libraries at syscall stops the same way.
   return kPtraceOptions | (options.follow_fork ? PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK : 0) |
-         (options.cpus > 0 ? PTRACE_O_TRACESYSGOOD : 0);
+         (options.cpus > 0 || options.start_at ? PTRACE_O_TRACESYSGOOD : 0);
 }
 
 unsigned Tracer::PtraceOptions() const { return PtraceOptionsFor(options_); }
@@ -193,7 +198,9 @@ void Tracer::Resume(Thread& t, int signal) {
   t.injected = signal;
   t.injected_caught = signal != 0 && t.process && t.process->SignalCaught(signal);
   if (per_cpu() && stepping_) return ResumeOnCpu(t, signal);
-  const auto request = stepping_ ? PTRACE_SINGLESTEP : PTRACE_CONT;
+  const auto request = stepping_                ? PTRACE_SINGLESTEP
+                       : start_at_address_ != 0 ? PTRACE_CONT
+                                                : PTRACE_SYSCALL;  // --start-at not mapped yet
   if (ptrace(request, t.tid, nullptr, signal) == 0) t.running = true;
 }
 

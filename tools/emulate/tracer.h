@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,7 @@ struct EmulateOptions {
   uint64_t snapshot_size = 4u << 20;  // 0: --full
   const record::TriggerSpec* trigger = nullptr;
   bool multi_snapshot = false;
-  std::string start_at;
+  std::optional<record::TriggerSpec> start_at;  // --start-at, resolved as libraries load
   uint64_t max_instructions = 0;
   EncoderConfig encoder;
   double virtual_ghz = 1.0;
@@ -91,6 +92,8 @@ class Tracer {
   Status Snapshot(uint32_t index, bool final);
   // Stops tracing, detaches every thread (they go on untraced), writes what is buffered.
   Status Finish();
+  // What the user should know about a capture that still completed (--start-at never reached).
+  std::vector<std::string> TakeWarnings() { return std::move(warnings_); }
   // Finish() without writing: after an error, leave the target running. Best effort.
   void Abort();
   uint64_t clock() const { return clock_; }
@@ -156,6 +159,7 @@ class Tracer {
   Status FlushOutputs();
   uint64_t ResolveTrigger(ProcessState& process) const;
   Status ArmStartAt(ProcessState& process, Thread& t);
+  Status OnUntracedSyscallStop(Thread& t);
   Status CheckDeferred();
   void SampleTimeSync();
   void CountRetired(Thread& t);
@@ -200,17 +204,23 @@ class Tracer {
   int trigger_signal_ = 0;
   uint64_t trigger_ip_ = 0;
   bool limit_reached_ = false;
-  // The trigger's snapshot ended the capture: a thread whose single step was in flight then
-  // completes it afterwards, but its trace stopped before that instruction (TakeSnapshot), so
-  // the ground truth must stop there too.
+  // The trigger's snapshot or --max-instructions ended the capture: a thread whose single step
+  // was in flight then completes it afterwards, but its trace stopped before that instruction,
+  // so neither the PT nor the ground truth gets it (--max-instructions N is exactly N).
   bool capture_ended_ = false;
   bool done_ = false;  // Finish() or Abort() ran
   uint64_t started_ns_ = 0;  // CLOCK_MONOTONIC when tracing began (summary: seconds)
   std::vector<std::pair<uint64_t, uint64_t>> time_sync_;  // (virtual tsc, CLOCK_MONOTONIC ns)
   size_t time_sync_written_ = 0;
-  uint64_t start_at_address_ = 0;
+  // --start-at: until its address is known the process runs with PTRACE_SYSCALL, and every
+  // mapping change retries the resolution (libraries load after exec); then an int3 waits there
+  // and the process runs with PTRACE_CONT.
+  uint64_t start_at_address_ = 0;  // where the int3 is (0: not armed)
   long start_at_saved_word_ = 0;
   pid_t start_at_pid_ = 0;
+  std::string start_at_where_;     // "write in /usr/lib/x86_64-linux-gnu/libc.so.6"
+  std::string start_at_error_;     // why the last resolution failed
+  std::vector<std::string> warnings_;
   uint64_t next_time_sync_ = 0;
   uint64_t deferred_checked_at_ = 0;
   pid_t launched_pid_ = 0;

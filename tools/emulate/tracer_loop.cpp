@@ -174,6 +174,7 @@ Status Tracer::HandleStop(pid_t tid, int status) {
     if (t.cpu < 0) return HandleOffCpuStop(t, status);
     if (event == 0 && sig == (SIGTRAP | 0x80)) return OnSyscallEntry(t);
   }
+  if (!stepping_ && event == 0 && sig == (SIGTRAP | 0x80)) return OnUntracedSyscallStop(t);
   if (event != 0) return HandleEvent(t, event);
   if (sig == SIGTRAP) return HandleStepTrap(t);
   Resume(t, sig);  // a signal for the target: deliver it
@@ -257,6 +258,9 @@ Status Tracer::HandleStepTrap(Thread& t) {
     Resume(t, SIGTRAP);  // the program's own trap
     return Ok();
   }
+  // A step in flight when the trace ended (trigger snapshot, --max-instructions): its
+  // instruction is in neither the trace nor the ground truth, and the thread stays stopped.
+  if (capture_ended_) return Ok();
   if (t.resync) {
     t.resync = false;
     t.ip = regs.rip;
@@ -338,7 +342,10 @@ Status Tracer::CheckLimits() {
   if (summary_.instructions >= next_time_sync_) SampleTimeSync();
   if (options_.max_instructions != 0 && summary_.instructions >= options_.max_instructions &&
       !stopping_) {
-    BeginStop();  // no thread is resumed any more; the session stops the capture
+    // Exactly N: no thread is resumed any more, and the steps other threads have in flight
+    // complete outside the trace (capture_ended_). The session then stops the capture.
+    capture_ended_ = true;
+    BeginStop();
     limit_reached_ = true;
   }
   return Ok();
@@ -360,6 +367,21 @@ Status Tracer::OnSyscallRetired(Thread& t, uint64_t nr) {
   return Ok();
 }
 
+// A syscall stop before --start-at is armed (PTRACE_SYSCALL): once a call that maps code has
+// returned, the new libraries may hold the symbol. Entry stops have rax = -ENOSYS.
+Status Tracer::OnUntracedSyscallStop(Thread& t) {
+  user_regs_struct regs{};
+  ptrace(PTRACE_GETREGS, t.tid, nullptr, &regs);
+  const bool exit_stop = static_cast<int64_t>(regs.rax) != -ENOSYS;
+  if (exit_stop && start_at_address_ == 0 && t.pid == start_at_pid_ &&
+      ChangesMappings(regs.orig_rax)) {
+    PTSCOPE_TRY(t.process->RefreshMaps(writer_, t.tid, Ns(), false));
+    PTSCOPE_TRY(ArmStartAt(*t.process, t));
+  }
+  Resume(t, 0);
+  return Ok();
+}
+
 Status Tracer::OnExec(Thread& t_in, pid_t former) {
   Thread* t = &t_in;
   if (former != t->tid && threads_.count(former)) {
@@ -377,7 +399,7 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
   user_regs_struct regs{};
   ptrace(PTRACE_GETREGS, t->tid, nullptr, &regs);
   // The execve syscall retired (per-CPU mode retired it at its entry); tracing pauses in the kernel.
-  if (stepping_ && t->started && !t->syscall_done && t->model) {
+  if (stepping_ && !capture_ended_ && t->started && !t->syscall_done && t->model) {
     const ClassifiedInsn& insn = t->process->Instruction(t->ip);
     t->model->Retire({t->ip, t->ip + insn.size, regs.rip, InsnClass::kSyscall}, clock_);
     CountRetired(*t);
@@ -386,6 +408,10 @@ Status Tracer::OnExec(Thread& t_in, pid_t former) {
   PTSCOPE_TRY(StartProcess(t->pid, t->tid, true));
   t->process = Process(t->pid);
   t->process->trigger_address = ResolveTrigger(*t->process);
+  if (!stepping_ && t->pid == start_at_pid_) {  // the int3 went with the old image
+    start_at_address_ = 0;
+    PTSCOPE_TRY(ArmStartAt(*t->process, *t));
+  }
   t->ip = regs.rip;
   t->exec_trap = true;
   t->started = true;
@@ -402,7 +428,8 @@ Status Tracer::OnThreadExit(Thread& t) {
   if (stepping_ && t.started && !t.exited && !t.syscall_done && t.model) {
     const ClassifiedInsn& insn = t.process->Instruction(t.ip);
     const bool exit_call = regs.orig_rax == 60 || regs.orig_rax == 231;
-    if (insn.cls == InsnClass::kSyscall && exit_call && regs.rip == t.ip + insn.size) {
+    if (!capture_ended_ && insn.cls == InsnClass::kSyscall && exit_call &&
+        regs.rip == t.ip + insn.size) {
       t.model->Retire({t.ip, t.ip + insn.size, regs.rip, InsnClass::kSyscall}, clock_);
       CountRetired(t);
     } else {
@@ -515,6 +542,15 @@ Status Tracer::Finish() {
   if (trigger_pending_ && trigger_thread_ != nullptr) trigger_thread_->pending_signal = trigger_signal_;
   trigger_pending_ = false;
   PTSCOPE_TRY(DetachAll());
+  if (!stepping_) {
+    const std::string& spec = options_.start_at->text;
+    warnings_.push_back(!start_at_where_.empty()
+                            ? "nothing traced: --start-at " + spec + " (" + start_at_where_ +
+                                  ") was never executed"
+                            : "nothing traced: " + (start_at_error_.empty()
+                                                        ? "--start-at " + spec + " never resolved"
+                                                        : start_at_error_));
+  }
   summary_.seconds = static_cast<double>(MonotonicNs() - started_ns_) / 1e9;
   SampleTimeSync();
   PTSCOPE_TRY(CheckDeferred());

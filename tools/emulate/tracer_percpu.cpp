@@ -157,6 +157,7 @@ Status Tracer::HandleOffCpuStop(Thread& t, int status) {
 // PTRACE_SYSCALL stopped an on-CPU thread at a syscall's entry: the syscall retires here, on its
 // CPU, and the thread leaves the CPU for as long as it is in the kernel.
 Status Tracer::OnSyscallEntry(Thread& t) {
+  if (capture_ended_) return Ok();  // the trace ended while it was on its way here
   const ClassifiedInsn& insn = t.process->Instruction(t.ip);
   const uint64_t after = t.ip + insn.size;
   t.model->Retire({t.ip, after, after, InsnClass::kSyscall}, clock_);

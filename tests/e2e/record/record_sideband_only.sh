@@ -15,11 +15,11 @@ if [ -e /sys/bus/event_source/devices/intel_pt ]; then
 else
   "$pt_record" --check > "$tmp/check.txt"; status=$?
   [ $status -eq 2 ] || fail "--check exited $status, expected 2"
-  grep -qxF "MISSING intel_pt PMU: /sys/bus/event_source/devices/intel_pt does not exist -- fix: the kernel has no Intel PT PMU (needs PT hardware and CONFIG_CPU_SUP_INTEL; in a VM, PT passthrough); use pt-emulate here instead (software, 100-1000x slower)" "$tmp/check.txt" \
+  grep -qxF "MISSING intel_pt PMU: /sys/bus/event_source/devices/intel_pt does not exist -- fix: the kernel has no Intel PT PMU (needs PT hardware and CONFIG_CPU_SUP_INTEL; in a VM, PT passthrough); use pt-emulate here instead (software, ~50,000 instructions/s: tens of thousands of times slower)" "$tmp/check.txt" \
     || fail "--check lacks the intel_pt PMU line: $(cat "$tmp/check.txt")"
   "$pt_record" -o "$tmp/refused.ptar" -- "$target" "$library" > /dev/null 2> "$tmp/refused.txt"; status=$?
   [ $status -eq 2 ] || fail "recording without PT exited $status, expected 2"
-  grep -q "^pt-record: no Intel PT on this host: /sys/bus/event_source/devices/intel_pt does not exist (CPU: .*); use pt-emulate here instead (software, 100-1000x slower), or pt-record --sideband-only$" "$tmp/refused.txt" \
+  grep -q "^pt-record: no Intel PT on this host: /sys/bus/event_source/devices/intel_pt does not exist (CPU: .*); use pt-emulate here instead (software, ~50,000 instructions/s: tens of thousands of times slower), or pt-record --sideband-only$" "$tmp/refused.txt" \
     || fail "refusal message: $(cat "$tmp/refused.txt")"
   [ ! -e "$tmp/refused.ptar" ] || fail "a refused recording wrote $tmp/refused.ptar"
 fi
