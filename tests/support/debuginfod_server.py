@@ -2,6 +2,7 @@
 (-F), with an in-memory index, until stopped. Used as a context manager:
 
     with DebuginfodServer(directory, wait_for_build_id=hex) as url: ...
+    with DebuginfodServer(directory, [hex1, hex2], artifact='debuginfo') as url: ...
 
 Raises RuntimeError when debuginfod is not installed (scripts/setup installs it) or does not
 serve the build id within `seconds`: a missing prerequisite fails the test, never skips it."""
@@ -34,8 +35,10 @@ def wait_for(url, seconds):
 
 
 class DebuginfodServer:
-    def __init__(self, directory, wait_for_build_id, seconds=60):
-        self.directory, self.build_id, self.seconds = directory, wait_for_build_id, seconds
+    def __init__(self, directory, wait_for_build_id, seconds=60, artifact='executable'):
+        self.directory, self.seconds, self.artifact = directory, seconds, artifact
+        self.build_ids = ([wait_for_build_id] if isinstance(wait_for_build_id, str)
+                          else list(wait_for_build_id))
         self.process = None
 
     def __enter__(self):
@@ -46,10 +49,11 @@ class DebuginfodServer:
             ['debuginfod', '-F', '-p', str(port), '-d', ':memory:', '-t', '0', self.directory],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         url = 'http://127.0.0.1:%d' % port
-        if not wait_for('%s/buildid/%s/executable' % (url, self.build_id), self.seconds):
-            self.__exit__(None, None, None)
-            raise RuntimeError('debuginfod did not serve build id %s within %d s' %
-                               (self.build_id, self.seconds))
+        for build_id in self.build_ids:
+            if not wait_for('%s/buildid/%s/%s' % (url, build_id, self.artifact), self.seconds):
+                self.__exit__(None, None, None)
+                raise RuntimeError('debuginfod did not serve the %s of build id %s within %d s' %
+                                   (self.artifact, build_id, self.seconds))
         return url
 
     def __exit__(self, *exc):

@@ -12,13 +12,13 @@ decodes and names the missing library and its package.
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "support"))
+from debuginfod_server import DebuginfodServer  # noqa: E402
 
 WANT = [r"PlainC\s+\S*debuginfod_test_program\.cpp:\d+",
         r"mini::Twice\(int\)\s+\S*debuginfod_test_program\.cpp:\d+"]
@@ -72,28 +72,8 @@ def missing_names(text):
     return [w for w in WANT if not re.search(w, text)]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(url, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.3)
-    return False
-
-
 def main():
     emulate, pt_decode, program, mini_program = sys.argv[1:5]
-    server = None
     work = tempfile.mkdtemp(prefix="debuginfod_e2e_")
     try:
         stripped = os.path.join(work, "prog")
@@ -156,31 +136,20 @@ def main():
             if not re.search(r"\] " + name + r"(?: \(\w+\))?\s*$", text, re.M):
                 problems.append(f"MiniDebugInfo: no slice named {name} (names only, no lines)")
 
-        port = free_port()
-        server = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", ":memory:",
-                                   "-t", "0", served], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
-        base = f"http://127.0.0.1:{port}"
-        if not wait_for(f"{base}/buildid/{hex_id}/debuginfo", 60):
-            problems.append("debuginfod did not serve the build id within 60 s")
-        else:
-            text = decode(pt_decode, archive, os.path.join(work, "http.txt"), [base],
-                          os.path.join(work, "cache2"))
+        try:
+            with DebuginfodServer(served, hex_id, artifact="debuginfo") as base:
+                text = decode(pt_decode, archive, os.path.join(work, "http.txt"), [base],
+                              os.path.join(work, "cache2"))
             for miss in missing_names(text):
                 problems.append(f"debuginfod server: no match for {miss}")
+        except RuntimeError as error:
+            problems.append(str(error))
         if problems:
             print("FAIL " + "\nFAIL ".join(problems))
             return 1
         print("ok: names from a file:// tree and from a debuginfod server; none without a URL")
         return 0
     finally:
-        if server is not None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
         shutil.rmtree(work, ignore_errors=True)
 
 

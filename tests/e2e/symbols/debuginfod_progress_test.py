@@ -16,13 +16,13 @@ import os
 import pty
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "support"))
+from debuginfod_server import DebuginfodServer  # noqa: E402
 
 NAMED = [r"\] PlainC\s+\S*debuginfod_test_program\.cpp:\d+",
          r"\] mini::Twice\(int\)\s+\S*debuginfod_test_program\.cpp:\d+"]
@@ -33,25 +33,6 @@ def build_id(path):
     out = subprocess.run(["readelf", "-n", path], check=True, capture_output=True,
                          text=True).stdout
     return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def served(url, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.3)
-    return False
 
 
 def run_on_pty(args, env):
@@ -110,15 +91,12 @@ def main():
             print(f"FAIL the three programs share build ids: {ids}")
             return 1
 
-        port = free_port()
-        server = subprocess.Popen(["debuginfod", "-F", "-p", str(port), "-d", ":memory:",
-                                   "-t", "0", serve_dir], stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, start_new_session=True)
-        base = f"http://127.0.0.1:{port}"
-        if not all(served(f"{base}/buildid/{i}/debuginfo", 60) for i in ids):
-            print("FAIL debuginfod did not serve the three build ids within 60 s")
+        server = DebuginfodServer(serve_dir, ids, artifact="debuginfo")
+        try:
+            base = server.__enter__()
+        except RuntimeError as error:
+            print(f"FAIL {error}")
             return 1
-
         problems = []
         env = dict(os.environ)
         env.pop("DEBUGINFOD_URLS", None)
@@ -158,12 +136,7 @@ def main():
         return 0
     finally:
         if server is not None:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait()
+            server.__exit__(None, None, None)
         shutil.rmtree(work, ignore_errors=True)
 
 
