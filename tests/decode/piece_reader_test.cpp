@@ -403,6 +403,63 @@ TEST_CASE("pieces read by reference are cut only where data was lost, as pieces 
   CHECK(b[1].loss_before.find("100 bytes of trace lost") == 0);
 }
 
+TEST_CASE("snapshots that overlap or continue one another are one piece, each byte once; a ring "
+          "that went round between them is a cut (issue 23 defect 5)") {
+  // Snapshot 0 holds [0, 1200); snapshot 1, a ring copied whole again (pt-emulate), [400, 1800);
+  // snapshot 2 only what was new since (pt-record), [1800, 2000); snapshot 3 a ring that went
+  // round since (overwritten, starting where snapshot 2 ended), [2000, 2300).
+  TempArchive file;
+  std::vector<uint8_t> bytes = ManyMixedPt(3, 2300);
+  {
+    auto writer = format::ArchiveWriter::Create(file.path);
+    REQUIRE(writer);
+    struct Span {
+      size_t from, to;
+      uint32_t flags;
+    };
+    const std::vector<Span> spans = {{0, 1200, format::kPtSnapshot},
+                                     {400, 1800, format::kPtSnapshot | format::kPtOverwritten},
+                                     {1800, 2000, format::kPtSnapshot},
+                                     {2000, 2300, format::kPtSnapshot | format::kPtOverwritten}};
+    for (size_t i = 0; i < spans.size(); ++i) {
+      format::PtDataChunk chunk;
+      chunk.stream_id = 1;
+      chunk.tid = 5;
+      chunk.stream_offset = spans[i].from;
+      chunk.flags = spans[i].flags;
+      chunk.snapshot_index = static_cast<uint32_t>(i);
+      chunk.data.assign(bytes.begin() + spans[i].from, bytes.begin() + spans[i].to);
+      REQUIRE((*writer)->Write(chunk));
+    }
+    REQUIRE((*writer)->Close());
+  }
+  auto whole = format::ReadArchive(file.path);
+  auto light = format::ReadArchive(file.path, format::ReadOptions{.keep_pt_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(light);
+  std::vector<Stream> in_memory = CollectStreams(*whole, SidebandTimeline::Build(*whole));
+  std::vector<Stream> by_reference = CollectStreams(*light, SidebandTimeline::Build(*light));
+  REQUIRE(in_memory.size() == 1);
+  REQUIRE(by_reference.size() == 1);
+  PieceReader reader(file.path);
+  for (const std::vector<Piece>* pieces : {&in_memory[0].pieces, &by_reference[0].pieces}) {
+    REQUIRE(pieces->size() == 2);
+    const Piece& first = (*pieces)[0];
+    const Piece& second = (*pieces)[1];
+    CHECK(first.loss_before.empty());
+    CHECK(second.loss_before ==
+          "snapshot 3 begins: execution between snapshots was not captured");
+    auto a = reader.Bytes(first, 0, first.size);  // (the span lives until the next read)
+    REQUIRE(a);
+    CHECK(std::vector<uint8_t>(a->begin(), a->end()) ==
+          std::vector<uint8_t>(bytes.begin(), bytes.begin() + 2000));
+    auto b = reader.Bytes(second, 0, second.size);
+    REQUIRE(b);
+    CHECK(std::vector<uint8_t>(b->begin(), b->end()) ==
+          std::vector<uint8_t>(bytes.begin() + 2000, bytes.begin() + 2300));
+  }
+}
+
 TEST_CASE("raw trace bytes in a file (perf.data) are read in 1 MiB chunks, as written") {
   // A perf.data-like file: 100 bytes of something else, 2.5 MiB of PT (one AUXTRACE payload),
   // 40 bytes, then 5000 more bytes of the stream after 64 lost ones (a second payload).

@@ -7,7 +7,11 @@
 namespace ptscope::decode {
 
 Result<std::span<const uint8_t>> PieceReader::ChunkBytes(const Piece::ChunkRef& ref) {
-  return chunks_.Read(format::Archive::PtDataRef{ref.chunk_offset, ref.size, ref.raw});
+  PTSCOPE_ASSIGN_OR_RETURN(
+      std::span<const uint8_t> bytes,
+      chunks_.Read(format::Archive::PtDataRef{ref.chunk_offset, ref.size + ref.skip, ref.raw}));
+  // Bytes an earlier piece holds (CollectStreams drops overlaps) are not this piece's.
+  return bytes.subspan(ref.skip);
 }
 
 void PieceReader::Forget() {

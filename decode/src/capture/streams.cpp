@@ -63,7 +63,12 @@ std::string DamageBetween(const format::Archive& archive, uint64_t from, uint64_
   return {};
 }
 
-// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost.
+// perf pads each AUXTRACE record's trace bytes to 8 (PERF_ALIGN): such pieces overlap the next
+// by less than this, and the padding (PAD packets) stays.
+constexpr uint64_t kPerfAuxtraceAlign = 8;
+
+// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost; where
+// snapshots overlap, each byte is taken once.
 std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimeline& timeline) {
   // The archive was read without its PT bytes (format::ReadOptions::keep_pt_bytes = false): every
   // piece refers to its chunks, read again where they are decoded. Else every piece holds its
@@ -91,7 +96,7 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
       if (stream.key.pid == 0) stream.key.pid = stream.key.tid;
     }
     const format::PtDataChunk* previous = nullptr;
-    uint64_t previous_size = 0;
+    uint64_t end = 0;  // stream offset just past the last byte taken
     uint64_t previous_chunk_at = 0;
     std::vector<std::vector<uint8_t>*> joined;  // the chunks of stream.pieces.back()
     auto close_piece = [&] {
@@ -103,6 +108,7 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
     for (format::PtDataChunk* piece : pieces) {
       const size_t index = static_cast<size_t>(piece - archive.pt_data.data());
       const uint64_t size = by_reference ? archive.pt_refs[index].size : piece->data.size();
+      uint64_t skip = 0;  // leading bytes that an earlier piece holds
       std::string loss;
       // File offsets between the previous piece's chunk and this one's: a damaged range there
       // (the archive reader skipped it) may have held pieces of this stream.
@@ -110,19 +116,33 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
           index < archive.pt_refs.size() ? archive.pt_refs[index].chunk_offset : 0;
       const std::string damage = DamageBetween(archive, previous_chunk_at, chunk_at);
       if (previous != nullptr) {
-        uint64_t expected = previous->stream_offset + previous_size;
-        if (piece->snapshot_index != previous->snapshot_index) {
+        const bool lost = piece->bytes_lost_before != 0 || piece->stream_offset > end ||
+                          (previous->flags & format::kPtTruncated) != 0;
+        const bool next_snapshot = piece->snapshot_index != previous->snapshot_index;
+        const uint64_t overlap = piece->stream_offset < end ? end - piece->stream_offset : 0;
+        if (!lost && next_snapshot && overlap >= kPerfAuxtraceAlign &&
+            (piece->flags & format::kPtSnapshot) != 0) {
+          // The snapshot reaches back into bytes taken already: a ring copied whole again
+          // (pt-emulate's snapshots, each decodable alone; pt-record's before it copied only
+          // what was new) holds what the previous snapshot held. Each byte is decoded once, and
+          // the overlap shows the two are one stream, so the rest continues the piece. (Less
+          // than 8 bytes is perf's padding of an AUXTRACE record, joined as before: PAD packets.)
+          skip = std::min(overlap, size);
+        } else if (next_snapshot &&
+                   (lost || overlap != 0 || (piece->flags & format::kPtOverwritten) != 0)) {
+          // A ring that went round since the previous snapshot (overwritten, not reaching back
+          // into it) lost what was overwritten.
           loss = "snapshot " + std::to_string(piece->snapshot_index) +
                  " begins: execution between snapshots was not captured";
-        } else if (piece->bytes_lost_before != 0 || piece->stream_offset > expected ||
-                   (previous->flags & format::kPtTruncated) != 0) {
-          uint64_t lost = piece->bytes_lost_before != 0
-                              ? piece->bytes_lost_before
-                              : (piece->stream_offset > expected ? piece->stream_offset - expected
-                                                                 : 0);
-          loss = std::to_string(lost) + " bytes of trace lost before stream offset " +
+        } else if (lost) {
+          const uint64_t bytes_lost = piece->bytes_lost_before != 0 ? piece->bytes_lost_before
+                                      : piece->stream_offset > end  ? piece->stream_offset - end
+                                                                    : 0;
+          loss = std::to_string(bytes_lost) + " bytes of trace lost before stream offset " +
                  std::to_string(piece->stream_offset) + damage;
         }
+        // Else the piece continues the previous one byte for byte (a snapshot that copied only
+        // what was new since the last one, as pt-record does): one piece, as perf decodes them.
       } else if (piece->bytes_lost_before != 0) {
         loss = std::to_string(piece->bytes_lost_before) + " bytes of trace lost before the start";
       } else if (!damage.empty() && piece->stream_offset != 0 &&
@@ -137,21 +157,25 @@ std::vector<Stream> CollectStreams(format::Archive& archive, const SidebandTimel
         stream.pieces.back().loss_before = loss;
       }
       Piece& current = stream.pieces.back();
+      const uint64_t taken = size - skip;
       if (by_reference) {
         const format::Archive::PtDataRef& ref = archive.pt_refs[index];
         // Raw bytes (a perf.data AUXTRACE record, as large as perf's AUX buffer) are read in
         // pieces of at most kRawChunkBytes, which is what a PieceReader then holds.
-        const uint64_t step = ref.raw ? Piece::kRawChunkBytes : std::max<uint64_t>(size, 1);
-        for (uint64_t done = 0; done < size; done += step) {
-          current.chunks.push_back(Piece::ChunkRef{current.size + done, std::min(step, size - done),
-                                                   ref.chunk_offset + (ref.raw ? done : 0), ref.raw});
+        const uint64_t step = ref.raw ? Piece::kRawChunkBytes : std::max<uint64_t>(taken, 1);
+        for (uint64_t done = 0; done < taken; done += step) {
+          current.chunks.push_back(Piece::ChunkRef{
+              current.size + done, std::min(step, taken - done),
+              ref.chunk_offset + (ref.raw ? skip + done : 0), ref.raw, ref.raw ? 0 : skip});
         }
       } else {
+        piece->data.erase(piece->data.begin(),
+                          piece->data.begin() + static_cast<std::ptrdiff_t>(skip));
         joined.push_back(&piece->data);
       }
-      current.size += size;
+      current.size += taken;
       previous = piece;
-      previous_size = size;
+      end = std::max(end, piece->stream_offset + size);
       previous_chunk_at = chunk_at;
     }
     close_piece();

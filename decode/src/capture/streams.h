@@ -46,6 +46,7 @@ struct Piece {
     uint64_t size = 0;          // PT bytes in the chunk
     uint64_t chunk_offset = 0;  // file offset of the chunk (ArchiveReader::ReadChunkAt)
     bool raw = false;           // the file holds the bytes themselves there (perf.data)
+    uint64_t skip = 0;          // leading PT bytes of the chunk an earlier piece holds (overlap)
   };
   PieceBytes bytes;
   std::vector<ChunkRef> chunks;  // in piece order; empty when `bytes` holds the piece
@@ -76,7 +77,8 @@ struct Stream {
 // "cpu N" or "thread N", for messages.
 std::string StreamName(const Stream& stream);
 
-// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost; per-thread
+// Groups PT pieces by stream, in stream_offset order, cut wherever data was lost, each byte once
+// where pieces overlap (snapshots copied whole); per-thread
 // streams first, by tid. PT bytes the archive holds move into the pieces (archive.pt_data keeps
 // every field but `data`, which is left empty); pieces of chunks read without their bytes
 // (format::ReadOptions::keep_pt_bytes = false) refer to the chunks instead.

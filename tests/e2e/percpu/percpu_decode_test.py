@@ -140,15 +140,25 @@ def parse_text_functions(text, names):
     return seen
 
 
-def creation_order(tids):
+def creation_order(tids, leader=None):
     """The tids of one process in creation order: the lowest tid need not be the first, since
-    the kernel's tid counter wraps at pid_max (e.g. main 32700, its threads 100, 101, ...)."""
+    the kernel's tid counter wraps at pid_max (e.g. main 32700, its threads 100, 101, ...).
+    `leader`: the main thread (created first); the others follow it in tid order modulo pid_max.
+    Without it, the first is guessed to be the one after the largest gap between tids, which a
+    busy machine can defeat (other processes taking half the tids between main and its threads)."""
     pid_max = int(pathlib.Path('/proc/sys/kernel/pid_max').read_text())
     ordered = sorted(tids)
+    if leader is not None:
+        return sorted(tids, key=lambda t: (t - leader) % pid_max)
     # The first created is the one after the largest gap between consecutive tids (cyclically).
     gaps = [((ordered[(i + 1) % len(ordered)] - t) % pid_max, i) for i, t in enumerate(ordered)]
     first = (max(gaps)[1] + 1) % len(ordered) if len(ordered) > 1 else 0
     return ordered[first:] + ordered[:first]
+
+
+def main_thread(functions):
+    """The tid whose functions include main (the process's first thread), or None."""
+    return next((t for t, fns in functions.items() if 'main' in fns), None)
 
 
 def parse_text_sequences(text, names):
@@ -206,7 +216,8 @@ def check_calls(name, truth, tables, prog, base, funcs, known):
     problems = []
     entries = {base + addr: fn for fn, addr in symbols(prog, funcs).items()}
     module = os.path.basename(prog)
-    for index, tid in enumerate(creation_order(truth)):
+    # The ground truth is in execution order: its first thread is the main one.
+    for index, tid in enumerate(creation_order(truth, next(iter(truth), None))):
         want = collections.Counter(entries[a] for a in truth[tid] if a in entries)
         table = tables.get(tid)
         if table is None:
@@ -305,8 +316,8 @@ def check_case(tools, tmp, case):
     text1 = decode(tools['decode'], ptar1, tmp / f'{prog_name}-perthread.txt', '--format',
                    'text').decode()
     got, want = parse_text_functions(text, funcs), parse_text_functions(text1, funcs)
-    got_list = [sorted(got[t]) for t in creation_order(got)]
-    want_list = [sorted(want[t]) for t in creation_order(want)]
+    got_list = [sorted(got[t]) for t in creation_order(got, main_thread(got))]
+    want_list = [sorted(want[t]) for t in creation_order(want, main_thread(want))]
     if got_list != want_list:
         problems.append(f'{name}: functions per thread (creation order) per-CPU {got_list}, '
                         f'per-thread {want_list}')
