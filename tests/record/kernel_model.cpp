@@ -81,6 +81,16 @@ KernelModel::KernelModel(ModelHost host) : host_(std::move(host)) {
 }
 
 KernelModel::~KernelModel() {
+  // The process exits: exit_mmap() unmaps what it still maps (perf_mmap_close() for each).
+  for (auto& [address, rb] : maps_) {
+    if (address == rb->aux) {
+      std::free(rb->aux);
+      rb->aux = nullptr;
+    } else if (address == rb->base) {
+      std::free(rb->base);
+      rb->base = nullptr;
+    }
+  }
   for (auto& [fd, ev] : events_) ::close(fd);
 }
 
