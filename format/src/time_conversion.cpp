@@ -1,3 +1,4 @@
+// MetadataNumber: how a number is read from capture metadata.
 // ParseTimeConversion: the one place the time.* metadata of a capture is read and checked. Both
 // readers (ReadArchive, ImportPerfData) call it, and every consumer (decoder, JIT time map,
 // perf.data export) takes the checked Archive::time instead of parsing the keys again.
@@ -7,10 +8,8 @@
 #include "ptscope/format.h"
 
 namespace ptscope::format {
-namespace {
 
-// The last value of `key`, as a u64 written in decimal (what writers write) or 0x-hex.
-Result<std::optional<uint64_t>> Number(
+Result<std::optional<uint64_t>> MetadataNumber(
     const std::vector<std::pair<std::string, std::string>>& metadata, std::string_view key,
     const std::string& source) {
   const std::string* text = nullptr;
@@ -29,10 +28,23 @@ Result<std::optional<uint64_t>> Number(
   auto [ptr, ec] = std::from_chars(begin, end, value, base);
   if (ec != std::errc() || ptr != end) {
     return MakeError(Errc::kCorrupt, source + ": metadata " + std::string(key) + "=\"" + *text +
-                                         "\" is not a number (the capture's time conversion "
-                                         "is damaged; pt-archive info lists the metadata)");
+                                         "\" is not a number");
   }
   return std::optional<uint64_t>(value);
+}
+namespace {
+
+// MetadataNumber, with what a bad time.* value means for the user.
+Result<std::optional<uint64_t>> Number(
+    const std::vector<std::pair<std::string, std::string>>& metadata, std::string_view key,
+    const std::string& source) {
+  auto value = MetadataNumber(metadata, key, source);
+  if (!value) {
+    return MakeError(value.error().code,
+                     value.error().message + " (the capture's time conversion is damaged; "
+                                             "pt-archive info lists the metadata)");
+  }
+  return value;
 }
 
 }  // namespace

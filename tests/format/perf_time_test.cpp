@@ -132,5 +132,23 @@ TEST_CASE("ParseTimeConversion: values perf's arithmetic cannot take are refused
         "t.ptar: metadata time.shift=\"1O\" is not a number" + advice);
 }
 
+TEST_CASE("MetadataNumber: decimal or 0x-hex u64, the last value of a key, others refused by name") {
+  const std::vector<std::pair<std::string, std::string>> metadata = {
+      {"cpu.model", "1"}, {"cpu.model", "0x8F"}, {"pt.config", "18446744073709551615"},
+      {"cpu.family", ""}, {"cpu.stepping", "0x"}, {"pt.mtc_period", "3 "}};
+  auto number = [&](std::string_view key) { return MetadataNumber(metadata, key, "t.ptar"); };
+  CHECK(number("cpu.model").value() == std::optional<uint64_t>(0x8f));  // the later value wins
+  CHECK(number("pt.config").value() == std::optional<uint64_t>(UINT64_MAX));
+  CHECK_FALSE(number("absent").value().has_value());
+  CHECK_FALSE(number("cpu.family").value().has_value());  // empty: as if absent
+  REQUIRE_FALSE(number("cpu.stepping").has_value());
+  CHECK(number("cpu.stepping").error().message ==
+        "t.ptar: metadata cpu.stepping=\"0x\" is not a number");
+  REQUIRE_FALSE(number("pt.mtc_period").has_value());
+  CHECK(number("pt.mtc_period").error().code == Errc::kCorrupt);
+  CHECK(number("pt.mtc_period").error().message ==
+        "t.ptar: metadata pt.mtc_period=\"3 \" is not a number");
+}
+
 }  // namespace
 }  // namespace ptscope::format

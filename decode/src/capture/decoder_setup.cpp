@@ -1,7 +1,6 @@
 // pt_config from archive metadata, with our own errata table for CPUs libipt 2.0.5 does not know.
 #include "capture/decoder_setup.h"
 
-#include <charconv>
 #include <cstring>
 
 namespace ptscope::decode {
@@ -9,22 +8,9 @@ namespace {
 
 Result<uint64_t> ParseNumber(const format::Archive& archive, std::string_view key,
                              uint64_t fallback) {
-  std::optional<std::string> text = archive.Get(key);
-  if (!text || text->empty()) return fallback;
-  const char* begin = text->data();
-  const char* end = begin + text->size();
-  int base = 10;
-  if (text->size() > 2 && (*text)[0] == '0' && ((*text)[1] == 'x' || (*text)[1] == 'X')) {
-    begin += 2;
-    base = 16;
-  }
-  uint64_t value = 0;
-  auto [ptr, ec] = std::from_chars(begin, end, value, base);
-  if (ec != std::errc() || ptr != end) {
-    return Unexpected(Errc::kCorrupt, archive.path + ": metadata " + std::string(key) + "=\"" +
-                                          *text + "\" is not a number");
-  }
-  return value;
+  PTSCOPE_ASSIGN_OR_RETURN(std::optional<uint64_t> value,
+                           format::MetadataNumber(archive.metadata, key, archive.path));
+  return value.value_or(fallback);
 }
 
 // Intel family-6 models newer than libipt 2.0.5's table. They share the erratum set of the

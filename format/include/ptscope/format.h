@@ -320,6 +320,12 @@ struct TimeConversion {
   bool cap_user_time_zero = false;
 };
 
+// The last value of metadata `key` as a u64 written in decimal (what writers write) or 0x-hex;
+// std::nullopt when absent or empty; an error naming `source`, the key and its value otherwise.
+Result<std::optional<uint64_t>> MetadataNumber(
+    const std::vector<std::pair<std::string, std::string>>& metadata, std::string_view key,
+    const std::string& source);
+
 // The conversion described by `metadata` (later values of a key win). std::nullopt when none is
 // recorded (time.mult absent or 0: timestamps are then TSC values taken as ns). An error, naming
 // `source`, the key and its value, for a value that is not a decimal (or 0x-hex) u64, a time.mult
