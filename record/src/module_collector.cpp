@@ -182,8 +182,11 @@ std::string Hex(uint64_t value) {
   return text;
 }
 
-// What a torn jitdump leaves without bytes, named from the process's perf map: the functions the
-// map lists at addresses no whole record holds, the newest (last written) three.
+// What a torn jitdump leaves without bytes, named from the process's perf map. The runtime
+// writes both files in the same order, so the code without bytes is what the map lists after the
+// newest code the whole records hold, at addresses no whole record holds (V8's map also lists
+// bytecode, which its jitdump never has: those before that point are not counted). The newest
+// (last written) three are named.
 std::string NameMissingCode(const JitdumpTail& tail, const format::BlobChunk* perf_map,
                             const std::string& map_path) {
   if (perf_map == nullptr) {
@@ -200,7 +203,10 @@ std::string NameMissingCode(const JitdumpTail& tail, const format::BlobChunk* pe
     int name_at = 0;
     if (std::sscanf(line.c_str(), "%llx %llx %n", &start, &length, &name_at) != 2 || name_at == 0)
       continue;
-    if (tail.code_addrs.count(start) != 0) continue;
+    if (tail.code_addrs.count(start) != 0) {
+      missing.clear();  // held by a whole record: what came before was written before it
+      continue;
+    }
     missing.push_back(line.substr(static_cast<size_t>(name_at)) + " at " + Hex(start));
   }
   if (missing.empty()) return map_path + " names nothing the jitdump lacks";
