@@ -19,8 +19,8 @@
 #include "join/cpu_threads.h"
 #include "join/thread_feed.h"
 #include "join/unit_join.h"
-#include "parallel/unit_planner.h"
 #include "ptscope/decode.h"
+#include "work_unit.h"
 
 namespace ptscope::decode {
 
