@@ -11,13 +11,15 @@ namespace ptscope::decode {
 
 CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
                        const SidebandTimeline& timeline, CodeFacts& code,
-                       const FeedSinks& sinks, const std::vector<uint32_t>& selected_threads)
+                       const FeedSinks& sinks, const std::vector<uint32_t>& selected_threads,
+                       StackTrackerOptions tracker_options)
     : archive_(archive),
       setup_(setup),
       timeline_(timeline),
       code_(code),
       sinks_(sinks),
-      selected_(selected_threads) {
+      selected_(selected_threads),
+      tracker_options_(tracker_options) {
   // At least 2^14 records each: below that, callers found late would start late too often.
   const size_t threads = std::max<size_t>(1, timeline.ScheduledThreadCount());
   tracker_options_.max_buffered_events =

@@ -33,7 +33,8 @@ class CpuThreads {
  public:
   CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
              const SidebandTimeline& timeline, CodeFacts& code, const FeedSinks& sinks,
-             const std::vector<uint32_t>& selected_threads);
+             const std::vector<uint32_t>& selected_threads,
+             StackTrackerOptions tracker_options = {});
 
   // A consumed unit of stream `stream_name` (restatement and carried instructions applied): its
   // counts go to the summary's totals once, its runs wait for Release. Takes the events.
