@@ -20,10 +20,10 @@
 #include "join/cpu_threads.h"
 #include "join/thread_feed.h"
 #include "join/unit_join.h"
-#include "parallel/unit_planner.h"
 #include "ptscope/decode.h"
 #include "stack/record_spill.h"
 #include "stack/stack_tracker.h"
+#include "work_unit.h"
 
 namespace ptscope::decode {
 
