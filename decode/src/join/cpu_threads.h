@@ -66,6 +66,9 @@ class CpuThreads {
   StackTrackerOptions tracker_options_;
   // By (first event time, plan index); equal keys (one unit, one instant) keep their order.
   std::multimap<std::pair<uint64_t, size_t>, Run> waiting_;
+  // Event vectors of delivered runs, kept with their capacity for the next runs: a run then costs
+  // a copy of its events but no allocation (most runs are a few hundred events).
+  std::vector<std::vector<FlowEvent>> spare_events_;
   std::map<uint32_t, Thread> threads_;                   // by tid
   std::map<uint32_t, ThreadKey> keys_;
   // The units' own counts (once, whoever ran them).
