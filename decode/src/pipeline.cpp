@@ -107,6 +107,11 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
         assembler.Consume(index, work, events);
       });
   assembler.Finish([&](size_t stream) { return decoded.planned[stream]; }, window.active);
+  // Held-back records that could not be read back are missing from the output, as if its write
+  // had failed.
+  if (std::string error = assembler.spill_error(); !error.empty()) {
+    return Unexpected(Errc::kIo, error);
+  }
   // A module nobody ran code of made no gap: it is not reported missing.
   summary.missing = images[0]->MissingThatRan(assembler.missing_code_ips());
 
