@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "ptscope/decode.h"
@@ -145,6 +146,16 @@ class CodeFacts {
   // address space; time_ns the mappings in force). Used to tell a tail call (jump to another
   // function's entry) from a jump inside a function.
   virtual uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
+  // The function FunctionStart finds for `address`, as [start, end): every address in it has the
+  // same FunctionStart (end may be short of the function's end where only its start is known;
+  // {0, 0}: unknown, or the end is not). The flow decoder carries it to tell, without a question
+  // per branch, which conditional branches leave the current function. By default: {0, 0} (no
+  // conditional branch makes an event).
+  virtual std::pair<uint64_t, uint64_t> FunctionRange(uint32_t pid, uint64_t address,
+                                                      uint64_t time_ns) {
+    (void)pid, (void)address, (void)time_ns;
+    return {0, 0};
+  }
   // How many inlined frames are active at `address` (FrameNamer::Name(...).inlined.size()).
   virtual uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) = 0;
   // A stretch of code around `address` whose depths (those InlineDepth would give) are known at

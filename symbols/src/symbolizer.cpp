@@ -180,6 +180,29 @@ struct Symbolizer::Impl {
     }
     return mini.Symbolize(path, vaddr).function_start;
   }
+  // StartFromSymbols' function as [start, end) (see Symbolizer::FunctionRange); {0, 0}: none.
+  std::pair<uint64_t, uint64_t> RangeFromSymbols(const std::string& path, uint64_t vaddr) {
+    if (const PltStub* stub = Stub(path, vaddr)) return {stub->start, stub->start + stub->size};
+    const std::vector<FunctionEntry>& table = Functions(path);
+    auto it = std::upper_bound(table.begin(), table.end(), vaddr,
+                               [](uint64_t a, const FunctionEntry& e) { return a < e.start; });
+    if (it != table.begin()) {
+      auto found = std::prev(it);
+      if (found->size == 0 || vaddr - found->start < found->size) {
+        // The next symbol starts another function (FunctionStart finds it from there).
+        uint64_t end = it == table.end() ? UINT64_MAX : it->start;
+        if (found->size != 0) end = std::min(end, found->start + found->size);
+        // A PLT stub further on is a function of its own, too.
+        const std::vector<PltStub>& plt = Plt(path);
+        auto stub = std::upper_bound(plt.begin(), plt.end(), vaddr,
+                                     [](uint64_t a, const PltStub& e) { return a < e.start; });
+        if (stub != plt.end()) end = std::min(end, stub->start);
+        return {found->start, end};
+      }
+    }
+    // MiniDebugInfo names a start only: {start, 0}.
+    return {mini.Symbolize(path, vaddr).function_start, 0};
+  }
   // Entry of the .eh_frame FDE holding vaddr (stripped code keeps them); 0 when none does.
   uint64_t StartFromFde(const std::string& path, uint64_t vaddr) {
     const std::vector<CodeRange>& fdes = Fdes(path);
@@ -334,6 +357,19 @@ uint64_t Symbolizer::FunctionStart(const std::string& debug_path, uint64_t vaddr
   std::lock_guard<std::mutex> lock(impl_->mutex);
   uint64_t start = impl_->StartFromSymbols(debug_path, vaddr);
   return start != 0 ? start : impl_->StartFromFde(debug_path, vaddr);
+}
+
+std::pair<uint64_t, uint64_t> Symbolizer::FunctionRange(const std::string& debug_path,
+                                                        uint64_t vaddr) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::pair<uint64_t, uint64_t> range = impl_->RangeFromSymbols(debug_path, vaddr);
+  if (range.first != 0) return range.second != 0 ? range : std::pair<uint64_t, uint64_t>{0, 0};
+  const uint64_t start = impl_->StartFromFde(debug_path, vaddr);
+  if (start == 0) return {0, 0};
+  const std::vector<CodeRange>& fdes = impl_->Fdes(debug_path);
+  auto fde = std::upper_bound(fdes.begin(), fdes.end(), vaddr,
+                              [](uint64_t a, const CodeRange& r) { return a < r.start; });
+  return {start, std::prev(fde)->start + std::prev(fde)->size};
 }
 
 void Symbolizer::SetCodeFile(const std::string& debug_path, const std::string& code_path) {

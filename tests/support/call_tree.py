@@ -21,14 +21,11 @@ branch that left does what the trace says it did (a return goes to the TIP.PGD's
 open frame's return address, or revealing a caller, or re-anchoring); code where tracing resumes
 is called by the untraced code, nested under what was running, whose frames stay open.
 
-corpus-static is not gated: there the oracle sees what pt-decode does not model, a conditional
-jump into another function's body (glibc's __mempcpy_erms `je __memcpy_erms+0x1d`,
-__strcasecmp_avx2_rtm -> __strcasecmp_l_nonascii). The oracle replaces the top frame there, as
-magic-trace does for any jcc to another symbol and as DESIGN.md's jump rule says; pt-decode makes
-no event of a conditional branch (a TNT bit), so its slice keeps the first function's name until
-a call from the other one corrects it (inferred). The fix is in the flow decoder (an event for a
-taken conditional branch into another function), on its hot path. Reproduce: call_tree.py ...
---synth PT_SYNTH --seed 2 --instructions 300000 -- corpus-static.
+corpus-static (calltree_synth_static_*) checks conditional jumps into another function's body
+too (glibc's __mempcpy_erms `je __memcpy_erms+0x1d`, __strcasecmp_avx2_rtm ->
+__strcasecmp_l_nonascii): both replace the top frame there, as for an unconditional jump to another
+function (DESIGN.md's jump rule; magic-trace does the same for any jcc to another symbol). The flow
+decoder makes a kJump of a taken conditional branch whose target leaves its function.
 """
 import argparse
 import os

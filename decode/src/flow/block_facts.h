@@ -39,6 +39,12 @@ struct BlockInline {
   std::vector<InlineStep> steps;  // depth changes after the first instruction
 };
 
+// A function's code, [start, start + size) (size 0: none known).
+struct FunctionBounds {
+  uint64_t start = 0, size = 0;
+  bool Contains(uint64_t ip) const { return ip - start < size; }
+};
+
 struct BlockFacts {
   FlatMap<BlockKey, BlockInline, BlockKeyHash> blocks;
   FlatMap<BlockKey, BranchInsn, BlockKeyHash> branches;
@@ -53,6 +59,15 @@ struct BlockFacts {
   static constexpr unsigned kCallLengthBits = 12;
   static constexpr size_t kCallLengthSlots = size_t{1} << kCallLengthBits;
   std::unique_ptr<CallLength[]> call_lengths;
+  // CodeFacts::FunctionRange's answers for the targets of events (the current function of the
+  // FlowDecoder after them), direct-mapped: asked at the first conditional branch after an event.
+  struct FunctionAt {
+    uint64_t ip = 0;  // 0: an empty slot
+    uint32_t pid = 0;
+    FunctionBounds bounds;
+  };
+  static constexpr unsigned kFunctionBits = 12;
+  std::unique_ptr<FunctionAt[]> functions;
   // CodeFacts' last answer about a stretch of code: new blocks of the same function need no
   // question to the (locked) CodeFacts.
   InlineDepthStretch stretch;

@@ -74,6 +74,10 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     return;
   }
   inline_.RefreshFast(image_.pid());  // another decoder of this worker may have moved the stretch
+  if (facts_.functions == nullptr) {
+    facts_.functions = std::make_unique<BlockFacts::FunctionAt[]>(size_t{1}
+                                                                   << BlockFacts::kFunctionBits);
+  }
   if (facts_.call_lengths == nullptr) {
     facts_.call_lengths = std::make_unique<BlockFacts::CallLength[]>(BlockFacts::kCallLengthSlots);
   }
@@ -156,6 +160,7 @@ void FlowDecoder::UpdateThread(uint64_t time_ns) {
     out_.runs.push_back(UnitEvents::Run{thread, first, first_insn, time_ns});
   }
   if (thread.pid != image_.pid()) {
+    function_ = {};  // another address space
     image_.SetPid(thread.pid);
     inline_.RefreshFast(thread.pid);
     if (blocks_.active()) SwitchImageIfNeeded(time_ns);
@@ -215,7 +220,10 @@ void FlowDecoder::HandleEvent(const pt_event& event) {
         }
         UpdateThread(ImageTime());
       }
-      if (!event.status_update) Queue(FlowEvent::Kind::kEnable, 0, event.variant.enabled.ip);
+      if (!event.status_update) {
+        pending_.cond = false;
+        Queue(FlowEvent::Kind::kEnable, 0, event.variant.enabled.ip);
+      }
       break;
     case ptev_disabled: {
       uint64_t resume = event.ip_suppressed ? 0 : event.variant.disabled.ip;
@@ -254,6 +262,16 @@ void FlowDecoder::HandleEvent(const pt_event& event) {
   }
 }
 
+BranchInsn FlowDecoder::BranchAt(uint64_t ip, int isid) {
+  auto [cached, inserted] = facts_.branches.TryEmplace(BlockKey{image_.pid(), ip});
+  if (!inserted) return *cached;
+  uint8_t bytes[15];
+  int read = pt_iscache_read(image_.iscache(), bytes, sizeof bytes, isid, ip);
+  if (read <= 0) read = static_cast<int>(image_.ReadJit(bytes, sizeof bytes, ip));
+  *cached = read <= 0 ? BranchInsn{} : ClassifyBranch(bytes, static_cast<size_t>(read));
+  return *cached;
+}
+
 BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   uint8_t bytes[15];
   size_t size = 0;
@@ -287,6 +305,12 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
     // As a number hidden from the optimizer, which otherwise turns the selects below back into
     // the one branch they avoid.
     uint64_t active = pending_.active ? 1 : 0;
+    // A conditional branch (about half the blocks end with one) costs two compares here when it
+    // stays in the function whose bounds are carried; leaving it is rare.
+    if (pending_.cond && !(function_.Contains(last_target_) & function_.Contains(block.ip)))
+        [[unlikely]] {
+      active = LeavesFunction(block.ip) ? 1 : 0;
+    }
     asm("" : "+r"(active));
     EventBuffer& events = out_.events;
     FlowEvent* slot = events.Spare();
@@ -302,6 +326,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
     events.Commit(active);
     const uint64_t keep_mask = uint64_t{0} - active;
     last_event_position_ = (position_ & keep_mask) | (last_event_position_ & ~keep_mask);
+    last_target_ = (block.ip & keep_mask) | (last_target_ & ~keep_mask);
     inline_.Transfer(active != 0);  // (a pending branch is never a kInlineChange)
     pending_.active = false;
     if (clock_.Waiting(events) >= kMaxWaiting) [[unlikely]] FlushExtrapolated();
@@ -338,6 +363,8 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   // switch (the fields of an inactive one are never read).
   const BlockEnd end = kBlockEnds[static_cast<size_t>(branch_class)];
   pending_.active = end.pending;
+  pending_.cond = branch_class == BranchClass::kCondJump;
+  pending_.isid = block.isid;
   pending_.kind = end.kind;
   pending_.from = block.end_ip;
   pending_.call_size = call ? size : 0;
@@ -412,13 +439,45 @@ void FlowDecoder::HandleError(int error, const pt_block& block, uint64_t offset)
   if (clock_.Waiting(out_.events) >= kMaxWaiting) FlushExtrapolated();
 }
 
+FunctionBounds FlowDecoder::FunctionAt(uint64_t ip) {
+  const uint32_t pid = image_.pid();
+  BlockFacts::FunctionAt& known =
+      facts_.functions[(ip * 0x9E3779B97F4A7C15ull) >> (64 - BlockFacts::kFunctionBits)];
+  if (known.ip != ip || known.pid != pid) {
+    const auto [start, end] = code_->FunctionRange(pid, ip, ImageTime());
+    known = {ip, pid, start == 0 ? FunctionBounds{} : FunctionBounds{start, end - start}};
+  }
+  return known.bounds;
+}
+
+bool FlowDecoder::LeavesFunction(uint64_t to) {
+  if (code_ == nullptr) return false;
+  // At a segment's start (or after a gap) the branch's own function is the current one.
+  if (last_target_ == 0) last_target_ = pending_.from;
+  if (!function_.Contains(last_target_)) function_ = FunctionAt(last_target_);
+  if (function_.Contains(to)) return false;
+  // Outside: into another known function (not padding or unknown code, which the tracker would
+  // not name either). That function is the current one after the event.
+  const FunctionBounds target = FunctionAt(to);
+  if (target.size == 0) return false;
+  // Not taken, the branch fell through into the next function (code that runs on from its
+  // function's end, as __memset_chk_erms into __memset_erms): no branch went there, so, as for
+  // code that falls through without a branch, no event (magic-trace's rule is the same).
+  if (to == pending_.from + BranchAt(pending_.from, pending_.isid).size) return false;
+  function_ = target;
+  return true;
+}
+
 void FlowDecoder::ResolvePending(uint64_t target) {
+  pending_.cond = false;  // (a conditional branch needs its target block)
   if (!pending_.active) return;
   pending_.active = false;
+  last_target_ = target;
   AppendEvent(position_, pending_.kind, pending_.from, target, pending_.call_size, 0);
 }
 
 void FlowDecoder::Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to) {
+  last_target_ = to;  // (0 after a gap: the next conditional branch's function, then)
   AppendEvent(position_, kind, from, to, 0, 0);
 }
 
@@ -440,7 +499,10 @@ void FlowDecoder::Anchor(uint64_t tsc) {
 void FlowDecoder::SwitchImageIfNeeded(uint64_t time_ns) {
   bool changed = false;
   pt_image* image = image_.At(time_ns, &changed);
-  if (changed) blocks_.ImageChanged(image);
+  if (changed) {
+    function_ = {};  // other mappings
+    blocks_.ImageChanged(image);
+  }
 }
 
 }  // namespace ptscope::decode

@@ -42,7 +42,12 @@ class FlowDecoder {
 
   // With CodeFacts, blocks whose instructions have inlined frames make kInlineChange events at the
   // exact instruction where the inlined depth changes (see inline_statements.h).
-  void SetCodeFacts(CodeFacts* code) { inline_.SetCodeFacts(code); }
+  // With CodeFacts, a taken conditional branch into another function makes a kJump event, as an
+  // unconditional jump does (glibc's `je __memcpy_erms+0x1d` from __mempcpy_erms).
+  void SetCodeFacts(CodeFacts* code) {
+    inline_.SetCodeFacts(code);
+    code_ = code;
+  }
   // Walk code with QueryWalker over libipt's query decoder instead of libipt's block decoder
   // (the same blocks and events, about twice as fast), sharing a worker's cache of decoded code.
   // What the walker does not model makes it stop: walker_refused() then says to decode the same
@@ -74,6 +79,10 @@ class FlowDecoder {
     FlowEvent::Kind kind = FlowEvent::Kind::kCall;
     uint64_t from = 0;
     uint8_t call_size = 0;
+    // A conditional branch ended the last block (never `active`): it makes a kJump only if the
+    // next block, its target, lies outside the current function (FlowDecoder::LeavesFunction).
+    bool cond = false;
+    int isid = 0;  // the branch's section (libipt's; to read it)
   };
   // Damaged trace can leave libipt walking a loop of direct jumps that needs no packets: without
   // a bound the block loop would never end. Real code cannot retire this many instructions
@@ -90,9 +99,17 @@ class FlowDecoder {
   void HandleEvent(const pt_event& event);
   void HandleBlock(const pt_block& block);
   BranchInsn ClassifyLast(const pt_block& block);
+  // The branch instruction at `ip` (in section `isid`), classified once (BlockFacts::branches).
+  BranchInsn BranchAt(uint64_t ip, int isid);
   void ListBlock(const pt_block& block);
   void HandleError(int error, const pt_block& block, uint64_t offset);
   void ResolvePending(uint64_t target);
+  // The pending conditional branch went to `to`: whether that is outside the current function,
+  // the one the last event went to (the stack tracker's top frame's: then it makes a kJump, which
+  // the tracker treats as any jump). Updates function_ to the current function's bounds.
+  bool LeavesFunction(uint64_t to);
+  // CodeFacts::FunctionRange at `ip`, through BlockFacts::functions.
+  FunctionBounds FunctionAt(uint64_t ip);
   void Queue(FlowEvent::Kind kind, uint64_t from, uint64_t to);
   void AppendEvent(uint64_t position, FlowEvent::Kind kind, uint64_t from, uint64_t to,
                    uint8_t call_size, uint32_t inline_depth);
@@ -116,6 +133,12 @@ class FlowDecoder {
   StuckCheck stuck_;
   FlowStats stats_;
   PendingBranch pending_;
+  CodeFacts* code_ = nullptr;
+  // The current function: the one holding last_target_, the target of the last event (0: none
+  // yet in this segment), when function_ holds it. A taken conditional branch inside it makes no
+  // event and costs two compares more than before.
+  FunctionBounds function_;
+  uint64_t last_target_ = 0;
   BranchClass last_class_ = BranchClass::kOther;
   uint64_t last_end_ip_ = 0;
   uint64_t position_ = 0;            // instructions retired so far

@@ -202,6 +202,20 @@ uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64
   return start;
 }
 
+std::pair<uint64_t, uint64_t> SymbolsFrameNamer::FunctionRange(uint32_t pid, uint64_t address,
+                                                               uint64_t time_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // JIT code's end is not kept (names are per address): not known.
+  if (JitName(pid, address, time_ns)) return {0, 0};
+  Location location = Locate(pid, address, time_ns);
+  if (!location.has_vaddr || location.debug_path.empty()) return {0, 0};
+  auto [begin, end] = symbolizer_.FunctionRange(location.debug_path, location.vaddr);
+  if (begin == 0 || begin > location.vaddr || end <= location.vaddr) return {0, 0};
+  // In runtime addresses, within the mapping (the bias from vaddr to address holds only there).
+  const uint64_t above = std::min(end - location.vaddr, location.mapping->end - address);
+  return {address - (location.vaddr - begin), address + above};
+}
+
 bool SymbolsFrameNamer::InNamedCode(uint32_t pid, uint64_t address, uint64_t time_ns,
                                     uint64_t* start, uint64_t* end) {
   std::lock_guard<std::mutex> lock(mutex_);

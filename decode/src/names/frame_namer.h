@@ -28,6 +28,8 @@ class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
 
   FrameName Name(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
+  std::pair<uint64_t, uint64_t> FunctionRange(uint32_t pid, uint64_t address,
+                                              uint64_t time_ns) override;
   uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   // A stretch of named or unnamed functions (symbols::NamedStretch) within its mapping, or the

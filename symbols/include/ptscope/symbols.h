@@ -319,6 +319,10 @@ class Symbolizer {
   // MiniDebugInfo), else, in stripped code, its .eh_frame FDE; 0 when unknown. A stripped
   // function thus has one entry wherever it is entered or returned to.
   uint64_t FunctionStart(const std::string& debug_path, uint64_t vaddr);
+  // The function FunctionStart finds, as [start, end): its symbol's or FDE's size, an unsized
+  // symbol up to the next symbol; {0, 0} when FunctionStart is 0 or only the start is known
+  // (MiniDebugInfo). Every address in [start, end) has FunctionStart == start.
+  std::pair<uint64_t, uint64_t> FunctionRange(const std::string& debug_path, uint64_t vaddr);
   // The stretch around `vaddr` whose code is all in named functions (Symbolize finds them: a
   // symbol or PLT stub covers them) or all in unnamed ones (FDEs without a symbol, code no table
   // knows). Padding between functions belongs to the function before it.

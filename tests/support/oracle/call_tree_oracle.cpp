@@ -159,7 +159,12 @@ Program ReadProgram(const std::string& path) {
   }
   std::map<std::pair<uint64_t, uint64_t>, std::vector<std::string>> by_range;
   for (const llvm::object::ELFSymbolRef& symbol : elf->symbols()) {
-    if (symbol.getELFType() != llvm::ELF::STT_FUNC || symbol.getSize() == 0) continue;
+    // An IFUNC symbol's value is its resolver's entry: one more name of that code (static glibc:
+    // `memcpy` and `__new_memcpy_ifunc`), which a decoder may print.
+    const unsigned type = symbol.getELFType();
+    if ((type != llvm::ELF::STT_FUNC && type != llvm::ELF::STT_GNU_IFUNC) || symbol.getSize() == 0) {
+      continue;
+    }
     auto name = symbol.getName();
     auto value = symbol.getValue();
     if (!name || !value || name->empty()) {
