@@ -6,11 +6,13 @@
 #
 # The capture: long_running for a fixed number of iterations (it dlopens libm a third of the way
 # in, so a cut capture needs sideband written while it ran), with address randomization off
-# (setarch -R), so every run writes the same bytes in the same order. A complete run first gives
-# the archive's final size F. The instants, in order:
+# (setarch -R), so every run traces the same instructions. A complete run first gives the size
+# G of its ground truth. The instants, in order:
 #   start-up:     at once after the fork, after 5 ms and 30 ms (exec, tracer set-up, header);
-#   capture:      when the archive first reaches k*F/11 bytes, k = 1..10 (each later than the kill
-#                 before it: past the size that kill left), polled every ms;
+#   capture:      when the ground truth (one line per instruction, written as tracing goes) first
+#                 reaches k*G/11 bytes, G its size in the complete run, k = 1..10 (each later than
+#                 the kill before it: past the size that kill left), polled every ms. (Not by the
+#                 archive's size: how many chunks the PT is flushed in depends on the load.)
 #   final flush:  as soon as the traced program is gone (pt-emulate writing its tail), and 2 ms
 #                 after.
 # At each: the archive, when one exists (only a start-up kill may leave none), reads with
@@ -40,6 +42,7 @@ start() {
   emulator=$!
 }
 size() { stat -c %s "$tmp/k.ptar" 2>/dev/null || echo 0; }
+truth() { stat -c %s "$tmp/k.gt" 2>/dev/null || echo 0; }
 alive() { kill -0 "$emulator" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$emulator/status"; }
 
 # Decodes the archive as it is: prints the instructions pt-decode decoded ("none" for no archive).
@@ -81,7 +84,7 @@ check() {
 # The complete run: the final size and what a whole decode gives.
 start
 wait "$emulator" || fail "the complete run failed: $(tail -3 "$tmp/emulate.err")"
-final=$(size)
+final=$(truth)
 full=$(check complete capture) || { echo "$full"; exit 1; }
 full_n=${full%% *}
 [ "$full_n" -gt 0 ] || fail "the complete run decodes nothing"
@@ -99,7 +102,7 @@ for entry in "${instants[@]}"; do
     start-up) [ "$at" = 0 ] || sleep "$at" ;;
     capture)
       [ "$at" -gt "$previous_size" ] || at=$((previous_size + 1))
-      while alive && [ "$(size)" -lt "$at" ]; do sleep 0.001; done ;;
+      while alive && [ "$(truth)" -lt "$at" ]; do sleep 0.001; done ;;
     flush)  # the traced program is pt-emulate's only child; it is gone once the capture ends
       while alive && [ -z "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
       while alive && [ -n "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
@@ -109,7 +112,7 @@ for entry in "${instants[@]}"; do
   kill -KILL "$emulator" 2>/dev/null
   wait "$emulator" 2>/dev/null
   rc=$?
-  [ "$kind" = capture ] && [ "$state" != killed ] && fail "instant $index: pt-emulate ended before the archive reached $at bytes"
+  [ "$kind" = capture ] && [ "$state" != killed ] && fail "instant $index: pt-emulate ended before the ground truth reached $at bytes"
   instant="instant $index ($kind, $at)"
   [ "$state" = killed ] || { [ $rc -eq 0 ] || fail "$instant: pt-emulate exit $rc: $(tail -3 "$tmp/emulate.err")"; }
   result=$(check "$instant" "$kind") || { echo "$result"; exit 1; }
@@ -120,6 +123,6 @@ for entry in "${instants[@]}"; do
   [ "$n" -le "$full_n" ] || fail "$instant: $n instructions, more than the complete run's $full_n"
   [ "$kind" = capture ] && [ "$index" -gt 4 ] && [ "$n" -eq 0 ] && fail "$instant: nothing decodes"
   previous=$n
-  previous_size=$(size)
+  previous_size=$(truth)
 done
 echo PASS

@@ -3,13 +3,15 @@
 
 A pt-emulate capture of PROGRAM is exported as a perf.data (`pt-archive export-perf`), then
 damaged: one byte flipped (xor 0xff) at every offset of the file header, the attr section and
-every record header, and every 5th offset elsewhere (the trace bytes, record bodies, features);
-and cut at every 11th offset (a capture of PROGRAM exports to ~2.6 KB). Each damaged file goes through `pt-decode --format insns` and
+every record header, and every 9th offset elsewhere (the trace bytes, record bodies, features);
+and cut at every 17th offset (a capture of PROGRAM exports to ~2.6 KB). Each damaged file goes through `pt-decode --format insns` and
 `pt-archive import-perf` (whose archive is decoded again). perf.data has no checksums, so a flip
 may go unnoticed (exit 0); what every run must do:
   - end by itself within 30 s (no hang) with 0, 1 or 3 (never a signal, never 2);
   - exit 1 only with a message that names the file and where (an offset, or the header field,
-    or "no PT data"/nothing to decode), never an empty or unlocated one;
+    or "no PT data"/nothing to decode, or the metadata key whose value is bad, or, for a flipped
+    mapping, which code was not found),
+    never an empty or unlocated one;
   - exit 3 only with a note that says what was lost;
 and the peak memory of any run stays under 1 GiB.
 """
@@ -22,8 +24,11 @@ import sys
 import tempfile
 
 FAILURES = []
+# Where reading stopped, or (a flipped address or file name in a mapping record reads as a
+# mapping elsewhere: nothing to check it against) which code was not found.
 LOCATED = re.compile(r'offset \d+|byte \d+|at \d+|header|attr|feature|section|no PT|nothing|'
-                     r'not a perf\.data|magic|holds no', re.IGNORECASE)
+                     r'not a perf\.data|magic|holds no|executed code was not found|metadata \S+=',
+                     re.IGNORECASE)
 
 
 def fail(msg):
@@ -33,8 +38,9 @@ def fail(msg):
 
 def run(cmd, what):
     try:
+        # errors='replace': a damaged file name is printed as the file has it
         r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False,
-                           timeout=30)
+                           timeout=30, errors='replace')
     except subprocess.TimeoutExpired:
         fail(f'{what}: {os.path.basename(str(cmd[0]))} still running after 30 s (a hang)')
         return None
@@ -92,8 +98,8 @@ def main():
         exact = set(range(0, 104)) | set(range(attrs_off, attrs_off + attrs_size))
         for at in records(data):
             exact |= set(range(at, at + 8))
-        flips = sorted(o for o in exact | set(range(0, len(data), 5)) if o < len(data))
-        cuts = list(range(1, len(data), 11))
+        flips = sorted(o for o in exact | set(range(0, len(data), 9)) if o < len(data))
+        cuts = list(range(1, len(data), 17))
         damaged = os.path.join(work, 'damaged.data')
         out, imported = os.path.join(work, 'out.insns'), os.path.join(work, 'imported.ptar')
         status = {}
