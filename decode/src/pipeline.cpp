@@ -21,82 +21,17 @@
 #include "capture/capture_view.h"
 #include "capture/selection.h"
 #include "flow/code_images.h"
-#include "flow/unit_decoder.h"
 #include "join/thread_assembler.h"
 #include "listing/insn_listing.h"
 #include "names/capture_resolver.h"
 #include "names/frame_namer.h"
+#include "parallel/decode_units.h"
 #include "parallel/time_window.h"
-#include "parallel/unit_planner.h"
-#include "parallel/unit_pool.h"
 #include "ptscope/decode.h"
-#include "sink/null_sink.h"
-#include "sink/sink_factory.h"
-#include "sink/window_sink.h"
+#include "sink/output_sink.h"
 
 namespace ptscope::decode {
 namespace {
-
-constexpr size_t kDefaultUnitBytes = 16 * 1024;
-
-// One output file's sink, behind the --time-range window when there is one.
-struct OutputSink {
-  std::unique_ptr<SliceSink> file;
-  std::unique_ptr<WindowSink> window;
-  SliceSink& sink() { return window ? *window : *file; }
-};
-
-// An empty path: a sink that keeps nothing (PipelineOptions::count_only).
-Result<OutputSink> OpenOutput(SinkFormat format, const std::string& path, FrameNamer& namer,
-                              const TimeWindow& window) {
-  OutputSink output;
-  if (path.empty()) {
-    output.file = std::make_unique<NullSink>();
-  } else {
-    PTSCOPE_ASSIGN_OR_RETURN(output.file, CreateSink(format, path, namer));
-  }
-  if (window.active) {
-    output.window = std::make_unique<WindowSink>(*output.file, window.from_ns, window.to_ns);
-  }
-  return output;
-}
-
-// What decoding every unit left to say: which streams had a unit, and the walker's fallbacks.
-struct Decoded {
-  std::vector<bool> planned;  // by stream
-  uint64_t units = 0, libipt_units = 0;
-};
-
-// Plans the capture's units (within `window`) as the workers ask, decodes them on one worker per
-// CodeImages and hands each to `consume` on this thread, in plan order.
-Decoded DecodeUnits(CaptureView& view, const TimeWindow& window, const std::string& path,
-                    const std::vector<std::unique_ptr<CodeImages>>& images, CodeFacts* code,
-                    const PipelineOptions& options,
-                    const std::function<void(size_t, const WorkUnit&, UnitEvents&)>& consume) {
-  const size_t unit_bytes = options.unit_bytes != 0 ? options.unit_bytes : kDefaultUnitBytes;
-  UnitPlanner planner(view.streams, view.setup, view.config, unit_bytes, path, window.from_ns,
-                      window.to_ns);
-  std::vector<const CodeImages*> worker_images;
-  for (const auto& image : images) worker_images.push_back(image.get());
-  UnitDecoder decoder(view.setup, view.timeline, view.streams, std::move(worker_images), code,
-                      options.walker, options.format == OutputFormat::kInsns);
-  const unsigned jobs = static_cast<unsigned>(images.size());
-  const size_t in_flight = 2 * static_cast<size_t>(jobs) + 2;
-  std::vector<WorkUnit> plan(in_flight);  // unit i in plan[i % in_flight] (see RunOrdered)
-  RunOrdered(
-      jobs, in_flight, [&](size_t index) { return planner.Next(&plan[index % in_flight]); },
-      [&](size_t index, unsigned worker, UnitEvents& out) {
-        decoder.Decode(plan[index % in_flight], worker, out);
-      },
-      [&](size_t index, UnitEvents& events) {
-        const WorkUnit& work = plan[index % in_flight];
-        if (options.progress) options.progress(work.planned_bytes, planner.total_bytes());
-        consume(index, work, events);
-      });
-  Decoded decoded{{}, decoder.units(), decoder.libipt_units()};
-  for (size_t s = 0; s < view.streams.size(); ++s) decoded.planned.push_back(planner.planned(s));
-  return decoded;
-}
 
 // --threads that select nothing: every thread's name and instructions, from a decode of them all
 // that writes nothing.
@@ -150,24 +85,33 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   symbols::Symbolizer symbolizer;
   SymbolsFrameNamer namer(view.timeline.address_space(), resolver, symbolizer);
   if (!jit.empty()) namer.SetJitCode(&jit);
-  PTSCOPE_ASSIGN_OR_RETURN(
-      OutputSink output,
-      OpenOutput(SinkFormatOf(options.format),
-                 options.count_only ? std::string() : options.output_path, namer, window));
-  std::optional<OutputSink> summary_output;  // --summary-json: the same decode's summary
+  // The output (one that keeps nothing with count_only) and --summary-json's, both clipped to
+  // --time-range.
+  auto open = [&](SinkFormat format, const std::string& path) {
+    return OpenOutput(format, path, namer, window.active, window.from_ns, window.to_ns);
+  };
+  PTSCOPE_ASSIGN_OR_RETURN(OutputSink output,
+                           open(SinkFormatOf(options.format),
+                                options.count_only ? std::string() : options.output_path));
+  std::optional<OutputSink> summary_output;
   if (!options.summary_json_path.empty() && !options.count_only) {
-    PTSCOPE_ASSIGN_OR_RETURN(summary_output, OpenOutput(SinkFormat::kSummaryJson,
-                                                        options.summary_json_path, namer, window));
+    PTSCOPE_ASSIGN_OR_RETURN(summary_output,
+                             open(SinkFormat::kSummaryJson, options.summary_json_path));
   }
   const FeedSinks sinks{output.sink(), summary_output ? &summary_output->sink() : nullptr};
   ThreadAssembler assembler(archive, view.setup, view.timeline, view.streams, namer, sinks,
                             options.threads, summary);
-  const Decoded decoded = DecodeUnits(
+  const DecodedUnits decoded = DecodeUnits(
       view, window, archive.path, images, &namer, options,
       [&](size_t index, const WorkUnit& work, UnitEvents& events) {
         assembler.Consume(index, work, events);
       });
   assembler.Finish([&](size_t stream) { return decoded.planned[stream]; }, window.active);
+  // Held-back records that could not be read back are missing from the output, as if its write
+  // had failed.
+  if (std::string error = assembler.spill_error(); !error.empty()) {
+    return Unexpected(Errc::kIo, error);
+  }
   // A module nobody ran code of made no gap: it is not reported missing.
   summary.missing = images[0]->MissingThatRan(assembler.missing_code_ips());
 
@@ -179,11 +123,7 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                             "walker does not model: libipt's block decoder walked them");
   }
   for (SliceSink* sink : {&sinks.output, sinks.summary}) {
-    if (sink == nullptr) continue;
-    sink->SetCaptureTotals(summary);
-    sink->Finish();
-    std::string output_error = sink->OutputError();
-    if (!output_error.empty()) return Unexpected(Errc::kIo, output_error);
+    if (sink != nullptr) PTSCOPE_TRY(FinishOutput(*sink, summary));
   }
   if (outside) {  // an error: no output is left behind
     for (const std::string& path : {options.output_path, options.summary_json_path}) {

@@ -5,6 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "fake_frames.h"
 
@@ -497,6 +501,106 @@ TEST_CASE("a branch whose target the trace never gives (to = 0) invents no frame
 
 namespace ptscope::decode {
 namespace {
+
+TEST_CASE("held-back records in the spill file come back in order under a caller found late") {
+  // Blocks of 2 records: the calls of b and c go to the file before the return that reveals a,
+  // whose inferred slice must still start at the trace start and wrap them.
+  RecordSpill spill(2);
+  StackTrackerOptions options;
+  options.spill = &spill;
+  Harness h(options);
+  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
+               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
+               End(60)}) ==
+        "a* 0-60\n"
+        "  b* 0-50\n"
+        "    c 10-20\n"
+        "    d 30-40\n");
+  CHECK(spill.blocks_stored() >= 2);
+  CHECK(spill.error().empty());
+}
+
+// Runs `events` through a tracker with `options` and returns the tree and the stats.
+std::pair<std::string, DecodeStats> TreeOf(const std::vector<FlowEvent>& events,
+                                           StackTrackerOptions options, uint64_t end) {
+  Harness h(options);
+  h.namer.AddInlined(0x1010, {{"inl", "i.h", 1}});
+  for (const FlowEvent& e : events) h.tracker.OnEvent(e);
+  h.tracker.Finish(end);
+  CHECK(h.sink.violations.empty());
+  return {h.sink.Tree(), h.tracker.stats()};
+}
+
+std::vector<FlowEvent> RandomEvents(uint64_t seed, int count, uint64_t* end) {
+  uint64_t state = seed, t = 0;
+  auto next = [&state](uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  const uint64_t kAddrs[] = {0x1010, 0x1015, 0x2000, 0x2015, 0x3000, 0x3040, 0x6000, 0x6015,
+                             0x7000, 0x8000, 0xf000, 0};
+  std::vector<FlowEvent> events;
+  for (int i = 0; i < count; ++i) {
+    // Kinds 0..9 but kGap and kEnd rarer (they flush): long stretches stay held back.
+    K kind = static_cast<K>(next(10));
+    if ((kind == K::kGap || kind == K::kEnd) && next(20) != 0) kind = K::kCall;
+    FlowEvent e = Ev(kind, t += next(3), kAddrs[next(12)], kAddrs[next(12)]);
+    e.call_size = 5;
+    e.gap_cause = static_cast<GapCause>(next(4));
+    if (kind == K::kTrigger && next(2) == 0) e.detail = "mark " + std::to_string(i);
+    events.push_back(e);
+  }
+  *end = t + 1;
+  return events;
+}
+
+TEST_CASE("spilling held-back records changes no slice, instant or count") {
+  uint64_t end = 0;
+  const std::vector<FlowEvent> events = RandomEvents(777, 20000, &end);
+  for (uint32_t max_depth : {8u, 500u}) {
+    for (size_t bound : {size_t{5}, size_t{300}, size_t{1} << 20}) {
+      StackTrackerOptions options;
+      options.max_depth = max_depth;
+      options.max_buffered_events = bound;
+      const auto [tree, stats] = TreeOf(events, options, end);
+      for (size_t block : {size_t{1}, size_t{3}, size_t{64}}) {
+        CAPTURE(max_depth);
+        CAPTURE(bound);
+        CAPTURE(block);
+        RecordSpill spill(block);
+        options.spill = &spill;
+        const auto [spilled_tree, spilled_stats] = TreeOf(events, options, end);
+        CHECK(spilled_tree == tree);
+        CHECK(spilled_stats.counts == stats.counts);
+        CHECK(spill.error().empty());
+        if (block < bound) CHECK(spill.blocks_stored() > 0);
+        if (2 * block < bound) CHECK(spill.peak_blocks() > 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("a spill file that cannot be created keeps the records in memory, same tree") {
+  uint64_t end = 0;
+  const std::vector<FlowEvent> events = RandomEvents(99, 5000, &end);
+  StackTrackerOptions options;
+  options.max_depth = 8;
+  const auto [tree, stats] = TreeOf(events, options, end);
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("TMPDIR", "/nonexistent/ptscope-spill-test", 1);
+  RecordSpill spill(4);
+  options.spill = &spill;
+  const auto [kept_tree, kept_stats] = TreeOf(events, options, end);
+  if (before != nullptr) {
+    setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    unsetenv("TMPDIR");
+  }
+  CHECK(kept_tree == tree);
+  CHECK(spill.blocks_stored() == 0);
+  CHECK(spill.error().empty());
+}
 
 // Property: whatever the event sequence, slices nest, close, never exceed max_depth, and times
 // never go back. A fixed-seed generator keeps it deterministic.

@@ -28,7 +28,7 @@
 #include "flow/inline_statements.h"
 #include "flow/unit_clock.h"
 #include "flow/unit_events.h"
-#include "parallel/psb_units.h"
+#include "work_unit.h"  // PsbState
 
 namespace ptscope::decode {
 

@@ -15,7 +15,7 @@
 #include "flow/code_images.h"
 #include "flow/query_walker.h"
 #include "flow/unit_events.h"
-#include "parallel/unit_planner.h"
+#include "work_unit.h"
 
 namespace ptscope::decode {
 

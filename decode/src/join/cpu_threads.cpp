@@ -11,13 +11,15 @@ namespace ptscope::decode {
 
 CpuThreads::CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
                        const SidebandTimeline& timeline, CodeFacts& code,
-                       const FeedSinks& sinks, const std::vector<uint32_t>& selected_threads)
+                       const FeedSinks& sinks, const std::vector<uint32_t>& selected_threads,
+                       StackTrackerOptions tracker_options)
     : archive_(archive),
       setup_(setup),
       timeline_(timeline),
       code_(code),
       sinks_(sinks),
-      selected_(selected_threads) {
+      selected_(selected_threads),
+      tracker_options_(tracker_options) {
   // At least 2^14 records each: below that, callers found late would start late too often.
   const size_t threads = std::max<size_t>(1, timeline.ScheduledThreadCount());
   tracker_options_.max_buffered_events =
@@ -48,7 +50,10 @@ void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, Unit
     Run waiting;
     waiting.tid = run.thread.tid;
     waiting.end_ip = events.events[end - 1].from;
-    waiting.events.reserve(end - run.first);
+    if (!spare_events_.empty()) {
+      waiting.events = std::move(spare_events_.back());
+      spare_events_.pop_back();
+    }
     waiting.events.assign(events.events.begin() + run.first, events.events.begin() + end);
     waiting_.emplace(std::make_pair(events.events[run.first].time_ns, plan_index),
                      std::move(waiting));
@@ -57,7 +62,10 @@ void CpuThreads::Consume(size_t plan_index, const std::string& stream_name, Unit
 
 void CpuThreads::Release(uint64_t frontier_ns) {
   while (!waiting_.empty() && waiting_.begin()->first.first < frontier_ns) {
-    Deliver(waiting_.begin()->second);
+    Run& run = waiting_.begin()->second;
+    Deliver(run);
+    run.events.clear();
+    spare_events_.push_back(std::move(run.events));
     waiting_.erase(waiting_.begin());
   }
 }

@@ -33,7 +33,8 @@ class CpuThreads {
  public:
   CpuThreads(const format::Archive& archive, const DecoderSetup& setup,
              const SidebandTimeline& timeline, CodeFacts& code, const FeedSinks& sinks,
-             const std::vector<uint32_t>& selected_threads);
+             const std::vector<uint32_t>& selected_threads,
+             StackTrackerOptions tracker_options = {});
 
   // A consumed unit of stream `stream_name` (restatement and carried instructions applied): its
   // counts go to the summary's totals once, its runs wait for Release. Takes the events.
@@ -65,6 +66,9 @@ class CpuThreads {
   StackTrackerOptions tracker_options_;
   // By (first event time, plan index); equal keys (one unit, one instant) keep their order.
   std::multimap<std::pair<uint64_t, size_t>, Run> waiting_;
+  // Event vectors of delivered runs, kept with their capacity for the next runs: a run then costs
+  // a copy of its events but no allocation (most runs are a few hundred events).
+  std::vector<std::vector<FlowEvent>> spare_events_;
   std::map<uint32_t, Thread> threads_;                   // by tid
   std::map<uint32_t, ThreadKey> keys_;
   // The units' own counts (once, whoever ran them).

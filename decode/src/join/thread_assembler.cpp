@@ -4,6 +4,17 @@
 #include <string>
 
 namespace ptscope::decode {
+namespace {
+// Held-back records kept in memory per tracker: 2^15 of 40 bytes, 1.25 MiB (the bound on held-back
+// records, StackTrackerOptions::max_buffered_events, is 32 times that).
+constexpr size_t kResidentRecords = size_t{1} << 15;
+
+StackTrackerOptions TrackerOptions(RecordSpill* spill) {
+  StackTrackerOptions options;
+  options.spill = spill;
+  return options;
+}
+}  // namespace
 
 ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSetup& setup,
                                  const SidebandTimeline& timeline, std::vector<Stream>& streams,
@@ -15,7 +26,9 @@ ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSe
       sinks_(sinks),
       joins_(streams.size()),
       summary_(summary),
-      cpu_threads_(archive, setup, timeline, code, sinks, selected) {}
+      spill_(kResidentRecords),
+      tracker_options_(TrackerOptions(&spill_)),
+      cpu_threads_(archive, setup, timeline, code, sinks, selected, tracker_options_) {}
 
 void ThreadAssembler::BeginThread(const Stream& stream) {
   sinks_.BeginThread(stream.key, timeline_.ProcessName(stream.key.pid),
@@ -51,7 +64,8 @@ void ThreadAssembler::Consume(size_t index, const WorkUnit& work, UnitEvents& ev
     feed_stream_ = work.stream;
     feed_piece_ = SIZE_MAX;
     BeginThread(stream);
-    feed_ = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, stream.triggers);
+    feed_ = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, stream.triggers,
+                                         tracker_options_);
   }
   if (work.piece != feed_piece_) {
     feed_piece_ = work.piece;

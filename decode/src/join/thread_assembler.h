@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "capture/decoder_setup.h"
@@ -19,8 +20,10 @@
 #include "join/cpu_threads.h"
 #include "join/thread_feed.h"
 #include "join/unit_join.h"
-#include "parallel/unit_planner.h"
 #include "ptscope/decode.h"
+#include "stack/record_spill.h"
+#include "stack/stack_tracker.h"
+#include "work_unit.h"
 
 namespace ptscope::decode {
 
@@ -39,6 +42,9 @@ class ThreadAssembler {
   // gets its track and gaps (`decoded(stream)` says whether any unit of it was planned, and
   // `windowed` whether --time-range cut the capture, which leaves such tracks out).
   void Finish(const std::function<bool(size_t)>& decoded, bool windowed);
+  // Empty unless held-back slice records could not be read back from the spill file: the output
+  // then lacks them, and the decode fails (stack/record_spill.h).
+  std::string spill_error() const { return spill_.error(); }
   // Where units met code without bytes (FlowStats::missing_code_ips of them all).
   std::vector<uint64_t> missing_code_ips() const {
     return {missing_code_ips_.begin(), missing_code_ips_.end()};
@@ -58,6 +64,10 @@ class ThreadAssembler {
   size_t feed_stream_ = SIZE_MAX, feed_piece_ = SIZE_MAX;
   uint64_t last_end_ip_ = 0, last_end_ns_ = 0;
   DecodeSummary& summary_;
+  // Every thread's held-back slice records past a block wait here, not in memory; declared
+  // before the trackers that use it.
+  RecordSpill spill_;
+  StackTrackerOptions tracker_options_;
   CpuThreads cpu_threads_;
   std::set<uint64_t> missing_code_ips_;
 };

@@ -14,8 +14,8 @@
 
 #include "capture/streams.h"
 #include "flow/unit_events.h"
-#include "parallel/unit_planner.h"
 #include "ptscope/decode.h"
+#include "work_unit.h"
 
 namespace ptscope::decode {
 

@@ -14,27 +14,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "work_unit.h"  // PsbState, DecodeUnitSpan
+
 namespace ptscope::decode {
-
-// What the PSB+ header at a unit's start says.
-struct PsbState {
-  bool valid = false;      // libipt decodes a PSB here
-  uint64_t tsc = 0;        // 0: the PSB+ carries no TSC
-  uint64_t ip = 0;         // FUP: the next instruction to execute
-  bool has_ip = false;     // false: tracing was disabled (or the FUP suppressed) at this PSB
-  size_t header_end = 0;   // offset just after the PSB+ header (its PSBEND); 0: none read
-};
-
-struct DecodeUnitSpan {
-  size_t begin = 0;        // offset of the unit's first PSB within the piece
-  size_t end = 0;          // offset of the next unit's PSB, or the piece's end
-  // The unit is decoded up to here: through the next unit's PSB+ header, so that libipt walks
-  // exactly to the instruction where the next unit starts (the header's FUP), as a sequential
-  // decoder does; without it libipt stops after the unit's last packet, possibly a few
-  // instructions short of that point.
-  size_t decode_end = 0;
-  PsbState start;          // the PSB+ at `begin`
-};
 
 // A PSB pattern in a piece, and what libipt reads there (state.valid false: the pattern is part
 // of a payload). state.header_end is a piece offset too.

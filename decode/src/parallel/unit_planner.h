@@ -22,34 +22,10 @@
 
 #include "capture/decoder_setup.h"
 #include "capture/piece_reader.h"
-#include "parallel/psb_units.h"
 #include "capture/streams.h"
+#include "work_unit.h"
 
 namespace ptscope::decode {
-
-// One unit of work: a span of one piece of one stream, with what its decoder needs to know of the
-// unit after it.
-struct WorkUnit {
-  size_t stream = 0, piece = 0;
-  size_t unit = 0;              // index within the piece (> 0: a continuation)
-  DecodeUnitSpan span;
-  bool has_next = false;        // the piece goes on with another unit
-  PsbState next_start;          // that unit's PSB+ (when has_next)
-  uint64_t start_ns = 0;        // per-CPU units: merge key (see above)
-  bool per_cpu = false;
-  // start_ns of the unit planned after this one (UINT64_MAX: none): per-CPU runs that start
-  // before it can be delivered once this unit is consumed.
-  uint64_t following_start_ns = UINT64_MAX;
-  uint64_t planned_bytes = 0;   // PT bytes of the capture planned up to this unit (progress)
-  // Non-empty: the rest of the piece could not be read again (the file changed since it was
-  // opened?); the unit is that failure, an in-band decode-error gap, with no bytes.
-  std::string unreadable;
-  // The unit's PT: span's [begin, decode_end) of the piece, in place for a piece in memory, else
-  // in `storage`, copied as the planner read the piece (so that a worker reads nothing itself:
-  // per-CPU units interleave streams, and one chunk per unit would be read again and again).
-  std::span<const uint8_t> bytes;
-  std::vector<uint8_t> storage;
-};
 
 class UnitPlanner {
  public:

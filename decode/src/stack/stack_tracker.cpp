@@ -85,6 +85,7 @@ StackTracker::StackTracker(ThreadKey thread, CodeFacts& code, SliceSink& sink,
                            StackTrackerOptions options)
     : thread_(thread), code_(code), sink_(sink), options_(options) {
   if (options_.max_buffered_events == 0) options_.max_buffered_events = 1;
+  flush_at_ = options_.max_buffered_events;
   if (sink_.WantsEveryLevel()) options_.max_depth = UINT32_MAX;
 }
 
@@ -113,7 +114,7 @@ void StackTracker::OnEvent(const FlowEvent& e) {
   }
   last_time_ = t;
   // Bound the buffer between events, when the stack is consistent.
-  if (buffer_size_ >= options_.max_buffered_events) [[unlikely]] {
+  if (buffer_size_ >= flush_at_) [[unlikely]] {  // held back: spilled_ + buffer_size_
     FlushAtBoundThenDispatch(e, t);
     return;
   }
@@ -443,12 +444,58 @@ inline void StackTracker::CloseSyntheticTop(uint64_t t) {
 void StackTracker::CloseAll(uint64_t t) { PopTo(0, t); }
 
 void StackTracker::GrowBuffer() {
+  const RecordSpill* spill = options_.spill;
+  if (spill != nullptr && buffer_size_ >= spill->block_records() && SpillBuffer()) return;
   // resize() writes the new slots: double up to the bound (plus one event's records, checked
   // between events), and past it grow only by what a long unwind needs.
   const size_t size = buffer_.size(), bound = options_.max_buffered_events;
-  buffer_.resize(size < bound ? std::min(std::max<size_t>(256, 2 * size), bound + 256)
-                              : size + size / 8 + 256);
+  size_t grown = size < bound ? std::min(std::max<size_t>(256, 2 * size), bound + 256)
+                              : size + size / 8 + 256;
+  // With a spill file it stops at one block, which then goes to the file (unless the file
+  // refuses it: then it grows on as without one).
+  if (spill != nullptr && size < spill->block_records()) {
+    grown = std::min(grown, spill->block_records());
+  }
+  buffer_.resize(grown);
   buffer_slots_ = buffer_.size();
+}
+
+bool StackTracker::SpillBuffer() {
+  const size_t block = options_.spill->block_records();
+  size_t stored = 0;
+  for (; stored + block <= buffer_size_; stored += block) {
+    const int64_t slot = options_.spill->Store(buffer_.data() + stored);
+    if (slot < 0) break;  // the records stay here: buffer_ grows as without a spill file
+    spilled_blocks_.push_back(slot);
+  }
+  if (stored == 0) return false;
+  // What is left of a partial block (the buffer may have grown past a block before a failure, or
+  // past the bound without spilling) moves to the front.
+  std::copy(buffer_.begin() + static_cast<ptrdiff_t>(stored),
+            buffer_.begin() + static_cast<ptrdiff_t>(buffer_size_), buffer_.begin());
+  buffer_size_ -= stored;
+  spilled_ += stored;
+  flush_at_ = spilled_ < options_.max_buffered_events ? options_.max_buffered_events - spilled_ : 0;
+  return buffer_size_ < buffer_slots_;
+}
+
+template <typename Out>
+void StackTracker::ForEachHeld(Out&& out) {
+  if (!spilled_blocks_.empty()) {
+    const size_t block = options_.spill->block_records();
+    spill_scratch_.resize(std::min(block, kBatchSize));
+    for (int64_t slot : spilled_blocks_) {
+      for (size_t first = 0; first < block; first += spill_scratch_.size()) {
+        const size_t count = std::min(spill_scratch_.size(), block - first);
+        // A failed read leaves the records out; RecordSpill::error() fails the decode.
+        if (options_.spill->Load(slot, first, count, spill_scratch_.data())) {
+          out(spill_scratch_.data(), count);
+        }
+      }
+      options_.spill->Release(slot);
+    }
+  }
+  out(buffer_.data(), buffer_size_);
 }
 
 void StackTracker::AddInstant(uint64_t t, std::string text) {
@@ -470,16 +517,23 @@ void StackTracker::Flush() {
     // The common case: buffer_ goes to the sink as it is, after the prefix, in runs of
     // kBatchSize (what a sink such as WindowSink copies per call stays small).
     SendBatch();
-    for (size_t i = 0; i < buffer_size_; i += kBatchSize) {
-      sink_.WriteRecords(thread_, buffer_.data() + i, std::min(kBatchSize, buffer_size_ - i));
-    }
+    ForEachHeld([&](const Record* records, size_t count) {
+      for (size_t i = 0; i < count; i += kBatchSize) {
+        sink_.WriteRecords(thread_, records + i, std::min(kBatchSize, count - i));
+      }
+    });
     emitted_depth_ = static_cast<uint32_t>(emitted_depth_ + buffer_depth_);
   } else {
-    for (size_t i = 0; i < buffer_size_; ++i) Write(buffer_[i]);
+    ForEachHeld([&](const Record* records, size_t count) {
+      for (size_t i = 0; i < count; ++i) Write(records[i]);
+    });
     SendBatch();
   }
   // Only now is texts_ cleared: instants point into it.
   inferred_prefix_.clear();
+  spilled_blocks_.clear();
+  spilled_ = 0;
+  flush_at_ = options_.max_buffered_events;
   buffer_size_ = 0;
   buffer_depth_ = buffer_depth_max_ = buffer_depth_min_ = 0;
   texts_.clear();
