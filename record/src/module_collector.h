@@ -3,6 +3,7 @@
 // sideband record a recorder writes, whether built or read from the kernel.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -49,13 +50,26 @@ class ModuleCollector {
 format::ModuleChunk DescribeModule(const std::string& path, const std::vector<uint8_t>& build_id,
                                    BuildIdCache* build_ids);
 
+// How long CaptureJitFiles waits for a runtime to finish the jitdump record it is writing.
+struct JitTailWait {
+  std::chrono::milliseconds poll{10};
+  std::chrono::milliseconds limit{200};
+};
+
 // JIT code descriptions the capture's processes wrote, read completely when the capture ends
-// (both files are append-only, so the last read holds every version): each mapped jitdump
-// (kJitdump) and each /tmp/perf-PID.map (kPerfMap), pid and original path set. Files are opened
-// without following symlinks and must be regular files owned by us or by the process (perf's
-// rule), since /tmp names can be planted by others. Problems become `warnings`.
+// (after the target is stopped or detached; both files are append-only, so the last read holds
+// every version): each mapped jitdump (kJitdump) and each /tmp/perf-PID.map (kPerfMap), pid and
+// original path set. Files are opened without following symlinks and must be regular files owned
+// by us or by the process (perf's rule), since /tmp names can be planted by others.
+// A jitdump whose last record runs past its end (the runtime was writing it, or V8's 2 MB stdio
+// buffer holds the rest) is read again every `wait.poll` up to `wait.limit`; still torn, its
+// whole records are kept and a warning names the file, offset, byte counts and the code left
+// without bytes, by its perf-map names. Problems become `warnings`.
 std::vector<format::BlobChunk> CaptureJitFiles(const ModuleCollector& modules,
                                                std::vector<std::string>* warnings);
+std::vector<format::BlobChunk> CaptureJitFiles(
+    const std::map<uint32_t, std::set<std::string>>& jitdumps, const std::set<uint32_t>& pids,
+    std::vector<std::string>* warnings, const JitTailWait& wait);
 
 // The bytes of a module for --embed-binaries (BlobChunk kind kElf).
 Result<format::BlobChunk> EmbedModule(const format::ModuleChunk& module);

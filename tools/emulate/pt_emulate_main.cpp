@@ -61,6 +61,7 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
   session.tool_version = format::PtscopeVersion();
 
   std::string pids, snapshot_size = "4M", timing = "cyc", psb_period = "4K", trigger, start_at;
+  std::string clock = "virtual";
   uint32_t mtc_period = 3;
   double duration = 0;
   po::options_description desc(
@@ -90,6 +91,10 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
       ("no-retcomp", "never compress returns")
       ("virtual-ghz", po::value(&parsed.virtual_ghz),
        "virtual clock: 1 instruction = 1 cycle (default 1.0)")
+      ("clock", po::value(&clock),
+       "virtual: only instructions advance time, at --virtual-ghz (repeatable; default). real: "
+       "also the real time each syscall took (blocking, sleeping, being descheduled), written "
+       "as hardware does after a sleep state: TSC, TMA, CBR at the return to user code")
       ("follow-fork", "also trace child processes")
       ("cpus", po::value(&o.cpus), "per-CPU streams: schedule the threads on N virtual CPUs "
                                    "(as perf record -a writes them, with context-switch sideband)")
@@ -153,12 +158,21 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
     return MakeError(Errc::kInvalidArgument, "--virtual-ghz: between 0.01 and 100");
   o.encoder.cbr = static_cast<uint8_t>(
       std::max(1.0, std::min(255.0, std::round(parsed.virtual_ghz * 10))));
+  if (clock != "virtual" && clock != "real")
+    return MakeError(Errc::kInvalidArgument, "--clock: '" + clock + "' is not virtual|real");
+  o.real_clock = o.encoder.time_after_gap = clock == "real";
+  if (o.real_clock && o.encoder.timing == TimingMode::kNone)
+    return MakeError(Errc::kInvalidArgument, "--clock real needs timing packets (--timing tsc, mtc or cyc)");
   o.follow_fork = vm.count("follow-fork") > 0;
   if (vm.count("cpus") && (o.cpus < 1 || o.cpus > 1024))
     return MakeError(Errc::kInvalidArgument, "--cpus: between 1 and 1024 virtual CPUs");
   if (vm.count("timeslice") && !vm.count("cpus"))
     return MakeError(Errc::kInvalidArgument, "--timeslice needs --cpus N");
   if (o.timeslice < 1) return MakeError(Errc::kInvalidArgument, "--timeslice: at least 1 instruction");
+  if (o.cpus > 0 && o.real_clock) {
+    return MakeError(Errc::kInvalidArgument,
+                     "--clock real works with per-thread streams only (not with --cpus)");
+  }
   if (o.cpus > 0 && o.encoder.timing == TimingMode::kNone) {
     return MakeError(Errc::kInvalidArgument,
                      "--cpus needs timing packets (per-CPU streams are split into threads by time): "

@@ -4,11 +4,11 @@
 namespace ptscope::emulate {
 
 void PtEncoderModel::Retire(const RetiredInsn& insn, uint64_t tsc) {
-  encoder_.AdvanceTo(tsc);
   if (!enabled_) {
-    encoder_.Enable(insn.ip, tsc);
+    encoder_.Enable(insn.ip, tsc);  // catches the clock up itself (at once after a long gap)
     enabled_ = true;
   } else {
+    encoder_.AdvanceTo(tsc);
     encoder_.MaybePsb(insn.ip, tsc);
   }
   switch (insn.cls) {
@@ -39,12 +39,12 @@ void PtEncoderModel::Retire(const RetiredInsn& insn, uint64_t tsc) {
 }
 
 void PtEncoderModel::AsyncBranch(uint64_t from, uint64_t to, uint64_t tsc) {
-  encoder_.AdvanceTo(tsc);
   if (!enabled_) {
     encoder_.Enable(to, tsc);
     enabled_ = true;
     return;
   }
+  encoder_.AdvanceTo(tsc);
   encoder_.MaybePsb(from, tsc);
   encoder_.AsyncBranch(from, to, tsc);
 }

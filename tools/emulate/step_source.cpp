@@ -62,6 +62,7 @@ record::MetadataEntries StepSource::Metadata() const {
       {"time.shift", u(time_.shift)}, {"time.mult", u(time_.mult)}, {"time.zero", u(time_.zero)},
       {"time.cap_user_time_zero", "1"}, {"emulate.virtual_ghz", ghz},
   };
+  if (options_.real_clock) pt.push_back({"emulate.clock", "real"});  // virtual: absent, as before
   entries.insert(entries.end(), pt.begin(), pt.end());
   if (options_.cpus > 0) {  // per-CPU captures only: per-thread archives stay as they were
     entries.push_back({"emulate.cpus", u(options_.cpus)});

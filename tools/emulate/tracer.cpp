@@ -1,12 +1,12 @@
 #include "tracer.h"
 
 #include <fcntl.h>
-#include <algorithm>
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -201,7 +201,27 @@ void Tracer::Resume(Thread& t, int signal) {
   const auto request = stepping_                ? PTRACE_SINGLESTEP
                        : start_at_address_ != 0 ? PTRACE_CONT
                                                 : PTRACE_SYSCALL;  // --start-at not mapped yet
+  t.step_ns = options_.real_clock && stepping_ ? MonotonicNs() : 0;
   if (ptrace(request, t.tid, nullptr, signal) == 0) t.running = true;
+}
+
+// --clock real. A single step over a syscall returns when the kernel has finished it (blocked,
+// slept, been descheduled); any step also costs the tracer some microseconds, learned from plain
+// instructions. The syscall's real time beyond that moves the shared clock on: it ends no
+// earlier than `retired_at` plus that time (other threads may have moved it meanwhile). User code
+// keeps the virtual rate: its real time under ptrace is mostly the tracer's.
+void Tracer::AddRealTime(Thread& t, bool syscall, uint64_t retired_at) {
+  if (t.step_ns == 0) return;
+  const uint64_t wall = MonotonicNs() - t.step_ns;
+  t.step_ns = 0;
+  if (!syscall) {
+    step_cost_ns_ = step_cost_ns_ == 0 ? wall : (step_cost_ns_ * 15 + wall) / 16;
+    return;
+  }
+  if (wall <= step_cost_ns_) return;
+  const unsigned __int128 ticks =
+      (static_cast<unsigned __int128>(wall - step_cost_ns_) << time_.shift) / time_.mult;
+  clock_ = std::max(clock_, retired_at + 1 + static_cast<uint64_t>(ticks));
 }
 
 // One instruction of `t` retired: the virtual clock ticks and the ground truth gets its line.

@@ -40,6 +40,9 @@ struct EmulateOptions {
   bool follow_fork = false;
   uint32_t cpus = 0;            // 0: per-thread streams; N: N virtual CPUs, per-CPU streams
   uint64_t timeslice = 20000;   // per-CPU mode: instructions a thread runs before preemption
+  // --clock real: a syscall's step adds the real time it took (less a plain step's cost) to the
+  // virtual clock. Default (virtual): only instructions advance it, so runs are repeatable.
+  bool real_clock = false;
 };
 
 // Virtual clock ↔ perf time: ns = zero + (tsc * mult) >> shift, as perf converts TSC.
@@ -126,6 +129,7 @@ class Tracer {
     uint64_t resumed_ns = 0;   // CLOCK_MONOTONIC of its last step on a CPU
     bool stuck = false;        // switched out because its step did not come back (page fault)
     bool step_pending = false; // that step completed off-CPU: it retires when back on a CPU
+    uint64_t step_ns = 0;      // --clock real: CLOCK_MONOTONIC when its step was requested
   };
 
   // One virtual CPU of --cpus: its PT stream and the thread on it (nullptr: idle).
@@ -163,6 +167,7 @@ class Tracer {
   Status CheckDeferred();
   void SampleTimeSync();
   void CountRetired(Thread& t);
+  void AddRealTime(Thread& t, bool syscall, uint64_t retired_at);
   Status CheckLimits();
   uint64_t Ns() const { return time_.ToNs(clock_); }
 
@@ -222,6 +227,7 @@ class Tracer {
   std::string start_at_error_;     // why the last resolution failed
   std::vector<std::string> warnings_;
   uint64_t next_time_sync_ = 0;
+  uint64_t step_cost_ns_ = 0;  // --clock real: running average of a plain step's real time
   uint64_t deferred_checked_at_ = 0;
   pid_t launched_pid_ = 0;
   TraceSummary summary_;

@@ -300,8 +300,10 @@ Status Tracer::HandleStepTrap(Thread& t) {
   }
   const bool unexpected = insn.size == 0 || expected != next;
   if (unexpected) retired.next_ip = expected;
+  const uint64_t retired_at = clock_;
   t.model->Retire(retired, clock_);
   CountRetired(t);
+  AddRealTime(t, insn.cls == InsnClass::kSyscall && !insn.is_int3, retired_at);
   if (unexpected) {  // e.g. a kernel-initiated transfer we could not see: keep the stream honest
     if (getenv("PTSCOPE_EMULATE_DEBUG"))
       fprintf(stderr, "unexpected: tid %d ip %llx size %d cls %d next %llx expected %llx\n", t.tid,

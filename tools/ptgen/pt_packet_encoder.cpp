@@ -132,10 +132,7 @@ void PtPacketEncoder::Psb(uint64_t ip, bool with_fup, uint64_t tsc) {
   psb.type = ppt_psb;
   Emit(&psb);
   TimeSync(tsc);
-  pt_packet cbr{};
-  cbr.type = ppt_cbr;
-  cbr.payload.cbr.ratio = config_.cbr;
-  Emit(&cbr);
+  Cbr();
   ModeExec();
   // A decoder may start here: no last-IP and no return-compression history survive a PSB.
   have_last_ip_ = false;
@@ -147,8 +144,26 @@ void PtPacketEncoder::Psb(uint64_t ip, bool with_fup, uint64_t tsc) {
   Emit(&end);
 }
 
+void PtPacketEncoder::Cbr() {
+  pt_packet cbr{};
+  cbr.type = ppt_cbr;
+  cbr.payload.cbr.ratio = config_.cbr;
+  Emit(&cbr);
+}
+
 void PtPacketEncoder::Enable(uint64_t ip, uint64_t tsc) {
-  AdvanceTo(tsc);
+  if (started_ && config_.time_after_gap && config_.timing != Timing::kNone &&
+      tsc - cyc_ref_ > mtc_period_ * 128) {
+    // Real time passed while tracing was off (cyc_ref_: the time of the last timing packet).
+    // The TSC outside PSB+ is not used for calibration by libipt, and a CBR outside PSB+ restarts
+    // it, so the next MTC is not compared with one from before the gap (their CTC payloads
+    // wrapped many times). No CYC for the gap: no cycles ran in this thread.
+    FlushTnt();
+    TimeSync(tsc);
+    Cbr();
+  } else {
+    AdvanceTo(tsc);
+  }
   if (!started_ || bytes_since_psb_ >= config_.psb_period) Psb(0, false, tsc);
   CycTo(tsc);
   ModeExec();

@@ -33,6 +33,11 @@ struct EncoderConfig {
   uint8_t cbr = 10;               // = max_nonturbo_ratio: one cycle per TSC tick
   uint64_t psb_period = 4096;     // bytes between PSB+
   bool return_compression = true;
+  // pt-emulate --clock real: time outside user code is real elapsed time, so the clock can jump
+  // by seconds while tracing is off. Enable() then writes the new time at once, as a core does
+  // after a sleep state (TSC, TMA, CBR before the TIP.PGE), where MTC catch-up would need a
+  // packet every 128 crystal-clock periods. Off: streams stay byte for byte as before.
+  bool time_after_gap = false;
 };
 
 // Receives the packet bytes of one stream.
@@ -60,7 +65,9 @@ class PtPacketEncoder {
   // Catches the stream's clock up to `tsc` (MTCs for crystal-clock edges crossed). Every method
   // below that takes a `tsc` does this first.
   void AdvanceTo(uint64_t tsc);
-  // Tracing starts (or resumes) at `ip`: [PSB+ when due], MODE.Exec, TIP.PGE.
+  // Tracing starts (or resumes) at `ip`: [PSB+ when due], MODE.Exec, TIP.PGE. With
+  // time_after_gap and more than 128 MTC periods since the last timing packet: TSC, [TMA], CBR
+  // first, instead of MTCs.
   void Enable(uint64_t ip, uint64_t tsc);
   // At an instruction boundary while enabled: PSB+ with FUP(next_ip) when psb_period is due.
   void MaybePsb(uint64_t next_ip, uint64_t tsc) {
@@ -91,6 +98,7 @@ class PtPacketEncoder {
  private:
   void Psb(uint64_t ip, bool with_fup, uint64_t tsc);
   void TimeSync(uint64_t tsc);  // TSC (+TMA when MTC is on)
+  void Cbr();
   void CycTo(uint64_t tsc);
   void Mtc(uint64_t edge);
   void Ip(int type, uint64_t ip, bool suppressed);

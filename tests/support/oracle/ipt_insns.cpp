@@ -2,6 +2,8 @@
 //
 //   ipt_insns ARCHIVE.ptar   prints `TID 0xADDRESS` for every instruction libipt's INSTRUCTION
 //                            decoder (pt_insn) reconstructs, stream by stream.
+//   ipt_insns --time ARCHIVE.ptar
+//                            `TID 0xADDRESS TSC`, TSC from pt_insn_time (libipt's own timing).
 //
 // It shares nothing with pt-decode except the archive reader: the image comes straight from the
 // MMAP2 sideband (files on disk) and the vdso blob, the config from the metadata, and decoding is
@@ -51,6 +53,8 @@ pt_config MakeConfig(const Archive& archive, std::vector<uint8_t>& bytes) {
   return config;
 }
 
+bool g_print_time = false;  // --time
+
 struct StreamResult {
   uint64_t instructions = 0;
   uint64_t errors = 0;
@@ -80,7 +84,14 @@ int DecodeFromSync(pt_insn_decoder* decoder, int status, uint32_t tid, StreamRes
     status = pt_insn_next(decoder, &insn, sizeof insn);
     // An error can follow a valid instruction in the same call (libipt howto, "Iterating").
     if (insn.iclass != ptic_error) {
-      std::printf("%" PRIu32 " 0x%" PRIx64 "\n", tid, insn.ip);
+      uint64_t tsc = 0;
+      if (g_print_time) {
+        uint32_t lost_mtc = 0, lost_cyc = 0;
+        pt_insn_time(decoder, &tsc, &lost_mtc, &lost_cyc);
+        std::printf("%" PRIu32 " 0x%" PRIx64 " %" PRIu64 "\n", tid, insn.ip, tsc);
+      } else {
+        std::printf("%" PRIu32 " 0x%" PRIx64 "\n", tid, insn.ip);
+      }
       ++result.instructions;
     }
     if (status < 0) return status;
@@ -168,8 +179,13 @@ struct StreamBytes {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--time") == 0) {
+    g_print_time = true;
+    ++argv;
+    --argc;
+  }
   if (argc != 2) {
-    std::fprintf(stderr, "usage: ipt_insns ARCHIVE.ptar\n");
+    std::fprintf(stderr, "usage: ipt_insns [--time] ARCHIVE.ptar\n");
     return 2;
   }
   auto archive_or = ptscope::format::OpenCapture(argv[1]);
