@@ -48,7 +48,9 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
       ("timing", po::value(&timing)->default_value("cyc"), "cyc | mtc | tsc | none")
       ("no-retcomp", "never compress returns (TIP for every ret)")
       ("piece-size", po::value(&o.piece_size)->default_value(1u << 20), "bytes per PT piece")
-      ("ground-truth", po::value(&o.ground_truth), "write `TID 0xADDRESS` per instruction here");
+      ("ground-truth", po::value(&o.ground_truth), "write `TID 0xADDRESS` per instruction here")
+      ("untraced-exits", po::value(&o.untraced_exits),
+       "write `TID N 0xTARGET` per TIP.PGD here (N: instructions so far; 0x0: suppressed)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);

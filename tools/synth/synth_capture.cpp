@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "code_graph.h"
 #include "elf_code.h"
 #include "ptscope/format.h"
+#include "ptscope/output_file.h"
 #include "ptscope/perf_records.h"
 #include "walker.h"
 
@@ -118,6 +121,20 @@ Status WriteStartSideband(record::CaptureWriter& writer, const ElfCode& elf, uin
   return Ok();
 }
 
+// --untraced-exits (see SynthOptions).
+Status WriteUntracedExits(const std::string& path, const std::vector<UntracedExit>& exits) {
+  std::string text;
+  char line[80];
+  for (const UntracedExit& e : exits) {
+    std::snprintf(line, sizeof line, "%u %" PRIu64 " 0x%" PRIx64 "\n", e.tid, e.instructions,
+                  e.target);
+    text += line;
+  }
+  PTSCOPE_ASSIGN_OR_RETURN(format::OutputFile file, format::OutputFile::CreateReplacing(path));
+  PTSCOPE_TRY(file.Write(text.data(), text.size()));
+  return file.Commit();
+}
+
 }  // namespace
 
 Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
@@ -139,6 +156,7 @@ Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
   PTSCOPE_TRY(writer->WriteMetadata(Metadata(o)));
   PTSCOPE_TRY(WriteStartSideband(*writer, elf, o.threads));
   SynthSummary summary;
+  std::vector<UntracedExit> untraced;
   std::vector<std::pair<uint64_t, uint32_t>> exits;  // (time, tid)
   for (uint32_t t = 0; t < o.threads; ++t) {
     const uint32_t tid = kPid + t;
@@ -149,6 +167,7 @@ Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
     walk.seed = o.seed * 1000003 + t;
     walk.tid = tid;
     walk.start_tsc = kTscBase;
+    if (!o.untraced_exits.empty()) walk.exits = &untraced;
     PTSCOPE_ASSIGN_OR_RETURN(WalkStats stats, Walk(graph, encoder, walk, truth.get()));
     PTSCOPE_TRY(pieces.Finish(stats.end_tsc));
     summary.instructions += stats.instructions;
@@ -170,6 +189,7 @@ Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
     PTSCOPE_TRY(writer->AddRecord(Record(perf::kRecordExit, exit), kPid, tid, time));
   }
   if (truth) PTSCOPE_TRY(truth->Close());
+  if (!o.untraced_exits.empty()) PTSCOPE_TRY(WriteUntracedExits(o.untraced_exits, untraced));
   PTSCOPE_TRY(writer->Close());
   summary.blocks_decoded = graph.block_count();
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

@@ -19,6 +19,9 @@ struct SynthOptions {
   uint32_t threads = 1;
   ptgen::EncoderConfig encoder;
   std::string ground_truth;   // empty: none
+  // Empty: none. Else one `TID N 0xTARGET` line per TIP.PGD (N: the thread's instructions so far,
+  // the last being the branch that left; TARGET 0: suppressed), for the call-tree oracle.
+  std::string untraced_exits;
   uint64_t piece_size = 1u << 20;
   std::string command_line;   // recorded as metadata "command"
 };

@@ -210,7 +210,7 @@ class Walker {
     if (frame.block == kUnresolved) frame.block = graph_.BlockAt(frame.return_ip);
     if (frame.block < 0) return Leave(kUntracedLibrary, at, false);
     ++stats_.library_calls;
-    enc_.Disable(kUntracedLibrary, /*suppress_ip=*/false, at);
+    Disable(kUntracedLibrary, /*suppress_ip=*/false, at);
     tsc_ += options_.untraced_ticks;
     enc_.Enable(frame.return_ip, tsc_);
     return frame.block;
@@ -218,7 +218,7 @@ class Walker {
 
   int32_t Syscall(int32_t index, uint64_t at, bool last) {
     ++stats_.syscalls;
-    enc_.Disable(0, /*suppress_ip=*/true, at);
+    Disable(0, /*suppress_ip=*/true, at);
     if (last) return -1;
     tsc_ += options_.untraced_ticks;
     int32_t next = graph_.Fallthrough(index);
@@ -252,7 +252,7 @@ class Walker {
   // The branch at `at` goes to untraced code at `target_ip`: TIP.PGD. Unless the walk is over,
   // tracing resumes later at a random function entry.
   int32_t Leave(uint64_t target_ip, uint64_t at, bool last) {
-    enc_.Disable(target_ip, /*suppress_ip=*/false, at);
+    Disable(target_ip, /*suppress_ip=*/false, at);
     if (last) return -1;
     ++stats_.restarts;
     NewSegment();
@@ -261,6 +261,13 @@ class Walker {
     const int32_t next = RandomEntry();
     enc_.Enable(graph_.block(next).start, tsc_);
     return next;
+  }
+
+  void Disable(uint64_t target_ip, bool suppress_ip, uint64_t at) {
+    enc_.Disable(target_ip, suppress_ip, at);
+    if (options_.exits != nullptr) {
+      options_.exits->push_back({options_.tid, stats_.instructions, suppress_ip ? 0 : target_ip});
+    }
   }
 
   void Push(uint64_t return_ip, int32_t block) {

@@ -28,12 +28,22 @@ namespace ptscope::synth {
 // The ground truth (tools/ptgen): one `TID 0xADDRESS` line per walked instruction.
 using GroundTruthWriter = ptgen::GroundTruthWriter;
 
+// One TIP.PGD of a walk: where it left the traced code. The call-tree oracle needs it (the ground
+// truth lists only traced instructions, so a return into untraced code and the entry of the code
+// tracing resumes at look like one transfer there).
+struct UntracedExit {
+  uint32_t tid = 0;
+  uint64_t instructions = 0;  // the thread's instructions so far: the last is the branch that left
+  uint64_t target = 0;        // TIP.PGD's address; 0: suppressed (a syscall)
+};
+
 struct WalkOptions {
   uint64_t instructions = 0;  // at least this many (the walk ends at the next ret/indirect/syscall)
   uint64_t seed = 1;
   uint32_t tid = 0;
   uint64_t start_tsc = 0;
   uint64_t untraced_ticks = 200;  // virtual time spent outside the trace (syscalls, untraced code)
+  std::vector<UntracedExit>* exits = nullptr;  // not null: every TIP.PGD is appended here
 };
 
 struct WalkStats {

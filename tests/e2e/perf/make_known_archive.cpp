@@ -10,13 +10,13 @@
 #include <intel-pt.h>
 #include <sys/mman.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
+#include "elf_file.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
 
@@ -30,38 +30,20 @@ constexpr uint64_t kTscStart = 0x1000;
 
 struct ExecSegment {
   uint64_t entry = 0, offset = 0, vaddr = 0, filesz = 0;
-  std::vector<uint8_t> build_id;  // NT_GNU_BUILD_ID from the first PT_NOTE that has one
+  std::vector<uint8_t> build_id;  // NT_GNU_BUILD_ID (empty: none)
 };
 
-uint64_t Le(const std::vector<uint8_t>& b, size_t at, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < n && at + i < b.size(); ++i) v |= uint64_t{b[at + i]} << (8 * i);
-  return v;
-}
-
-bool ReadExecSegment(const std::string& path, ExecSegment* seg) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> elf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (elf.size() < 64 || std::memcmp(elf.data(), "\x7f" "ELF\x02", 5) != 0) return false;
-  seg->entry = Le(elf, 0x18, 8);
-  uint64_t phoff = Le(elf, 0x20, 8), phentsize = Le(elf, 0x36, 2), phnum = Le(elf, 0x38, 2);
-  bool found = false;
-  for (uint64_t i = 0; i < phnum; ++i) {
-    size_t at = phoff + i * phentsize;
-    if (Le(elf, at, 4) == 4 && seg->build_id.empty()) {  // PT_NOTE: namesz, descsz, type, "GNU"
-      size_t note = Le(elf, at + 8, 8);
-      if (Le(elf, note + 8, 4) == 3 && Le(elf, note, 4) == 4 && note + 16 + 20 <= elf.size()) {
-        seg->build_id.assign(elf.begin() + note + 16, elf.begin() + note + 16 + Le(elf, note + 4, 4));
-      }
-    }
-    if (!found && Le(elf, at, 4) == 1 && (Le(elf, at + 4, 4) & 1)) {  // PT_LOAD, PF_X
-      seg->offset = Le(elf, at + 8, 8);
-      seg->vaddr = Le(elf, at + 16, 8);
-      seg->filesz = Le(elf, at + 32, 8);
-      found = true;
+// The entry point, the first executable PT_LOAD segment and the build id, read with pt-record's
+// ELF reader (record::ElfFile: the one hand-written ELF reader of the tree).
+ptscope::Result<ExecSegment> ReadExecSegment(const std::string& path) {
+  PTSCOPE_ASSIGN_OR_RETURN(ptscope::record::ElfFile elf, ptscope::record::ElfFile::Open(path));
+  for (const ptscope::record::ElfSegment& load : elf.LoadSegments()) {
+    if (load.flags & ptscope::record::kPfX) {
+      return ExecSegment{elf.entry(), load.offset, load.vaddr, load.filesz, elf.build_id()};
     }
   }
-  return found;
+  return ptscope::Unexpected(ptscope::Errc::kCorrupt,
+                             path + ": no executable PT_LOAD segment: not a program to trace");
 }
 
 class Encoder {
@@ -191,11 +173,17 @@ int main(int argc, char** argv) {
   }
   bool timed = argc == 4;
   char* real = realpath(argv[1], nullptr);
-  ExecSegment seg;
-  if (!real || !ReadExecSegment(real, &seg)) {
-    std::fprintf(stderr, "make_known_archive: %s: not an ELF64 with an executable segment\n", argv[1]);
+  if (real == nullptr) {
+    std::fprintf(stderr, "make_known_archive: %s: %s\n", argv[1], std::strerror(errno));
     return 1;
   }
+  ptscope::Result<ExecSegment> exec = ReadExecSegment(real);
+  if (!exec) {
+    std::fprintf(stderr, "make_known_archive: %s\n", exec.error().message.c_str());
+    free(real);
+    return 1;
+  }
+  const ExecSegment& seg = *exec;
   std::string path = real;
   free(real);
   uint64_t t0 = timed ? kTscStart : 0, t1 = timed ? kTscStart + 1000 : 0;

@@ -1,6 +1,6 @@
 // call_tree_oracle: the call tree a user should see, built from a ground truth, not from the trace.
 //
-//   call_tree_oracle ARCHIVE.ptar GROUND_TRUTH PROGRAM
+//   call_tree_oracle ARCHIVE.ptar GROUND_TRUTH PROGRAM [UNTRACED_EXITS]
 //
 // GROUND_TRUTH is the "TID 0xADDRESS" list of every instruction a thread retired (pt-emulate
 // --ground-truth, pt-synth --ground-truth). Each instruction's bytes come from the file its
@@ -15,9 +15,20 @@
 // tests/support/call_tree.py leaves such slices out of pt-decode's tree. Printed:
 //   function NAME|ALIAS...      one line per named function (the names the comparison keeps)
 //   thread TID                  then the thread's tree, two spaces of indentation per level
-// A pt-synth walk leaves the traced code where pt-emulate's programs never do: a return to a
-// function's first byte (no call returns there) starts a new tree, and a direct branch that did not
-// reach its target (a dead block) is an asynchronous entry, as pt-decode sees both.
+// A pt-synth walk leaves the traced code (TIP.PGD) and tracing resumes (TIP.PGE) elsewhere, where
+// pt-emulate's programs never do. The ground truth does not show it (a return into untraced code,
+// then the entry of another function, reads as one transfer), so pt-synth's --untraced-exits file,
+// the fourth argument, says after which instruction each TIP.PGD came and its address. The model
+// is what the trace says and what a reader of magic-trace or perf expects: the branch that left
+// does what it does in traced code (a call into untraced code is a frame; a return goes to the
+// TIP.PGD's address: to an open frame's return address, or revealing a caller above the first
+// frame, or re-anchoring); where tracing resumes at a function's entry, the untraced code called
+// it (a callback, an atexit handler, as magic-trace keeps its stack at a trace start): it nests
+// under what was running, whose frames stay open, and its return to where the untraced code was
+// closes it. (The walker itself starts over with an empty shadow stack there; nothing in the
+// trace shows that, so no decoder can, and none should guess it.) Without that file, a return to
+// a function's first byte starts a new tree and a direct branch that did not reach its target (a
+// dead block) is an asynchronous entry.
 // CALL_TREE_ORACLE_DEBUG=1 prints every transfer and the stack depth on stderr.
 // Exit status: 0, or 1 with a message naming the file (and line) on bad input.
 #include <Zydis/Zydis.h>
@@ -185,6 +196,7 @@ struct Frame {
   uint64_t return_ip = 0;  // 0: unknown (an inferred bottom frame)
   uint64_t resume_ip = 0;  // a signal handler: where the interrupted code resumes
   Node* node = nullptr;
+  bool entered = false;    // entered where tracing resumed: called by untraced code
 };
 
 class ThreadTree {
@@ -206,7 +218,9 @@ class ThreadTree {
     }
     if (LandInDeeperFrame(to_function)) return;
     if (to_entry) return Restart(to_function);  // no call returns to a function's first byte
-    if (!stack_.empty() && stack_.back().resume_ip != 0) {  // a handler returning to a trampoline
+    if (!stack_.empty() && (stack_.back().resume_ip != 0 || stack_.back().entered)) {
+      // A handler returning to a trampoline (or code entered from untraced code returning into
+      // other untraced code): it takes the frame's place until the interrupted code resumes.
       stack_.back().function = to_function;
       ReplaceTopNode(to_function);
       return;
@@ -248,6 +262,46 @@ class ThreadTree {
       if (stack_[i].resume_ip == to) return PopTo(i);
     }
     Push(Frame{to_function, 0, resume_ip, nullptr});
+  }
+
+  // A pt-synth walk left the traced code (TIP.PGD) at a branch of kind `kind` for `to` (0: the
+  // address was suppressed; `mapped`: `to` is code the capture maps, else untraced code nobody
+  // can name). What the branch did is what it does in traced code: a call into untraced code is a
+  // frame, a return unwinds (or reveals a caller, or re-anchors); a jump into unknown code
+  // changes nothing, there being no function to replace the top with.
+  void Leave(Kind kind, uint64_t to, int to_function, bool to_entry, bool mapped, uint64_t next) {
+    if (to == 0) return;
+    switch (kind) {
+      case Kind::kCall: return Call(to_function, next);
+      case Kind::kReturn: return Return(to, to_function, to_entry && mapped);
+      case Kind::kJump:
+      case Kind::kCondJump:
+        if (mapped) Jump(to, to_function, to_entry);
+        return;
+      case Kind::kSyscall:
+      case Kind::kOther: return;
+    }
+  }
+
+  // Tracing resumed at `at` (in `function`) after a Leave that would have resumed at `resume`
+  // (the TIP.PGD's address, or the syscall's next instruction). At an open frame's return
+  // address: the untraced code returned there. Elsewhere: untraced code called `function` (a
+  // callback, an atexit handler: it nests under what was running, whose frames stay open, as
+  // magic-trace keeps its stack at a trace start), unless that is the function already on top.
+  void Resume(uint64_t at, int function, uint64_t resume) {
+    if (stack_.empty()) return PushRoot(function);
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i].return_ip == at) {
+        PopTo(i);
+        if (stack_.empty()) PushRoot(function);
+        return;
+      }
+    }
+    if (at == resume) return;
+    if (function != kOther && function == stack_.back().function) return;
+    Frame frame{function, resume, 0, nullptr};
+    frame.entered = true;
+    Push(frame);
   }
 
   size_t depth() const { return stack_.size(); }
@@ -366,6 +420,13 @@ class AddressSpace {
     Fail(std::string("no recorded mapping holds the instruction at ") + at);
   }
 
+  bool Maps(uint64_t ip) const {
+    for (const Region& r : regions_) {
+      if (ip >= r.addr && ip < r.addr + r.len) return true;
+    }
+    return false;
+  }
+
   // The program's function holding `ip` (kOther if none); *entry: `ip` is its first byte.
   int FunctionAt(uint64_t ip, bool* entry) const {
     *entry = false;
@@ -388,16 +449,31 @@ class AddressSpace {
   std::unordered_map<uint64_t, Insn> insns_;
 };
 
+// pt-synth --untraced-exits: `TID N 0xTARGET` per TIP.PGD, N the thread's instructions so far.
+struct UntracedExit {
+  uint64_t instructions = 0, target = 0;
+};
+
 struct ThreadState {
   AddressSpace* space = nullptr;
   ThreadTree tree;
   uint64_t last_ip = 0;
   bool started = false;
+  uint64_t instructions = 0;             // ground-truth lines of the thread so far
+  std::vector<UntracedExit> exits;       // in order
+  size_t next_exit = 0;
 };
 
 void Step(ThreadState& t, uint64_t ip) {
   bool entry = false;
   const int function = t.space->FunctionAt(ip, &entry);
+  ++t.instructions;
+  // Did tracing stop after the previous instruction (then resume at `ip`)?
+  const UntracedExit* left = nullptr;
+  while (t.next_exit < t.exits.size() && t.exits[t.next_exit].instructions < t.instructions) {
+    if (t.exits[t.next_exit].instructions + 1 == t.instructions) left = &t.exits[t.next_exit];
+    ++t.next_exit;
+  }
   if (!t.started) {
     t.started = true;
     t.tree.Start(function);
@@ -414,8 +490,15 @@ void Step(ThreadState& t, uint64_t ip) {
     std::fprintf(stderr, "%" PRIx64 " -> %" PRIx64 " kind %d depth %zu\n", from, ip,
                  static_cast<int>(insn.kind), t.tree.depth());
   }
-  // A direct branch that did not reach its target: control went elsewhere (pt-synth: a branch
-  // into a dead block, resumed at a new function).
+  if (left != nullptr) {
+    bool to_entry = false;
+    const int to_function = t.space->FunctionAt(left->target, &to_entry);
+    t.tree.Leave(insn.kind, left->target, to_function, to_entry, t.space->Maps(left->target),
+                 next);
+    return t.tree.Resume(ip, function, left->target != 0 ? left->target : next);
+  }
+  // A direct branch that did not reach its target: control went elsewhere (pt-synth without
+  // --untraced-exits: a branch into a dead block, resumed at a new function).
   if (insn.target != 0 && ip != insn.target && (insn.kind != Kind::kCondJump || ip != next)) {
     return t.tree.Async(ip, function, next);
   }
@@ -442,8 +525,9 @@ void Step(ThreadState& t, uint64_t ip) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: call_tree_oracle ARCHIVE.ptar GROUND_TRUTH PROGRAM\n");
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr,
+                 "usage: call_tree_oracle ARCHIVE.ptar GROUND_TRUTH PROGRAM [UNTRACED_EXITS]\n");
     return 2;
   }
   const std::string archive_path = argv[1], truth_path = argv[2], program_path = argv[3];
@@ -457,6 +541,21 @@ int main(int argc, char** argv) {
   std::map<std::string, std::unique_ptr<FileBytes>> files;
   std::map<uint32_t, std::unique_ptr<AddressSpace>> spaces;  // by pid
   std::map<uint32_t, ThreadState> threads;                    // by tid
+  if (argc == 5) {  // pt-synth --untraced-exits
+    std::ifstream exits(argv[4]);
+    if (!exits) Fail(std::string(argv[4]) + ": cannot open");
+    std::string line;
+    for (uint64_t number = 1; std::getline(exits, line); ++number) {
+      unsigned tid = 0;
+      UntracedExit exit;
+      if (std::sscanf(line.c_str(), "%u %" SCNu64 " 0x%" SCNx64, &tid, &exit.instructions,
+                      &exit.target) != 3) {
+        Fail(std::string(argv[4]) + ":" + std::to_string(number) + ": not 'TID N 0xTARGET': " +
+             line);
+      }
+      threads[tid].exits.push_back(exit);
+    }
+  }
   std::ifstream truth(truth_path);
   if (!truth) Fail(truth_path + ": cannot open");
   std::string line;
@@ -480,6 +579,18 @@ int main(int argc, char** argv) {
     Step(thread, ip);
   }
 
+  for (auto& [tid, thread] : threads) {  // a walk ends by leaving: what its last branch did
+    if (!thread.started) continue;
+    for (size_t i = thread.next_exit; i < thread.exits.size(); ++i) {
+      if (thread.exits[i].instructions != thread.instructions) continue;
+      const Insn& last = thread.space->At(thread.last_ip);
+      bool to_entry = false;
+      const uint64_t to = thread.exits[i].target;
+      const int to_function = thread.space->FunctionAt(to, &to_entry);
+      thread.tree.Leave(last.kind, to, to_function, to_entry, thread.space->Maps(to),
+                        thread.last_ip + last.size);
+    }
+  }
   std::string out;
   for (const Function& f : program.functions) out += "function " + f.names + "\n";
   for (const auto& [tid, thread] : threads) {
