@@ -221,6 +221,24 @@ TEST_CASE("tracing resuming at a return address closes the untraced callee") {
         "    [untraced] 12-20\n");
 }
 
+TEST_CASE("resuming where tracing stopped closes nothing, even at a frame's return address") {
+  // rec calls itself at 0x6010 (return address 0x6015). The thread is preempted (an asynchronous
+  // kDisable at 0x6015, as the flow decoder writes it) right after the inner rec returned: the
+  // outer rec runs there, and 0x6015 is also its own return address. Tracing resumes at 0x6015;
+  // the outer rec returns later.
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x6000), Call(20, 0x6010, 0x6000),
+               Call(25, 0x6010, 0x6000), Ret(30, 0x6050, 0x6015),
+               Ev(K::kDisable, 35, 0x6015), Enable(40, 0x6015),
+               Ret(45, 0x6050, 0x6015), Ret(50, 0x6050, 0x1015), End(60)}) ==
+        "main* 0-60\n"
+        "  rec 10-50\n"
+        "    rec 20-45\n"
+        "      rec 25-30\n"
+        "      [untraced] 35-40\n");
+  CHECK(h.tracker.stats()[Stat::kUnwinds] == 0);
+}
+
 TEST_CASE("signal handler nests under the interrupted frame until sigreturn resumes it") {
   Harness h;
   CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000),

@@ -297,6 +297,11 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
     if (e.to != 0) EnsureCurrent(e.to);
     return;
   }
+  // Resuming exactly where tracing stopped (a preempted thread switched in again): nothing
+  // returned meanwhile, even when that ip is also an open frame's return address. It is the top
+  // frame's own in a recursion stopped just after a recursive call returned: the frames of one
+  // call site share it, and landing there closed a frame that was still running.
+  if (was_out && e.to == resume_ip) return;
   // Resuming at an open frame's return address: the untraced callee (or the signal handler whose
   // "return address" is the interrupted ip) has returned.
   size_t keep = FindLandingFrame(e.to, 0, true);

@@ -15,7 +15,9 @@
 //   happens in.
 // - kSyscall opens `[syscall]` and kDisable `[untraced]`, both closed by the next kEnable (and by any
 //   other control-flow event, should the kEnable be missing). kEnable at an address that is the
-//   return address of an open frame (untraced callee returned, sigreturn) unwinds to it.
+//   return address of an open frame (untraced callee returned, sigreturn) unwinds to it, unless
+//   it is where tracing stopped (a preempted thread resuming: in a recursion that ip is also the
+//   running frame's own return address).
 // - kAsync nests the handler under the interrupted frame; the handler frame's "return address" is
 //   the interrupted ip, so a return (or resumption after sigreturn) there closes it. If the handler
 //   returns elsewhere (the signal trampoline), the trampoline takes its place until resumption.
