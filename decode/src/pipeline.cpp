@@ -20,6 +20,7 @@
 
 #include "capture/capture_view.h"
 #include "capture/selection.h"
+#include "capture/torn_jit.h"
 #include "flow/code_images.h"
 #include "join/thread_assembler.h"
 #include "listing/insn_listing.h"
@@ -114,6 +115,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   }
   // A module nobody ran code of made no gap: it is not reported missing.
   summary.missing = images[0]->MissingThatRan(assembler.missing_code_ips());
+  for (std::string& note : TornJitNotes(archive, assembler.missing_code_ips()))
+    summary.notes.push_back(std::move(note));
 
   const bool outside = NoteWindow(window, options, summary);
   summary.stats[Stat::kWalkerFallbackUnits] = decoded.libipt_units;

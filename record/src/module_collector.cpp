@@ -185,16 +185,11 @@ std::string Hex(uint64_t value) {
 // What a torn jitdump leaves without bytes, named from the process's perf map. The runtime
 // writes both files in the same order, so the code without bytes is what the map lists after the
 // newest code the whole records hold, at addresses no whole record holds (V8's map also lists
-// bytecode, which its jitdump never has: those before that point are not counted). The newest
-// (last written) three are named.
-std::string NameMissingCode(const JitdumpTail& tail, const format::BlobChunk* perf_map,
-                            const std::string& map_path) {
-  if (perf_map == nullptr) {
-    return "the runtime wrote no " + map_path + " to name it (node: --perf-basic-prof)";
-  }
-  std::vector<std::string> missing;
-  std::string_view text(reinterpret_cast<const char*>(perf_map->data.data()),
-                        perf_map->data.size());
+// bytecode, which its jitdump never has: those before that point are not counted). Oldest first.
+std::vector<format::TornJitCode> MissingCode(const JitdumpTail& tail,
+                                             const format::BlobChunk& perf_map) {
+  std::vector<format::TornJitCode> missing;
+  std::string_view text(reinterpret_cast<const char*>(perf_map.data.data()), perf_map.data.size());
   while (!text.empty()) {
     size_t end = text.find('\n');
     std::string line(text.substr(0, end));
@@ -207,13 +202,22 @@ std::string NameMissingCode(const JitdumpTail& tail, const format::BlobChunk* pe
       missing.clear();  // held by a whole record: what came before was written before it
       continue;
     }
-    missing.push_back(line.substr(static_cast<size_t>(name_at)) + " at " + Hex(start));
+    missing.push_back({start, length, line.substr(static_cast<size_t>(name_at))});
+  }
+  return missing;
+}
+
+// The end of the warning: the code left without bytes, the newest (last written) three named.
+std::string NameMissingCode(const std::vector<format::TornJitCode>& missing, bool have_map,
+                            const std::string& map_path) {
+  if (!have_map) {
+    return "the runtime wrote no " + map_path + " to name it (node: --perf-basic-prof)";
   }
   if (missing.empty()) return map_path + " names nothing the jitdump lacks";
   std::string names;
   const size_t shown = std::min<size_t>(3, missing.size());
   for (size_t i = missing.size() - shown; i < missing.size(); ++i)
-    names += (names.empty() ? "" : ", ") + missing[i];
+    names += (names.empty() ? "" : ", ") + missing[i].name + " at " + Hex(missing[i].address);
   std::string count = std::to_string(missing.size()) +
                       (missing.size() == 1 ? " function" : " functions");
   return map_path + " names " + count + " the jitdump lacks" +
@@ -239,13 +243,15 @@ Result<std::vector<uint8_t>> ReadJitdump(const std::string& path, uint32_t pid,
 }  // namespace
 
 std::vector<format::BlobChunk> CaptureJitFiles(const ModuleCollector& modules,
-                                               std::vector<std::string>* warnings) {
-  return CaptureJitFiles(modules.jitdumps(), modules.pids(), warnings, JitTailWait{});
+                                               std::vector<std::string>* warnings,
+                                               std::vector<format::TornJitdump>* torn_out) {
+  return CaptureJitFiles(modules.jitdumps(), modules.pids(), warnings, JitTailWait{}, torn_out);
 }
 
 std::vector<format::BlobChunk> CaptureJitFiles(
     const std::map<uint32_t, std::set<std::string>>& jitdumps, const std::set<uint32_t>& pids,
-    std::vector<std::string>* warnings, const JitTailWait& wait) {
+    std::vector<std::string>* warnings, const JitTailWait& wait,
+    std::vector<format::TornJitdump>* torn_out) {
   std::vector<format::BlobChunk> blobs;
   auto keep = [&](format::BlobKind kind, uint32_t pid, const std::string& path,
                   std::vector<uint8_t> data) {
@@ -308,10 +314,27 @@ std::vector<format::BlobChunk> CaptureJitFiles(
                            : "kept its " + std::to_string(t.tail.records) +
                                  (t.tail.records == 1 ? " whole record (" : " whole records (") +
                                  std::to_string(t.tail.complete_end) + " bytes)";
+    const std::vector<format::TornJitCode> missing =
+        map != nullptr ? MissingCode(t.tail, *map) : std::vector<format::TornJitCode>{};
     warnings->push_back(t.path + ": " + where + " was still being written when the capture ended " +
                         "and " + std::to_string(waited) + " ms later; " + kept +
                         ". Code logged from there on has no bytes, so running it decodes as a " +
-                        "missing-code gap; " + NameMissingCode(t.tail, map, map_path));
+                        "missing-code gap; " + NameMissingCode(missing, map != nullptr, map_path));
+    if (torn_out == nullptr) continue;
+    // The same facts for the archive (metadata jit.torn.<n>.*): a decoder says why the gap is.
+    format::TornJitdump described;
+    described.pid = t.pid;
+    described.jitdump = t.path;
+    described.bytes_kept = t.tail.complete_end;
+    described.bytes_lost = left;
+    described.record_size = t.tail.torn_size;
+    described.records_kept = t.tail.records;
+    described.waited_ms = static_cast<uint64_t>(waited);
+    if (map != nullptr) described.perf_map = map_path;
+    described.code_count = missing.size();
+    const size_t listed = std::min(missing.size(), format::kMaxTornJitCode);
+    described.code.assign(missing.end() - static_cast<std::ptrdiff_t>(listed), missing.end());
+    torn_out->push_back(std::move(described));
   }
   return blobs;
 }

@@ -15,6 +15,7 @@
 #include "perf_sideband.h"
 #include "ptscope/format.h"
 #include "ptscope/result.h"
+#include "ptscope/torn_jitdump.h"
 
 namespace ptscope::record {
 
@@ -64,12 +65,15 @@ struct JitTailWait {
 // A jitdump whose last record runs past its end (the runtime was writing it, or V8's 2 MB stdio
 // buffer holds the rest) is read again every `wait.poll` up to `wait.limit`; still torn, its
 // whole records are kept and a warning names the file, offset, byte counts and the code left
-// without bytes, by its perf-map names. Problems become `warnings`.
+// without bytes, by its perf-map names; `torn`, when given, receives the same facts for the
+// archive's metadata (jit.torn.<n>.*). Problems become `warnings`.
 std::vector<format::BlobChunk> CaptureJitFiles(const ModuleCollector& modules,
-                                               std::vector<std::string>* warnings);
+                                               std::vector<std::string>* warnings,
+                                               std::vector<format::TornJitdump>* torn = nullptr);
 std::vector<format::BlobChunk> CaptureJitFiles(
     const std::map<uint32_t, std::set<std::string>>& jitdumps, const std::set<uint32_t>& pids,
-    std::vector<std::string>* warnings, const JitTailWait& wait);
+    std::vector<std::string>* warnings, const JitTailWait& wait,
+    std::vector<format::TornJitdump>* torn = nullptr);
 
 // The bytes of a module for --embed-binaries (BlobChunk kind kElf).
 Result<format::BlobChunk> EmbedModule(const format::ModuleChunk& module);

@@ -179,11 +179,17 @@ Status Session::Finish() {
   PTSCOPE_TRY(source_.Finish());
   std::vector<std::string> warnings;
   // JIT code descriptions (jitdump, perf map), complete as of now: they name and hold JIT code.
-  for (const format::BlobChunk& blob : CaptureJitFiles(capture_->modules(), &warnings)) {
+  std::vector<format::TornJitdump> torn;
+  for (const format::BlobChunk& blob : CaptureJitFiles(capture_->modules(), &warnings, &torn)) {
     PTSCOPE_TRY(capture_->WriteChunk(blob));
   }
   MetadataEntries end = {{"trigger.reason", summary_.reason},
                          {"capture.stop_realtime_ns", std::to_string(NowNs(CLOCK_REALTIME))}};
+  // Jitdumps that ended mid-record: the decoder says why their newest code has no bytes.
+  for (size_t i = 0; i < torn.size(); ++i) {
+    for (auto& kv : format::TornJitdumpMetadata(torn[i], static_cast<unsigned>(i + 1)))
+      end.push_back(std::move(kv));
+  }
   for (auto& kv : source_.EndMetadata()) end.push_back(kv);
   PTSCOPE_TRY(capture_->WriteMetadata(end));
   PTSCOPE_TRY(Marker(format::MarkerKind::kCaptureStop, summary_.reason));

@@ -108,10 +108,12 @@ TEST_CASE("a jitdump torn inside its last record keeps the whole records; the pe
                        << "7f0000001800 1 JS:~loop hot.js:9\n"
                        << "7f0000002000 40 JS:*hot hot.js:5\n";
   std::vector<std::string> warnings;
+  std::vector<format::TornJitdump> torn;
   const auto start = std::chrono::steady_clock::now();
   auto blobs = CaptureJitFiles({{f.pid, {f.dump}}}, {f.pid}, &warnings,
                                JitTailWait{std::chrono::milliseconds(10),
-                                           std::chrono::milliseconds(50)});
+                                           std::chrono::milliseconds(50)},
+                               &torn);
   CHECK(Ms(std::chrono::steady_clock::now() - start) >= 50);  // it waited for the writer
   REQUIRE(blobs.size() == 2);
   CHECK(blobs[0].kind == format::BlobKind::kJitdump);
@@ -126,6 +128,20 @@ TEST_CASE("a jitdump torn inside its last record keeps the whole records; the pe
                                 "running it decodes as a missing-code gap; " + f.map +
                                 " names 1 function the jitdump lacks (JS:*hot hot.js:5 at "
                                 "0x7f0000002000)");
+  // The same facts for the archive's metadata (jit.torn.1.*).
+  format::TornJitdump want;
+  want.pid = f.pid;
+  want.jitdump = f.dump;
+  want.bytes_kept = 191;
+  want.bytes_lost = 30;
+  want.record_size = 137;
+  want.records_kept = 2;
+  want.waited_ms = 50;
+  want.perf_map = f.map;
+  want.code_count = 1;
+  want.code = {{0x7f0000002000, 0x40, "JS:*hot hot.js:5"}};
+  REQUIRE(torn.size() == 1);
+  CHECK(torn[0] == want);
 }
 
 TEST_CASE("a jitdump record finished by its writer during the wait is captured whole, silently") {
@@ -159,9 +175,18 @@ TEST_CASE("a jitdump cut in a record's size field or in its header, with no perf
     file.insert(file.end(), {0, 0, 0, 0, 0x40});
     Write(f.dump, file);
     std::vector<std::string> warnings;
+    std::vector<format::TornJitdump> torn;
     auto blobs = CaptureJitFiles({{f.pid, {f.dump}}}, {f.pid}, &warnings,
                                  JitTailWait{std::chrono::milliseconds(10),
-                                             std::chrono::milliseconds(20)});
+                                             std::chrono::milliseconds(20)},
+                                 &torn);
+    REQUIRE(torn.size() == 1);  // no perf map: none named, none listed
+    CHECK(torn[0].bytes_kept == 105);
+    CHECK(torn[0].bytes_lost == 5);
+    CHECK(torn[0].record_size == 0);
+    CHECK(torn[0].perf_map.empty());
+    CHECK(torn[0].code_count == 0);
+    CHECK(torn[0].code.empty());
     REQUIRE(blobs.size() == 1);
     CHECK(blobs[0].data == Cat({Header(f.pid), hot}));
     REQUIRE(warnings.size() == 1);

@@ -5,6 +5,8 @@
 //   main -> jit_add -> jit_mul -> native_twice     (JIT->JIT, JIT->native via an absolute address)
 //   main -> jit_mapped_only                        (no code bytes anywhere after the run)
 // jit_add(3, 4) = jit_mul(3, 4) + 3 = native_twice(12) + 3 = 27; jit_mapped_only(27) = 28.
+// `jit_program torn`: the jitdump ends 24 bytes into jit_mapped_only's CODE_LOAD record (77
+// bytes), as V8's does when the capture stops while its buffer holds the rest.
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -67,7 +69,7 @@ static void CodeLoad(FILE* f, uint64_t addr, const char* name, const uint8_t* co
   fwrite(code, size, 1, f);
 }
 
-static int WriteJitdump(uint8_t* region) {
+static int WriteJitdump(uint8_t* region, int torn) {
   char path[64];
   snprintf(path, sizeof path, "jit-%d.dump", (int)getpid());
   FILE* f = fopen(path, "w+");
@@ -95,6 +97,11 @@ static int WriteJitdump(uint8_t* region) {
   CodeLoad(f, (uint64_t)(uintptr_t)(region + kAddOffset), "jit_add", kJitAdd, sizeof kJitAdd, 1);
   CodeLoad(f, (uint64_t)(uintptr_t)(region + kMulOffset), "jit_mul", jit_mul_code,
            sizeof jit_mul_code, 2);
+  if (torn) {  // the prefix and the pid/tid of a record of 56 + 16 + 5 bytes, nothing more
+    Prefix(f, 0, (uint32_t)(56 + sizeof "jit_mapped_only" + sizeof kJitMappedOnly));
+    Put(f, (uint64_t)getpid(), 4);
+    Put(f, (uint64_t)getpid(), 4);
+  }
   return fclose(f);
 }
 
@@ -111,7 +118,8 @@ static int WritePerfMap(uint8_t* region) {
   return fclose(f);
 }
 
-int main(void) {
+int main(int argc, char** argv) {
+  const int torn = argc > 1 && strcmp(argv[1], "torn") == 0;
   uint8_t* region = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (region == MAP_FAILED) return 2;
   uint64_t native = (uint64_t)(uintptr_t)&native_twice;
@@ -120,7 +128,7 @@ int main(void) {
   memcpy(region + kMulOffset, jit_mul_code, sizeof jit_mul_code);
   memcpy(region + kMappedOnlyOffset, kJitMappedOnly, sizeof kJitMappedOnly);
   if (mprotect(region, 4096, PROT_READ | PROT_EXEC) != 0) return 3;
-  if (WriteJitdump(region) != 0 || WritePerfMap(region) != 0) return 4;
+  if (WriteJitdump(region, torn) != 0 || WritePerfMap(region) != 0) return 4;
   long (*jit_add)(long, long) = (long (*)(long, long))(uintptr_t)(region + kAddOffset);
   long (*jit_mapped_only)(long) = (long (*)(long))(uintptr_t)(region + kMappedOnlyOffset);
   long sum = jit_add(3, 4);

@@ -9,12 +9,14 @@ jitdump records are on disk it prints "ready PID". pt-emulate attaches (-p PID -
   - thousands of them lie inside `JS:*hot`'s code as the jitdump holds it: decoded from the
     jitdump's bytes, not a gap;
   - `JS:*hot` slices are named, not only inferred, and sit under their caller `JS:*driver`, itself
-    under a JS frame: callers are not lost.
+    under a JS frame: callers are not lost;
+  - when pt-emulate warns that the jitdump ended mid-record (V8 keeps its tail in a 2 MB buffer,
+    so it always does), the archive says the same (metadata jit.torn.1.*, from pt-archive info).
 
 node is required (scripts/setup installs nodejs): without it the test fails. Node is killed at the
 end whatever happens.
 
-  node_jit_test.py PT_EMULATE PT_DECODE NODE_HOT_JS
+  node_jit_test.py PT_EMULATE PT_DECODE PT_ARCHIVE NODE_HOT_JS
 """
 import os
 import re
@@ -89,7 +91,7 @@ def by_thread(lines):
     return out
 
 
-def run(emulate, decode, script, work):
+def run(emulate, decode, archive_tool, script, work):
     node = shutil.which("node")
     if node is None:
         return "node not found on PATH: scripts/setup installs nodejs (required by this test)"
@@ -170,16 +172,28 @@ def run(emulate, decode, script, work):
     if problems:
         return "\n".join(problems) + "\n--- decoded ---\n" + outline(text)
     torn = re.search(r"warning: (\S+ the last record .*)", rec.stderr)
+    if torn:  # the archive carries the same facts, for a decode on another machine
+        m = re.search(r"warning: (\S+): the last record \(offset (\d+): (\d+) of (\d+) bytes\).*"
+                      r" names (\d+) functions? the jitdump lacks", rec.stderr)
+        info = subprocess.run([archive_tool, "info", archive], capture_output=True, text=True)
+        got = [l.strip() for l in info.stdout.splitlines() if l.startswith("  jit.torn.1.")]
+        want = ([f"jit.torn.1.jitdump = {m.group(1)}", f"jit.torn.1.bytes_kept = {m.group(2)}",
+                 f"jit.torn.1.bytes_lost = {m.group(3)}", f"jit.torn.1.record_size = {m.group(4)}",
+                 f"jit.torn.1.code_count = {m.group(5)}"] if m else ["(warning text unparsed)"])
+        missing = [w for w in want if w not in got]
+        if missing:
+            return f"pt-emulate warned {torn.group(1)!r} but pt-archive info lacks {missing}: {got}"
     print(f"ok: {sum(map(len, decoded.values()))} instructions identical to the ground truth, "
           f"{in_hot} inside JS:*hot's jitdump code, {len(named)} JS:*hot calls under JS:*driver"
-          + (f"; pt-emulate: {torn.group(1)}" if torn else ""))
+          + (f"; pt-emulate: {torn.group(1)}; the archive's jit.torn.1.* say the same"
+             if torn else ""))
     return None
 
 
 def main():
-    emulate, decode, script = (os.path.abspath(a) for a in sys.argv[1:4])
+    emulate, decode, archive_tool, script = (os.path.abspath(a) for a in sys.argv[1:5])
     with tempfile.TemporaryDirectory(prefix="node_jit_") as work:
-        failure = run(emulate, decode, script, work)
+        failure = run(emulate, decode, archive_tool, script, work)
     if failure:
         print("FAIL " + failure)
         return 1
