@@ -38,7 +38,14 @@ constexpr const char* kExitStatusHelp =
     "     found, or the trace could not be followed somewhere (the summary says what, and what\n"
     "     to do)\n"
     "  1  failed: nothing was decoded, or an error (the message names the file)\n"
-    "  2  usage error\n";
+    "  2  usage error\n"
+    "\nEnvironment:\n"
+    "  PTSCOPE_DEBUG_CACHE  where decompressed debug sections are kept between runs (compressed\n"
+    "     debug files, e.g. Debian's libc, then decode without inflating them again); default\n"
+    "     $XDG_CACHE_HOME/ptscope/debug-sections, else ~/.cache/ptscope/debug-sections; \"off\"\n"
+    "     for none. Private (0700, files 0600); a directory others may write to is not used.\n"
+    "     Files are checked against the debug file's bytes; delete the directory to reclaim it\n"
+    "  DEBUGINFOD_URLS  default for --debuginfod\n";
 
 struct Options {
   std::vector<std::string> inputs;

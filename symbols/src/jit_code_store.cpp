@@ -1,6 +1,8 @@
 // JIT code regions over time (see jit_code_store.h).
 #include "jit_code_store.h"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cstring>
 
@@ -87,6 +89,8 @@ std::vector<size_t> JitCodeStore::Holding(const PidRegions& pid_regions, uint64_
 }
 
 void JitCodeStore::Insert(PidRegions& pid_regions, JitRegion region) {
+  static std::atomic<uint64_t> next_version{1};
+  region.version = next_version.fetch_add(1, std::memory_order_relaxed);
   // A new region ends every older region it overlaps that is still live at its load time.
   for (JitRegion& old : pid_regions.regions) {
     if (old.start < region.end && region.start < old.end && old.valid_until > region.valid_from &&
@@ -169,6 +173,14 @@ size_t JitCodeStore::ReadCode(uint32_t pid, uint64_t address, uint64_t time_ns, 
   size_t count = static_cast<size_t>(std::min<uint64_t>(size, region->code->size() - offset));
   std::memcpy(buffer, region->code->data() + offset, count);
   return count;
+}
+
+uint64_t JitCodeStore::CodeVersion(uint32_t pid, uint64_t address, uint64_t time_ns) const {
+  const JitRegion* region = Lookup(pid, address, time_ns);
+  if (region == nullptr || !region->code || address - region->start >= region->code->size()) {
+    return 0;
+  }
+  return region->version;
 }
 
 std::optional<JitName> JitCodeStore::Name(uint32_t pid, uint64_t address, uint64_t time_ns) const {

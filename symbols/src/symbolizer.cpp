@@ -10,6 +10,7 @@
 
 #include "function_bounds.h"
 #include "inline_spans.h"
+#include "lazy_dwarf.h"
 #include "minidebuginfo.h"
 #include "ptscope/symbols.h"
 #include "split_dwarf.h"
@@ -101,6 +102,8 @@ struct Symbolizer::Impl {
   MiniDebugInfoSymbolizer mini;  // stripped binaries with .gnu_debugdata
   RelativeDwoSymbolizer relative_dwo;  // split DWARF with a relative DW_AT_comp_dir
   InlineSpanIndex inline_spans;
+  // Decompressed debug sections kept between runs; read from the environment on first use.
+  std::optional<SectionCache> section_cache;
 
   // Builds the module's DWARF context once and hands it to the reader that keeps it: the
   // relative-DWO symbolizer when the module needs it, else the inline span index.
@@ -113,9 +116,10 @@ struct Symbolizer::Impl {
       return;
     }
     auto quiet = [](llvm::Error error) { llvm::consumeError(std::move(error)); };
-    std::unique_ptr<llvm::DWARFContext> context = llvm::DWARFContext::create(
-        *owning->getBinary(), llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
-        quiet, quiet);
+    if (!section_cache) section_cache = SectionCache::FromEnvironment();
+    // Sections are read when first asked for: most modules need only a few of them.
+    std::unique_ptr<llvm::DWARFContext> context =
+        MakeLazyDwarfContext(*owning->getBinary(), &*section_cache, quiet);
     if (relative_dwo.Offer(path, *owning, context)) return;
     inline_spans.Adopt(path, std::move(*owning), std::move(context));
   }

@@ -155,6 +155,11 @@ size_t ThreadImage::ReadJit(uint8_t* buffer, size_t size, uint64_t ip) const {
   return jit == nullptr ? 0 : jit->ReadCode(pid_, ip, time_ns_, buffer, size);
 }
 
+uint64_t ThreadImage::JitVersion(uint64_t ip) const {
+  const symbols::JitCodeStore* jit = images_.jit();
+  return jit == nullptr ? 0 : jit->CodeVersion(pid_, ip, time_ns_);
+}
+
 uint8_t ThreadImage::InsnLength(const pt_block& block, uint64_t ip) const {
   static const ZydisDecoder kLengths = [] {  // lengths only: Zydis's minimal mode
     ZydisDecoder zydis;

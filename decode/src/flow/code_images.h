@@ -111,6 +111,8 @@ class ThreadImage {
   void SetTime(uint64_t time_ns) { time_ns_ = time_ns; }
   // JIT code bytes at `ip` (for instructions libipt read through the callback); 0 if none.
   size_t ReadJit(uint8_t* buffer, size_t size, uint64_t ip) const;
+  // The version of the JIT code ReadJit reads at `ip` (symbols::JitCodeStore::CodeVersion).
+  uint64_t JitVersion(uint64_t ip) const;
   // Length of the instruction at `ip` inside `block` (its section, else JIT code); 0 when its
   // bytes cannot be read or decoded.
   uint8_t InsnLength(const pt_block& block, uint64_t ip) const;
@@ -135,6 +137,7 @@ class ThreadImageCode : public WalkerCode {
   explicit ThreadImageCode(const ThreadImage& image) : image_(image) {}
   bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) override;
   int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) override;
+  uint64_t CallbackVersion(uint64_t ip) override { return image_.JitVersion(ip); }
 
  private:
   const ThreadImage& image_;

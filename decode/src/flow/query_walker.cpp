@@ -149,9 +149,10 @@ const QueryWalker::Run& QueryWalker::RunAt(uint64_t ip) {
     int isid = 0;
     uint64_t begin = 0, end = 0;
     if (!code_.Locate(ip, &isid, &begin, &end) || isid <= 0) {
-      // Callback code (JIT) can change from one moment to the next: never cached.
+      // Callback code (JIT) can change from one moment to the next: its runs are not cached,
+      // its instructions are, per version of the code (CachedInsn).
       static thread_local Run uncached;
-      uncached = DecodeRun(ip);
+      uncached = DecodeRun(ip, /*cached=*/true);
       uncached.slow = true;
       return uncached;
     }
@@ -164,11 +165,11 @@ const QueryWalker::Run& QueryWalker::RunAt(uint64_t ip) {
   return *run;
 }
 
-QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip) {
+QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
   Run run;
   Insn insn;
   for (uint64_t at = ip;;) {
-    const int status = DecodeInsn(at, &insn);
+    const int status = cached ? CachedInsn(at, &insn) : DecodeInsn(at, &insn);
     if (status != 0) {
       run.slow = true;
       run.error = status;
@@ -220,15 +221,25 @@ int QueryWalker::DecodeInsn(uint64_t ip, Insn* insn) {
 int QueryWalker::CachedInsn(uint64_t ip, Insn* insn) {
   int isid = 0;
   uint64_t begin = 0, end = 0;
-  const bool cacheable = code_.Locate(ip, &isid, &begin, &end) && isid > 0;
-  if (cacheable) {
+  if (code_.Locate(ip, &isid, &begin, &end) && isid > 0) {
     if (const Insn* known = cache_->insns.Find(WalkerCache::Key{ip, isid})) {
       *insn = *known;
       return 0;
     }
+    const int status = DecodeInsn(ip, insn);
+    if (status == 0) *cache_->insns.TryEmplace(WalkerCache::Key{ip, isid}).first = *insn;
+    return status;
+  }
+  // Callback code: by its version, when it has one. The bytes of one version are fixed, so the
+  // decoded instruction is too.
+  const uint64_t version = code_.CallbackVersion(ip);
+  if (version == 0) return DecodeInsn(ip, insn);
+  if (const Insn* known = cache_->callback_insns.Find({ip, version})) {
+    *insn = *known;
+    return 0;
   }
   const int status = DecodeInsn(ip, insn);
-  if (status == 0 && cacheable) *cache_->insns.TryEmplace(WalkerCache::Key{ip, isid}).first = *insn;
+  if (status == 0) *cache_->callback_insns.TryEmplace({ip, version}).first = *insn;
   return status;
 }
 

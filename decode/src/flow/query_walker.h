@@ -38,6 +38,10 @@ class WalkerCode {
   virtual ~WalkerCode() = default;
   virtual bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) = 0;
   virtual int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) = 0;
+  // For code no section holds (Locate false): an id of the bytes Read returns at `ip` now, such
+  // as a JIT code load's (equal ids, equal bytes up to the same end), or 0 when there is none
+  // (then that code is decoded again on every visit).
+  virtual uint64_t CallbackVersion(uint64_t ip) { return 0; }
 };
 
 // An instruction as the walker needs it.
@@ -67,7 +71,9 @@ struct WalkerRun {
   int error = 0;
 };
 // Decoded code by (section, address): code in a section never changes, so a worker's walkers
-// share one cache across decode units and image epochs. Callback code (isid 0) is never cached.
+// share one cache across decode units and image epochs. Callback code (isid 0) is cached by
+// (version, address) instead (WalkerCode::CallbackVersion): a JIT function is decoded once per
+// load, and a reload or move to the same address, with other bytes, is another version.
 struct WalkerCache {
   struct Key {
     uint64_t ip;
@@ -81,6 +87,17 @@ struct WalkerCache {
   };
   FlatMap<Key, WalkerRun, KeyHash> runs;
   FlatMap<Key, WalkerInsn, KeyHash> insns;  // stepped one by one (to an event's ip)
+  struct CallbackKey {
+    uint64_t ip;
+    uint64_t version;
+    bool operator==(const CallbackKey&) const = default;
+  };
+  struct CallbackKeyHash {
+    uint64_t operator()(const CallbackKey& key) const {
+      return (key.ip ^ (key.version * 0xC2B2AE3D27D4EB4Full)) * 0x9E3779B97F4A7C15ull;
+    }
+  };
+  FlatMap<CallbackKey, WalkerInsn, CallbackKeyHash> callback_insns;
 };
 
 class QueryWalker {
@@ -113,7 +130,8 @@ class QueryWalker {
   using Insn = WalkerInsn;
 
   const Run& RunAt(uint64_t ip);
-  Run DecodeRun(uint64_t ip);
+  // Decodes the run at `ip`, its instructions with DecodeInsn, or with CachedInsn when `cached`.
+  Run DecodeRun(uint64_t ip, bool cached = false);
   int DecodeInsn(uint64_t ip, Insn* insn);
   int CachedInsn(uint64_t ip, Insn* insn);  // DecodeInsn, remembered when it succeeds
   void Reset();

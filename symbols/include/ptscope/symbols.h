@@ -370,6 +370,10 @@ struct JitRegion {
   // Added to line-table addresses after MOVEs, modulo 2^64 (a chain of moves may go up and down
   // the address space; the sum of the steps, wrapped, is still where the code is now).
   uint64_t line_delta = 0;
+  // Names this region's bytes at these addresses: unique among all regions of all stores of the
+  // process (a LOAD, a MOVE's new copy and a reload at the same address each get their own), so
+  // that decoded instructions can be cached per version of the code. 0: not from a store.
+  uint64_t version = 0;
 };
 
 struct JitName {
@@ -394,6 +398,9 @@ class JitCodeStore {
   // Copies up to `size` code bytes at `address` (never across the region's end); 0 if none.
   size_t ReadCode(uint32_t pid, uint64_t address, uint64_t time_ns, uint8_t* buffer,
                   size_t size) const;
+  // The version (JitRegion::version) of the code ReadCode reads at `address` at `time_ns`: equal
+  // versions, equal bytes (up to the same end); 0 when ReadCode reads nothing there.
+  uint64_t CodeVersion(uint32_t pid, uint64_t address, uint64_t time_ns) const;
   // Name for `address`: jitdump first, then the perf map.
   std::optional<JitName> Name(uint32_t pid, uint64_t address, uint64_t time_ns) const;
   bool empty() const { return regions_.empty() && perf_maps_.empty(); }

@@ -1,0 +1,192 @@
+// MakeLazyDwarfContext and SectionCache: the lazily read context answers exactly as LLVM's own
+// DWARFContext::create, over the test program and over a copy whose debug sections are
+// zlib-compressed (objcopy); the cache stores what was decompressed, serves it next time, and
+// replaces a stale file; it refuses a directory others may write to.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <llvm/DebugInfo/DWARF/DWARFContext.h>
+#include <llvm/Object/BuildID.h>
+#include <llvm/Object/ELFObjectFile.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "lazy_dwarf.h"
+#include "section_cache.h"
+
+namespace ptscope::symbols {
+namespace {
+namespace fs = std::filesystem;
+
+std::string Env(const char* name) {
+  const char* value = std::getenv(name);
+  REQUIRE_MESSAGE(value != nullptr, name << " is not set (meson sets it)");
+  return value;
+}
+
+llvm::object::OwningBinary<llvm::object::ObjectFile> Open(const std::string& path) {
+  auto binary = llvm::object::ObjectFile::createObjectFile(path);
+  REQUIRE_MESSAGE(static_cast<bool>(binary), path);
+  return std::move(*binary);
+}
+
+void Quiet(llvm::Error error) { llvm::consumeError(std::move(error)); }
+
+// The [start, end) of .text.
+std::pair<uint64_t, uint64_t> TextRange(const llvm::object::ObjectFile& object) {
+  for (const llvm::object::SectionRef& section : object.sections()) {
+    auto name = section.getName();
+    if (name && *name == ".text") return {section.getAddress(), section.getAddress() + section.getSize()};
+    if (!name) llvm::consumeError(name.takeError());
+  }
+  FAIL("no .text");
+  return {};
+}
+
+std::string Describe(const llvm::DIInliningInfo& info) {
+  std::string text;
+  for (uint32_t i = 0; i < info.getNumberOfFrames(); ++i) {
+    const llvm::DILineInfo& frame = info.getFrame(i);
+    text += frame.FunctionName + "@" + frame.FileName + ":" + std::to_string(frame.Line) + ":" +
+            std::to_string(frame.Column) + " ";
+  }
+  return text;
+}
+
+// Every address of .text: inlined frames, names, files and lines from both contexts.
+size_t CompareEverywhere(llvm::DWARFContext& expected, llvm::DWARFContext& actual,
+                         std::pair<uint64_t, uint64_t> text) {
+  llvm::DILineInfoSpecifier spec(
+      llvm::DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
+      llvm::DILineInfoSpecifier::FunctionNameKind::LinkageName);
+  size_t inlined = 0;
+  for (uint64_t at = text.first; at < text.second; ++at) {
+    llvm::object::SectionedAddress address{at, llvm::object::SectionedAddress::UndefSection};
+    std::string want = Describe(expected.getInliningInfoForAddress(address, spec));
+    std::string got = Describe(actual.getInliningInfoForAddress(address, spec));
+    INFO("at 0x" << std::hex << at);
+    REQUIRE(got == want);
+    if (expected.getInliningInfoForAddress(address, spec).getNumberOfFrames() > 1) ++inlined;
+  }
+  return inlined;
+}
+
+std::set<std::string> Files(const fs::path& dir) {
+  std::set<std::string> names;
+  if (!fs::exists(dir)) return names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename());
+  return names;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "lazy_dwarf_test.XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+TEST_CASE("lazy DWARF context: the same answers as LLVM's, compressed sections or not") {
+  auto plain = Open(Env("PTSCOPE_SYMBOLS_PROG"));
+  auto compressed = Open(Env("PTSCOPE_SYMBOLS_PROG_ZLIB"));
+  // The copy really is compressed (else this test would prove nothing about decompression).
+  bool any_compressed = false;
+  for (const llvm::object::SectionRef& section : compressed.getBinary()->sections()) {
+    any_compressed |= section.isCompressed();
+  }
+  REQUIRE(any_compressed);
+  auto text = TextRange(*plain.getBinary());
+  REQUIRE(text == TextRange(*compressed.getBinary()));
+  auto reference = llvm::DWARFContext::create(*plain.getBinary(),
+      llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "", Quiet, Quiet);
+  auto lazy_plain = MakeLazyDwarfContext(*plain.getBinary(), nullptr, Quiet);
+  auto lazy_compressed = MakeLazyDwarfContext(*compressed.getBinary(), nullptr, Quiet);
+  size_t inlined = CompareEverywhere(*reference, *lazy_plain, text);
+  CHECK(inlined > 0);  // the always_inline helper: frames below the function are compared too
+  CHECK(CompareEverywhere(*reference, *lazy_compressed, text) == inlined);
+}
+
+TEST_CASE("section cache: stores what was decompressed, serves it, replaces a stale file") {
+  TempDir temp;
+  SectionCache cache((temp.path / "cache").string());
+  fs::create_directory(temp.path / "cache", temp.path);
+  fs::permissions(temp.path / "cache", fs::perms::owner_all);
+  auto plain = Open(Env("PTSCOPE_SYMBOLS_PROG"));
+  auto compressed = Open(Env("PTSCOPE_SYMBOLS_PROG_ZLIB"));
+  auto reference = llvm::DWARFContext::create(*plain.getBinary(),
+      llvm::DWARFContext::ProcessDebugRelocations::Process, nullptr, "", Quiet, Quiet);
+  auto text = TextRange(*plain.getBinary());
+  llvm::object::BuildIDRef id = llvm::object::getBuildID(compressed.getBinary());
+  REQUIRE(id.size() == 20);
+  std::string hex;
+  for (uint8_t byte : id) hex += "0123456789abcdef"[byte >> 4], hex += "0123456789abcdef"[byte & 15];
+  const fs::path module_dir = temp.path / "cache" / hex;
+
+  // Nothing is decompressed until LLVM asks.
+  auto first = MakeLazyDwarfContext(*compressed.getBinary(), &cache, Quiet);
+  CHECK(Files(module_dir).empty());
+  CompareEverywhere(*reference, *first, text);
+  std::set<std::string> stored = Files(module_dir);
+  CHECK(stored.count("debug_info") == 1);
+  CHECK(stored.count("debug_line") == 1);
+  CHECK(stored.count("debug_abbrev") == 1);
+  for (const std::string& name : stored) CHECK(name.rfind(".tmp", 0) != 0);  // no leftovers
+  CHECK((fs::status(module_dir).permissions() & fs::perms::all) == fs::perms::owner_all);
+  CHECK((fs::status(module_dir / "debug_info").permissions() & fs::perms::all) ==
+        (fs::perms::owner_read | fs::perms::owner_write));
+  struct stat before;
+  REQUIRE(::stat((module_dir / "debug_info").c_str(), &before) == 0);
+
+  // A second context maps the files: none is rewritten (same inode), same answers.
+  auto second = MakeLazyDwarfContext(*compressed.getBinary(), &cache, Quiet);
+  CompareEverywhere(*reference, *second, text);
+  struct stat after;
+  REQUIRE(::stat((module_dir / "debug_info").c_str(), &after) == 0);
+  CHECK(after.st_ino == before.st_ino);
+  CHECK(Files(module_dir) == stored);
+
+  // A file whose header no longer matches the section (here: its hash) is not used; the section
+  // is decompressed again and the file replaced.
+  {
+    std::fstream file(module_dir / "debug_info", std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(16);
+    file.put('\x5a');
+  }
+  auto third = MakeLazyDwarfContext(*compressed.getBinary(), &cache, Quiet);
+  CompareEverywhere(*reference, *third, text);
+  struct stat replaced;
+  REQUIRE(::stat((module_dir / "debug_info").c_str(), &replaced) == 0);
+  CHECK(replaced.st_ino != after.st_ino);
+  REQUIRE(cache.Find(hex, ".debug_info", "not the section's bytes") == std::nullopt);
+}
+
+TEST_CASE("section cache: the directory from the environment, private or not at all") {
+  TempDir temp;
+  const char* old = std::getenv("PTSCOPE_DEBUG_CACHE");
+  std::string saved = old != nullptr ? old : "";
+  fs::path dir = temp.path / "made" / "here";
+  ::setenv("PTSCOPE_DEBUG_CACHE", dir.c_str(), 1);
+  SectionCache made = SectionCache::FromEnvironment();
+  CHECK(made.enabled());
+  CHECK(made.dir() == dir.string());
+  CHECK((fs::status(dir).permissions() & fs::perms::all) == fs::perms::owner_all);
+  // Others may write to it: someone could plant DWARF there.
+  fs::permissions(dir, fs::perms::group_write, fs::perm_options::add);
+  CHECK_FALSE(SectionCache::FromEnvironment().enabled());
+  ::setenv("PTSCOPE_DEBUG_CACHE", "off", 1);
+  CHECK_FALSE(SectionCache::FromEnvironment().enabled());
+  if (old != nullptr) {
+    ::setenv("PTSCOPE_DEBUG_CACHE", saved.c_str(), 1);
+  } else {
+    ::unsetenv("PTSCOPE_DEBUG_CACHE");
+  }
+}
+
+}  // namespace
+}  // namespace ptscope::symbols
