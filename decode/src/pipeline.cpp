@@ -50,6 +50,16 @@ Unexpected NoThreadSelected(format::Archive& archive, const PipelineOptions& opt
 
 }  // namespace
 
+ResolvedModules::ResolvedModules(std::unique_ptr<State> state) : state_(std::move(state)) {}
+ResolvedModules::~ResolvedModules() = default;
+
+Result<std::unique_ptr<ResolvedModules>> ResolvedModules::ForArchive(
+    const format::Archive& archive, const PipelineOptions& options) {
+  auto state = std::make_unique<State>(options);
+  PTSCOPE_TRY(state->capture.AddArchiveBlobs(archive));
+  return std::unique_ptr<ResolvedModules>(new ResolvedModules(std::move(state)));
+}
+
 Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOptions& options) {
   DecodeSummary summary;
   summary.output_path = options.output_path;
@@ -58,9 +68,13 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     return NoThreadSelected(archive, options);
   }
   const TimeWindow window = WindowOf(view, options, archive.path);
-  CaptureResolver capture_resolver(options);
-  PTSCOPE_TRY(capture_resolver.AddArchiveBlobs(archive));
-  symbols::ModuleResolver& resolver = capture_resolver.resolver();
+  std::unique_ptr<ResolvedModules> own_modules;  // unless the caller keeps them between decodes
+  if (options.resolved == nullptr) {
+    PTSCOPE_ASSIGN_OR_RETURN(own_modules, ResolvedModules::ForArchive(archive, options));
+  }
+  ResolvedModules::State& modules = (own_modules ? *own_modules : *options.resolved).state();
+  symbols::ModuleResolver& resolver = modules.capture.resolver();
+  symbols::Symbolizer& symbolizer = modules.symbolizer;
   symbols::JitCodeStore jit = symbols::JitCodeStore::FromArchive(archive, summary.notes);
   std::vector<std::unique_ptr<CodeImages>> images = CodeImages::ForWorkers(
       std::max(1u, options.jobs), view.timeline, view.streams, resolver, jit);
@@ -83,7 +97,6 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     return summary;
   }
 
-  symbols::Symbolizer symbolizer;
   SymbolsFrameNamer namer(view.timeline.address_space(), resolver, symbolizer);
   if (!jit.empty()) namer.SetJitCode(&jit);
   // The output (one that keeps nothing with count_only) and --summary-json's, both clipped to

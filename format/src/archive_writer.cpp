@@ -135,8 +135,19 @@ Status ArchiveWriter::Flush() {
 
 Status ArchiveWriter::Close() {
   if (!file_->is_open()) return MakeError(Errc::kInvalidArgument, path() + ": archive already closed");
+  // What was written must be on the device before the End chunk says the archive is whole: a
+  // write-back error (EIO from a failing disk) surfaces only at a sync, which reports it once.
+  // After one, no End chunk (or a torn one cut off again): the archive reads as incomplete.
+  const char* incomplete = "; the archive is left without its End chunk (incomplete)";
+  if (Status synced = file_->Sync(); !synced) {
+    return MakeError(synced.error().code, synced.error().message + incomplete);
+  }
+  const uint64_t before = file_->bytes_written();
   PTSCOPE_TRY(Write(EndChunk{chunks_written_}));
-  if (options_.sync_each_chunk) PTSCOPE_TRY(file_->Sync());
+  if (Status synced = file_->Sync(); !synced) {
+    (void)file_->TruncateTo(before);
+    return MakeError(synced.error().code, synced.error().message + incomplete);
+  }
   return file_->Commit();
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@
 #include "ptscope/result.h"
 
 namespace ptscope::decode {
+
+class ResolvedModules;
 
 // kSummary: per-function call counts and times (no slices written); the fast overview.
 // kSummaryJson: the same as JSON, with the decode's totals (docs/DECODE_JSON.md).
@@ -48,6 +51,30 @@ struct PipelineOptions {
   // Decode without writing any output (options.output_path is not opened): the summary's
   // counts only, e.g. per_thread.
   bool count_only = false;
+  // Modules already resolved and symbols already loaded (ResolvedModules below); null: the
+  // decode finds and loads them itself, from the archive's blobs and the options above.
+  ResolvedModules* resolved = nullptr;
+};
+
+// The files found for a capture's modules and the symbols loaded from them, kept from one decode
+// to the next: a caller that decodes many captures of one program (the decode fuzz target, every
+// input around one fixed binary image) finds and loads them once instead of per decode, where
+// writing out the embedded binaries and inflating their debug info costs far more than the
+// decode. Made from the archive whose embedded blobs it uses (which must outlive it) and the
+// options' symbol_dirs and debuginfod_urls; a RunPipeline given it uses those, not the decoded
+// archive's blobs, and its notes (refused files, symbols that failed to load) accumulate over the
+// decodes. One decode at a time.
+class ResolvedModules {
+ public:
+  static Result<std::unique_ptr<ResolvedModules>> ForArchive(const format::Archive& archive,
+                                                             const PipelineOptions& options);
+  ~ResolvedModules();
+  struct State;  // names/capture_resolver.h
+  State& state() { return *state_; }
+
+ private:
+  explicit ResolvedModules(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
 };
 
 // Why trace is missing where a gap is (each gap is also counted: Stat below).

@@ -38,4 +38,11 @@ class CaptureResolver {
   symbols::ModuleResolver resolver_;
 };
 
+// What ResolvedModules keeps between decodes (RunPipeline makes one per decode otherwise).
+struct ResolvedModules::State {
+  explicit State(const PipelineOptions& options) : capture(options) {}
+  CaptureResolver capture;
+  symbols::Symbolizer symbolizer;
+};
+
 }  // namespace ptscope::decode

@@ -4,15 +4,21 @@ compute(5000) again; it is traced from main in both clock modes and checked:
 
   - both captures decode with libipt (emulate_verify) to exactly the executed instructions;
   - virtual clock (default): pause_200ms's slice lasts < 1 ms (instructions only);
-  - real clock: pause_200ms's slice lasts >= 200 ms, while both compute slices last exactly as
+  - real clock: pause_200ms's slice lasts >= 199 ms, while both compute slices last exactly as
     long as under the virtual clock (instructions keep the virtual rate);
   - real clock in libipt (ipt_insns --time: pt_insn_time) and in perf (`pt-archive export-perf`,
-    `perf script`): one jump >= 200 ms between two consecutive instructions, from the syscall
+    `perf script`): one jump >= 199 ms between two consecutive instructions, from the syscall
     instruction to the next one, and no other jump above 1 ms;
   - the jump costs a few packets (TSC, TMA, CBR), not an MTC per 128 crystal-clock periods: the
     real-clock capture has at most 64 bytes of PT more than the virtual one;
   - usage errors (exit 2, exact message, no archive): an unknown clock, --clock real with --cpus
     or without timing packets.
+
+Why 199 ms and not 200: the tracer subtracts from a syscall step's wall time the running average
+of a plain step's cost (the tracer's own overhead). The nanosleep itself lasts >= 200 ms, but
+that average can exceed the overhead of this one step by some microseconds, or more on a loaded
+machine (seen once: 199.97 ms at load 14). 1 ms of slack still tells a slept 200 ms from the
+< 1 ms the virtual clock gives.
 
   clock_real.py PT_EMULATE EMULATE_VERIFY PT_DECODE PT_ARCHIVE SLEEPER IPT_INSNS
 """
@@ -21,6 +27,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+MIN_SLEEP_NS = 199_000_000  # the 200 ms nanosleep, less the slack explained above
 
 LINE = re.compile(r"^( *)\[(\d+)(?: \+(\d+))?\] (\S+)")
 
@@ -119,17 +127,17 @@ def main():
         v_compute, r_compute = durations(virtual, "compute"), durations(real, "compute")
         if len(v_pause) != 1 or v_pause[0] >= 1_000_000:
             problems.append(f"virtual clock: pause_200ms slices {v_pause} (want one, < 1 ms)")
-        if len(r_pause) != 1 or not 200_000_000 <= r_pause[0] < 5_000_000_000:
-            problems.append(f"real clock: pause_200ms slices {r_pause} (want one, >= 200 ms)")
+        if len(r_pause) != 1 or not MIN_SLEEP_NS <= r_pause[0] < 5_000_000_000:
+            problems.append(f"real clock: pause_200ms slices {r_pause} (want one, >= 199 ms)")
         if len(v_compute) != 2 or min(v_compute) < 5000 or r_compute != v_compute:
             problems.append(f"compute slices: virtual {v_compute}, real {r_compute} (want two, "
                             "equal in both modes)")
         gaps = perf_gaps(tools[3], real_archive, work)
-        if len(gaps) != 1 or gaps[0][0] < 0.2:
-            problems.append(f"perf script: jumps above 1 ms {gaps} (want one, >= 0.2 s)")
+        if len(gaps) != 1 or gaps[0][0] < MIN_SLEEP_NS / 1e9:
+            problems.append(f"perf script: jumps above 1 ms {gaps} (want one, >= 0.199 s)")
         ipt = libipt_gaps(tools[5], real_archive)
-        if len(ipt) != 1 or ipt[0][0] < 200_000_000 or gaps and ipt[0][1:] != gaps[0][1:]:
-            problems.append(f"libipt: jumps above 1 ms {ipt} (want one, >= 200 ms, where perf's is)")
+        if len(ipt) != 1 or ipt[0][0] < MIN_SLEEP_NS or gaps and ipt[0][1:] != gaps[0][1:]:
+            problems.append(f"libipt: jumps above 1 ms {ipt} (want one, >= 199 ms, where perf's is)")
         if problems:
             print("FAIL " + "\nFAIL ".join(problems) + "\n--- real ---\n" + real[:3000])
             return 1
