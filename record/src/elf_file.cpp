@@ -277,13 +277,21 @@ Status ElfFile::ScanSymbols(const std::vector<Section>& sections, uint32_t table
     if (entsize < kSymSize)
       return MakeError(Errc::kCorrupt, name_ + ": symbol entry size " + std::to_string(entsize) +
                                            " at offset " + Hex(sec.offset) + " is below 24");
+    if (entsize > sec.size && sec.size != 0)
+      return MakeError(Errc::kCorrupt, name_ + ": symbol entry size " + std::to_string(entsize) +
+                                           " at offset " + Hex(sec.offset) +
+                                           " is larger than its table (" +
+                                           std::to_string(sec.size) + " bytes)");
     PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> syms,
                              ReadRange(*source_, name_, sec.offset, sec.size, "symbol table"));
     const Section& strsec = sections[sec.link];
     PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> strs,
                              ReadRange(*source_, name_, strsec.offset, strsec.size, "string table"));
-    for (uint64_t pos = 0; pos + kSymSize <= syms.size(); pos += entsize) {
-      const uint8_t* p = &syms[pos];
+    // Entries by index, not `pos += entsize`: a huge entsize (all ones) would wrap the offset
+    // back into the table (found by the elf fuzz target).
+    const uint64_t count = syms.size() < kSymSize ? 0 : (syms.size() - kSymSize) / entsize + 1;
+    for (uint64_t index = 0; index != count; ++index) {
+      const uint8_t* p = &syms[index * entsize];
       uint32_t name_off = Le32(p);
       uint16_t shndx = Le16(p + 6);
       if (shndx == 0 || name_off >= strs.size()) continue;  // undefined or unnamed

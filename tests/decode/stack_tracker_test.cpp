@@ -239,6 +239,19 @@ TEST_CASE("resuming where tracing stopped closes nothing, even at a frame's retu
   CHECK(h.tracker.stats()[Stat::kUnwinds] == 0);
 }
 
+TEST_CASE("a return that leaves traced code still closes its frame where tracing resumes") {
+  // The inner rec's ret leaves traced code (a kDisable whose `to` is the return's target, 0x6015,
+  // the return address of both rec frames); tracing resumes there: the inner rec has returned.
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x6000), Call(20, 0x6010, 0x6000),
+               Ev(K::kDisable, 30, 0x6050, 0x6015), Enable(40, 0x6015),
+               Ret(50, 0x6050, 0x1015), End(60)}) ==
+        "main* 0-60\n"
+        "  rec 10-50\n"
+        "    rec 20-40\n"
+        "      [untraced] 30-40\n");
+}
+
 TEST_CASE("signal handler nests under the interrupted frame until sigreturn resumes it") {
   Harness h;
   CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000),

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <fstream>
 #include <iterator>
 
@@ -143,6 +144,35 @@ TEST_CASE("FindGnuBuildIdNote skips other notes and refuses an overlong descript
   CHECK(*id == std::vector<uint8_t>{0xab, 0xcd, 0xef});
   notes[24] = 200;  // descsz beyond the buffer
   CHECK(!FindGnuBuildIdNote(notes));
+}
+
+TEST_CASE("A symbol table whose entry size exceeds the table is refused, not walked") {
+  // The elf fuzz target found sh_entsize = 2^64-1: stepping by it wrapped the offset back into
+  // (and before) the table. The file is this test binary with its .symtab's sh_entsize changed.
+  std::vector<uint8_t> bytes = ReadWholeFile(test::SelfExePath());
+  auto le = [&](uint64_t at, int width) {
+    uint64_t v = 0;
+    for (int b = 0; b < width; ++b) v |= static_cast<uint64_t>(bytes[at + b]) << (8 * b);
+    return v;
+  };
+  const uint64_t shoff = le(40, 8), shnum = le(60, 2);
+  uint64_t symtab = 0;
+  for (uint64_t i = 0; i < shnum; ++i)
+    if (le(shoff + i * 64 + 4, 4) == 2) symtab = shoff + i * 64;  // SHT_SYMTAB
+  REQUIRE(symtab != 0);
+  const uint64_t table_offset = le(symtab + 24, 8), table_size = le(symtab + 32, 8);
+  for (int b = 0; b < 8; ++b) bytes[symtab + 56 + b] = 0xff;
+  auto elf = ElfFile::FromBytes(std::move(bytes), "entsize");
+  REQUIRE(elf);
+  auto symbols = elf->Symbols();
+  REQUIRE(!symbols);
+  CHECK(symbols.error().code == Errc::kCorrupt);
+  char offset_text[32];
+  std::snprintf(offset_text, sizeof offset_text, "0x%llx",
+                static_cast<unsigned long long>(table_offset));
+  CHECK(symbols.error().message == "entsize: symbol entry size 18446744073709551615 at offset " +
+                                       std::string(offset_text) + " is larger than its table (" +
+                                       std::to_string(table_size) + " bytes)");
 }
 
 }  // namespace ptscope::record

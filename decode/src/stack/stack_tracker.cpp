@@ -156,6 +156,7 @@ void StackTracker::OnLeave(const FlowEvent& e, uint64_t t) {
   // `to` is the resume ip when the decoder knows it; else syscall, sysenter and int 0x80 are
   // all 2 bytes long, and an asynchronous disable resumes where it stopped.
   f.resume_ip = e.to != 0 ? e.to : syscall ? e.from + 2 : e.from;
+  f.stopped_in_place = e.to == 0 && !syscall;
   Push(f, t, false);
 }
 
@@ -292,16 +293,18 @@ void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
 void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
   bool was_out = !stack_.empty() && stack_.back().type == FrameType::kSynthetic;
   uint64_t resume_ip = was_out ? stack_.back().resume_ip : 0;
+  const bool stopped_in_place = was_out && stack_.back().stopped_in_place;
   CloseSyntheticTop(t);
   if (stack_.empty()) {
     if (e.to != 0) EnsureCurrent(e.to);
     return;
   }
-  // Resuming exactly where tracing stopped (a preempted thread switched in again): nothing
-  // returned meanwhile, even when that ip is also an open frame's return address. It is the top
-  // frame's own in a recursion stopped just after a recursive call returned: the frames of one
-  // call site share it, and landing there closed a frame that was still running.
-  if (was_out && e.to == resume_ip) return;
+  // Resuming exactly where tracing stopped without a branch (a preempted thread switched in
+  // again): nothing returned meanwhile, even when that ip is also an open frame's return address.
+  // It is the top frame's own in a recursion stopped just after a recursive call returned: the
+  // frames of one call site share it, and landing there closed a frame that was still running.
+  // (A kDisable whose `to` is a return's target left by that return: landing there is right.)
+  if (stopped_in_place && e.to == resume_ip) return;
   // Resuming at an open frame's return address: the untraced callee (or the signal handler whose
   // "return address" is the interrupted ip) has returned.
   size_t keep = FindLandingFrame(e.to, 0, true);

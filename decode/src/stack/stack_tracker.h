@@ -16,8 +16,9 @@
 // - kSyscall opens `[syscall]` and kDisable `[untraced]`, both closed by the next kEnable (and by any
 //   other control-flow event, should the kEnable be missing). kEnable at an address that is the
 //   return address of an open frame (untraced callee returned, sigreturn) unwinds to it, unless
-//   it is where tracing stopped (a preempted thread resuming: in a recursion that ip is also the
-//   running frame's own return address).
+//   tracing stopped right there without a branch (an asynchronous kDisable: a preempted thread
+//   resuming; in a recursion that ip is also the running frame's own return address). A
+//   kDisable with a target (a return leaving traced code) still lands there.
 // - kAsync nests the handler under the interrupted frame; the handler frame's "return address" is
 //   the interrupted ip, so a return (or resumption after sigreturn) there closes it. If the handler
 //   returns elsewhere (the signal trampoline), the trampoline takes its place until resumption.
@@ -99,6 +100,9 @@ class StackTracker {
     FrameType type = FrameType::kFunction;
     uint16_t inlined_wrappers = 0;  // inlined slices opened just before this frame
     uint16_t inline_open = 0;       // inlined slices open inside this frame (kInlineChange)
+    // Synthetic frames: tracing stopped at resume_ip itself (an asynchronous kDisable: no branch
+    // left, the thread was preempted there), not at a branch's target.
+    bool stopped_in_place = false;
   };
   // Buffered as the sink takes it (instructions = position_ when the record was made), so that
   // Flush can hand buffer_ over without converting it. A kEnd keeps the closed frame's id.
