@@ -1,6 +1,7 @@
 #include "target.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -29,7 +30,7 @@ int DropToRealIds() {
 
 // Child side of Launch: never returns. Reports a failure as (stage, errno) on `report_fd`.
 [[noreturn]] void ExecChild(const std::vector<std::string>& argv, const LaunchOptions& options,
-                            int report_fd) {
+                            int report_fd, pid_t parent) {
   sigprocmask(SIG_SETMASK, &options.child_sigmask, nullptr);
   int report[2] = {0, 0};
   if (int err = DropToRealIds(); err != 0) {
@@ -40,8 +41,16 @@ int DropToRealIds() {
     report[0] = 1;
     report[1] = errno;
   } else {
-    // kSeized: wait here until the parent has seized us (it sends SIGCONT).
-    if (options.control == LaunchOptions::Control::kSeized) raise(SIGSTOP);
+    // kSeized: wait here until the parent has seized us (it sends SIGCONT). Should the parent
+    // die before it seizes us (killed at start-up), a child left stopped here would stay stopped
+    // for good, orphaned, holding the parent's stdout and stderr open; so until the seize (whose
+    // PTRACE_O_EXITKILL takes over) the parent's death kills us. Cleared before exec: a program
+    // the recorder lets go when it stops must outlive it.
+    if (options.control == LaunchOptions::Control::kSeized) {
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
+      raise(SIGSTOP);
+      prctl(PR_SET_PDEATHSIG, 0);
+    }
     std::vector<char*> args;
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -133,6 +142,7 @@ Result<Target> Target::Launch(const std::vector<std::string>& argv, const Launch
   int report[2];
   if (pipe2(report, O_CLOEXEC) != 0)
     return MakeError(Errc::kIo, std::string("pipe2 failed: ") + std::strerror(errno));
+  const pid_t parent = getpid();
   pid_t child = fork();
   if (child < 0) {
     close(report[0]);
@@ -141,7 +151,7 @@ Result<Target> Target::Launch(const std::vector<std::string>& argv, const Launch
   }
   if (child == 0) {
     close(report[0]);
-    ExecChild(argv, options, report[1]);
+    ExecChild(argv, options, report[1], parent);
   }
   close(report[1]);
   Target target;  // from here on, a failure kills the child (it has not run yet)

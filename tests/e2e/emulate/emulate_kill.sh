@@ -32,7 +32,7 @@ emulate=$1 verify=$2 decode=$3 archive=$4 target=$5
 iterations=3000  # ~320,000 instructions from main, the dlopen of libm most of them
 fail() { echo "FAIL: $*"; exit 1; }
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'pkill -KILL -f "$tmp/k.ptar"; rm -rf "$tmp"' EXIT
 setarch -R true || fail "setarch -R (address randomization off) does not work here"
 
 start() {
@@ -112,6 +112,15 @@ for entry in "${instants[@]}"; do
   kill -KILL "$emulator" 2>/dev/null
   wait "$emulator" 2>/dev/null
   rc=$?
+  # Nothing of the capture may outlive pt-emulate: a child killed in its start-up window used
+  # to stay stopped before exec for good (its command line still pt-emulate's), holding this
+  # test's output open. The launched program dies with the tracer (PTRACE_O_EXITKILL).
+  for _ in $(seq 200); do pgrep -f "$tmp/k.ptar" > /dev/null || break; sleep 0.005; done
+  if leftover=$(pgrep -f "$tmp/k.ptar"); then
+    ps -o pid,stat,args -p "$(echo $leftover | tr ' ' ,)"
+    pkill -KILL -f "$tmp/k.ptar"
+    fail "instant $index ($kind, $at): a process of the killed capture is still there 1 s later"
+  fi
   [ "$kind" = capture ] && [ "$state" != killed ] && fail "instant $index: pt-emulate ended before the ground truth reached $at bytes"
   instant="instant $index ($kind, $at)"
   [ "$state" = killed ] || { [ $rc -eq 0 ] || fail "$instant: pt-emulate exit $rc: $(tail -3 "$tmp/emulate.err")"; }
