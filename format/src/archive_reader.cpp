@@ -20,11 +20,6 @@
 namespace ptscope::format {
 namespace {
 
-std::string Hex(uint64_t value) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(value));
-  return buf;
-}
 
 std::string Checksums(uint32_t stored, uint32_t computed) {
   char buf[64];
@@ -216,8 +211,8 @@ ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at, bool skip_pt_d
   const uint8_t* h = head->data();
   uint32_t sync = static_cast<uint32_t>(LoadLe(h + layout::kChunkSyncOff, 4));
   if (sync != layout::kChunkSync) {
-    return fail(Errc::kCorrupt, "bad chunk sync " + Hex(sync) + " (expected " +
-                                    Hex(layout::kChunkSync) + " \"PTCK\")");
+    return fail(Errc::kCorrupt, "bad chunk sync " + HexAddress(sync) + " (expected " +
+                                    HexAddress(layout::kChunkSync) + " \"PTCK\")");
   }
   uint32_t stored_hcrc = static_cast<uint32_t>(LoadLe(h + layout::kChunkHeaderCrcOff, 4));
   uint32_t hcrc = Crc32cExtend(0, h, layout::kChunkHeaderCrcOff);
@@ -234,7 +229,7 @@ ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at, bool skip_pt_d
     out.next = at + layout::kChunkHeaderSize + layout::PaddedTo8(stored);
   }
   if ((flags & ~layout::kChunkKnownFlags) != 0) {
-    return fail(Errc::kCorrupt, "unknown flags " + Hex(flags) + " in field 'flags'");
+    return fail(Errc::kCorrupt, "unknown flags " + HexAddress(flags) + " in field 'flags'");
   }
   bool lz4 = (flags & layout::kChunkFlagLz4) != 0;
   if (raw > layout::kMaxChunkRawSize) {
@@ -276,7 +271,7 @@ ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at, bool skip_pt_d
   for (uint64_t i = stored; i < layout::PaddedTo8(stored); ++i) {
     if (payload[i] != 0) {
       return fail(Errc::kCorrupt, "nonzero padding byte at offset " +
-                                      Hex(at + layout::kChunkHeaderSize + i));
+                                      HexAddress(at + layout::kChunkHeaderSize + i));
     }
   }
   out.location = ChunkLocation{at, static_cast<ChunkType>(type), flags, stored, raw};
@@ -333,7 +328,7 @@ std::optional<Chunk> ArchiveReader::Next() {
     const uint64_t at = pos_;
     auto damaged = [&](uint64_t end, Errc code, const std::string& what) {
       damage_.push_back(Damage{at, end, chunks_read_, code,
-                               "chunk " + std::to_string(chunks_read_) + " at offset " + Hex(at) +
+                               "chunk " + std::to_string(chunks_read_) + " at offset " + HexAddress(at) +
                                    ": " + what});
       pos_ = end;
     };
@@ -385,7 +380,7 @@ std::optional<Chunk> ArchiveReader::Next() {
 }
 
 Result<Chunk> ArchiveReader::ReadChunkAt(uint64_t offset) {
-  std::string where = name_ + ": chunk at offset " + Hex(offset);
+  std::string where = name_ + ": chunk at offset " + HexAddress(offset);
   if (offset >= size_ || offset % 8 != 0) {
     return MakeError(Errc::kCorrupt, where + ": no chunk starts there (offset past the end, or "
                                              "unaligned)");
@@ -405,7 +400,7 @@ std::string DescribeDamage(const std::vector<Damage>& damage) {
   for (size_t i = 0; i < damage.size() && i < kListed; ++i) {
     text += i == 0 ? "" : "; ";
     if (damage[i].end != 0) {  // 0: not a range of this file (import.damage)
-      text += "damaged [" + Hex(damage[i].offset) + ", " + Hex(damage[i].end) + "): ";
+      text += "damaged [" + HexAddress(damage[i].offset) + ", " + HexAddress(damage[i].end) + "): ";
     }
     text += damage[i].reason;
   }
@@ -499,11 +494,17 @@ Result<std::vector<uint8_t>> LoadBlobData(const Archive& archive, size_t index) 
   auto* again = std::get_if<BlobChunk>(&chunk);
   if (again == nullptr || again->data.size() != archive.blob_refs[index].size) {
     return MakeError(Errc::kCorrupt, archive.path + ": chunk at offset " +
-                                         Hex(archive.blob_refs[index].chunk_offset) +
+                                         HexAddress(archive.blob_refs[index].chunk_offset) +
                                          ": no longer the blob it was (the file changed since it "
                                          "was read)");
   }
   return std::move(again->data);
+}
+
+std::string HexAddress(uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
+  return text;
 }
 
 std::string ToHex(const std::vector<uint8_t>& bytes) {

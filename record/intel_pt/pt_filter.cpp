@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "elf_file.h"
+#include "ptscope/format.h"
 
 namespace ptscope::record {
 namespace {
@@ -14,11 +15,7 @@ std::string Trim(std::string_view s) {
   return a == std::string_view::npos ? std::string() : std::string(s.substr(a, b - a + 1));
 }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+using ::ptscope::format::HexAddress;
 
 Result<std::string> ResolveItem(const std::string& item) {
   auto bad = [&](const std::string& why) {
@@ -55,8 +52,8 @@ Result<std::string> ResolveItem(const std::string& item) {
   PTSCOPE_ASSIGN_OR_RETURN(ElfSymbol sym, elf.FindSymbol(what));
   PTSCOPE_ASSIGN_OR_RETURN(uint64_t offset, elf.VaddrToFileOffset(sym.value));
   if (sym.size == 0) return sizeless();
-  std::string range = Hex(offset);
-  if (sym.size != 0) range += "/" + Hex(sym.size);
+  std::string range = HexAddress(offset);
+  if (sym.size != 0) range += "/" + HexAddress(sym.size);
   return action + " " + range + "@" + file;
 }
 

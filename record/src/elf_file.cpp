@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "ptscope/file_read.h"
+#include "ptscope/format.h"
 
 namespace ptscope::record {
 
@@ -42,11 +43,7 @@ uint64_t Le64(const uint8_t* p) {
   return static_cast<uint64_t>(Le32(p)) | (static_cast<uint64_t>(Le32(p + 4)) << 32);
 }
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+using ::ptscope::format::HexAddress;
 
 class MemorySource : public ElfByteSource {
  public:
@@ -69,7 +66,7 @@ class FileSource : public ElfByteSource {
   Status ReadAt(uint64_t offset, uint64_t length, uint8_t* out) const override {
     const format::FileRead read = format::ReadFileAt(fd_, offset, static_cast<size_t>(length), out);
     if (read.bytes == length) return Ok();
-    return MakeError(Errc::kIo, path_ + ": read at offset " + Hex(offset + read.bytes) +
+    return MakeError(Errc::kIo, path_ + ": read at offset " + HexAddress(offset + read.bytes) +
                                     " failed: " +
                                     (read.error == 0 ? "file shrank while reading"
                                                      : std::strerror(read.error)));
@@ -85,7 +82,7 @@ class FileSource : public ElfByteSource {
 Result<std::vector<uint8_t>> ReadRange(const ElfByteSource& src, const std::string& name,
                                        uint64_t offset, uint64_t length, const char* what) {
   if (offset > src.size() || length > src.size() - offset)
-    return MakeError(Errc::kTruncated, name + ": " + what + " at offset " + Hex(offset) + " (" +
+    return MakeError(Errc::kTruncated, name + ": " + what + " at offset " + HexAddress(offset) + " (" +
                                            std::to_string(length) + " bytes) ends beyond the " +
                                            std::to_string(src.size()) + "-byte file");
   std::vector<uint8_t> bytes(length);
@@ -236,7 +233,7 @@ Result<uint64_t> ElfFile::VaddrToFileOffset(uint64_t vaddr) const {
       return seg.offset + (vaddr - seg.vaddr);
   }
   return MakeError(Errc::kNotFound,
-                   name_ + ": address " + Hex(vaddr) + " is not inside any PT_LOAD segment's file bytes");
+                   name_ + ": address " + HexAddress(vaddr) + " is not inside any PT_LOAD segment's file bytes");
 }
 
 Result<std::vector<ElfFile::Section>> ElfFile::ReadSections() const {
@@ -271,15 +268,15 @@ Status ElfFile::ScanSymbols(const std::vector<Section>& sections, uint32_t table
     if (sec.type != table_type) continue;
     if (sec.link >= sections.size() || sec.size > kMaxTableBytes ||
         sections[sec.link].size > kMaxTableBytes)
-      return MakeError(Errc::kCorrupt, name_ + ": symbol table at offset " + Hex(sec.offset) +
+      return MakeError(Errc::kCorrupt, name_ + ": symbol table at offset " + HexAddress(sec.offset) +
                                            " has an impossible size or string table link");
     uint64_t entsize = sec.entsize == 0 ? kSymSize : sec.entsize;
     if (entsize < kSymSize)
       return MakeError(Errc::kCorrupt, name_ + ": symbol entry size " + std::to_string(entsize) +
-                                           " at offset " + Hex(sec.offset) + " is below 24");
+                                           " at offset " + HexAddress(sec.offset) + " is below 24");
     if (entsize > sec.size && sec.size != 0)
       return MakeError(Errc::kCorrupt, name_ + ": symbol entry size " + std::to_string(entsize) +
-                                           " at offset " + Hex(sec.offset) +
+                                           " at offset " + HexAddress(sec.offset) +
                                            " is larger than its table (" +
                                            std::to_string(sec.size) + " bytes)");
     PTSCOPE_ASSIGN_OR_RETURN(std::vector<uint8_t> syms,

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <thread>
 
+#include "ptscope/format.h"
 #include "sideband_layout.h"
 
 namespace ptscope::record {
@@ -176,11 +177,7 @@ JitdumpTail ScanJitdumpTail(const std::vector<uint8_t>& bytes) {
   return tail;
 }
 
-std::string Hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
+using ::ptscope::format::HexAddress;
 
 // What a torn jitdump leaves without bytes, named from the process's perf map. The runtime
 // writes both files in the same order, so the code without bytes is what the map lists after the
@@ -217,7 +214,7 @@ std::string NameMissingCode(const std::vector<format::TornJitCode>& missing, boo
   std::string names;
   const size_t shown = std::min<size_t>(3, missing.size());
   for (size_t i = missing.size() - shown; i < missing.size(); ++i)
-    names += (names.empty() ? "" : ", ") + missing[i].name + " at " + Hex(missing[i].address);
+    names += (names.empty() ? "" : ", ") + missing[i].name + " at " + HexAddress(missing[i].address);
   std::string count = std::to_string(missing.size()) +
                       (missing.size() == 1 ? " function" : " functions");
   return map_path + " names " + count + " the jitdump lacks" +

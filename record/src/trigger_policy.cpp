@@ -6,15 +6,12 @@
 #include <cstring>
 
 #include "elf_file.h"
+#include "ptscope/format.h"
 
 namespace ptscope::record {
 namespace {
 
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+using ::ptscope::format::HexAddress;
 
 // The runtime address of link-time `vaddr` of `elf` (mapped from `path`), through `maps`.
 Result<uint64_t> PlaceInMaps(const ElfFile& elf, const std::string& path, uint64_t vaddr,
@@ -25,7 +22,7 @@ Result<uint64_t> PlaceInMaps(const ElfFile& elf, const std::string& path, uint64
     if (file_offset >= m.offset && file_offset - m.offset < m.size())
       return m.start + (file_offset - m.offset);
   }
-  return MakeError(Errc::kNotFound, path + ": file offset " + Hex(file_offset) +
+  return MakeError(Errc::kNotFound, path + ": file offset " + HexAddress(file_offset) +
                                         " of the trigger is not in an executable mapping of the "
                                         "target");
 }
@@ -74,10 +71,10 @@ Result<ResolvedTrigger> ResolveTrigger(const TriggerSpec& spec, const std::strin
   if (spec.kind == TriggerSpec::Kind::kAddress) {
     const MapEntry* m = FindMapping(maps, spec.address);
     if (m == nullptr || !m->exec)
-      return MakeError(Errc::kInvalidArgument, spec.option + " " + Hex(spec.address) +
+      return MakeError(Errc::kInvalidArgument, spec.option + " " + HexAddress(spec.address) +
                                                    " is not inside an executable mapping of the "
                                                    "target");
-    return ResolvedTrigger{spec.address, Hex(spec.address) + " in " + m->path};
+    return ResolvedTrigger{spec.address, HexAddress(spec.address) + " in " + m->path};
   }
   auto wanted = [&](const std::string& path) {
     if (spec.module.empty()) return true;

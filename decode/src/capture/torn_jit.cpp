@@ -2,16 +2,13 @@
 
 #include <cstdio>
 
+#include "ptscope/format.h"
 #include "ptscope/torn_jitdump.h"
 
 namespace ptscope::decode {
 namespace {
 
-std::string Hex(uint64_t value) {
-  char text[24];
-  std::snprintf(text, sizeof text, "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
+using ::ptscope::format::HexAddress;
 
 }  // namespace
 
@@ -27,7 +24,7 @@ std::vector<std::string> TornJitNotes(const format::Archive& archive,
     for (const format::TornJitCode& code : t.code) {
       for (uint64_t ip : missing_code_ips) {
         if (ip < code.address || ip - code.address >= code.size) continue;
-        ran += (ran.empty() ? "" : ", ") + code.name + " at " + Hex(code.address);
+        ran += (ran.empty() ? "" : ", ") + code.name + " at " + HexAddress(code.address);
         break;
       }
     }

@@ -397,5 +397,7 @@ Result<std::vector<uint8_t>> LoadBlobData(const Archive& archive, size_t index);
 // Lowercase hex of a build id (or any bytes), and back.
 std::string ToHex(const std::vector<uint8_t>& bytes);
 std::optional<std::vector<uint8_t>> FromHex(std::string_view hex);
+// An address or offset as messages print it: "0x1f". (One spelling for every library.)
+std::string HexAddress(uint64_t value);
 
 }  // namespace ptscope::format

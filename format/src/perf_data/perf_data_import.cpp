@@ -12,6 +12,7 @@
 
 #include "../byte_io.h"
 #include "perf_data_parse.h"
+#include "ptscope/format.h"
 #include "ptscope/pt_chunks.h"
 #include "ptscope/perf_data.h"
 
@@ -27,11 +28,7 @@ uint64_t Priv(const ParsedPerfData& p, int index) {
   return static_cast<size_t>(index) < p.priv.size() ? p.priv[index] : 0;
 }
 
-std::string Hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
+using ::ptscope::format::HexAddress;
 
 // Trailer field of a verbatim kernel record, if the layout has it and the record holds it.
 std::optional<uint64_t> TrailerField(std::span<const uint8_t> rec, const TrailerLayout& t, int at) {
@@ -132,7 +129,7 @@ class Importer {
     uint64_t c = pt.config;
     auto bit = [&](uint64_t mask) { return std::string((c & mask) ? "1" : "0"); };
     auto field = [&](uint64_t mask) { return (c & mask) >> std::countr_zero(mask); };
-    Put("pt.config", Hex(c));
+    Put("pt.config", HexAddress(c));
     Put("pt.tsc", bit(Priv(p_, kPrivTscBit) ? Priv(p_, kPrivTscBit) : kCfgTsc));
     Put("pt.mtc", bit(Priv(p_, kPrivMtcBit) ? Priv(p_, kPrivMtcBit) : kCfgMtc));
     Put("pt.mtc_period", std::to_string(field(kCfgMtcPeriodMask)));
