@@ -60,13 +60,28 @@ Result<ElfInfo> ReadElfInfo(const std::string& path) {
     return Unexpected(Errc::kBadMagic, path + ": not a 64-bit little-endian ELF file");
   }
   ElfInfo info;
-  llvm::ArrayRef<uint8_t> build_id = llvm::object::getBuildID(elf);
-  info.build_id.assign(build_id.begin(), build_id.end());
   auto headers = elf->getELFFile().program_headers();
   if (!headers) {
     return Unexpected(Errc::kCorrupt,
                       path + ": bad program headers (" + ErrorText(headers.takeError()) + ")");
   }
+  // LLVM's note reader checks p_offset + p_filesz against the file size, a sum a damaged header
+  // can wrap (the elf fuzz target crashed getBuildID so): each note segment is checked here first.
+  const uint64_t file_size = elf->getData().size();
+  for (size_t index = 0; index != headers->size(); ++index) {
+    const auto& phdr = (*headers)[index];
+    if (phdr.p_type == llvm::ELF::PT_NOTE &&
+        (phdr.p_offset > file_size || phdr.p_filesz > file_size - phdr.p_offset)) {
+      return Unexpected(Errc::kCorrupt, path + ": note segment (program header " +
+                                            std::to_string(index) + ") at offset " +
+                                            std::to_string(phdr.p_offset) + ", " +
+                                            std::to_string(phdr.p_filesz) +
+                                            " bytes, lies beyond the " +
+                                            std::to_string(file_size) + "-byte file");
+    }
+  }
+  llvm::ArrayRef<uint8_t> build_id = llvm::object::getBuildID(elf);
+  info.build_id.assign(build_id.begin(), build_id.end());
   for (const auto& phdr : *headers) {
     if (phdr.p_type != llvm::ELF::PT_LOAD) continue;
     info.segments.push_back(LoadSegment{phdr.p_vaddr, phdr.p_memsz, phdr.p_offset, phdr.p_filesz,
