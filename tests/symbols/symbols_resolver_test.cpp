@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "ptscope/symbols.h"
 
@@ -75,6 +76,50 @@ TEST_CASE("ELF facts of the test binary match readelf") {
   CHECK(elf->has_debug_info);
   CHECK_FALSE(elf->code_is_nobits);
   CHECK(ReadElfInfo("/etc/passwd").error().code == Errc::kBadMagic);
+}
+
+TEST_CASE("ELF facts: a note segment whose size wraps past the file is refused by name") {
+  // The elf fuzz target's input: LLVM's getBuildID bound check (p_offset + p_filesz) wrapped and
+  // it read far outside the file. Here: the test binary with its first PT_NOTE's p_filesz patched.
+  std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
+  REQUIRE(!prog.empty());
+  std::vector<uint8_t> bytes;
+  {
+    FILE* in = std::fopen(prog.c_str(), "rb");
+    REQUIRE(in != nullptr);
+    uint8_t buffer[65536];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof buffer, in)) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
+    std::fclose(in);
+  }
+  auto le = [&](uint64_t at, int width) {
+    uint64_t v = 0;
+    for (int b = 0; b < width; ++b) v |= static_cast<uint64_t>(bytes[at + b]) << (8 * b);
+    return v;
+  };
+  const uint64_t phoff = le(32, 8), phnum = le(56, 2);
+  uint64_t index = phnum;
+  for (uint64_t i = 0; i < phnum && index == phnum; ++i)
+    if (le(phoff + i * 56, 4) == 4) index = i;  // PT_NOTE
+  REQUIRE(index < phnum);
+  const uint64_t header = phoff + index * 56, offset = le(header + 8, 8);
+  const uint64_t wrapping = ~uint64_t{0} - 73;  // offset + size wraps to below the file size
+  for (int b = 0; b < 8; ++b) bytes[header + 32 + b] = static_cast<uint8_t>(wrapping >> (8 * b));
+  TempDir dir;
+  const std::string damaged = (dir.path / "note-wraps").string();
+  {
+    FILE* out = std::fopen(damaged.c_str(), "wb");
+    REQUIRE(out != nullptr);
+    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), out) == bytes.size());
+    std::fclose(out);
+  }
+  Result<ElfInfo> elf = ReadElfInfo(damaged);
+  REQUIRE(!elf.has_value());
+  CHECK(elf.error().code == Errc::kCorrupt);
+  CHECK(elf.error().message == damaged + ": note segment (program header " + std::to_string(index) +
+                                   ") at offset " + std::to_string(offset) + ", " +
+                                   std::to_string(wrapping) + " bytes, lies beyond the " +
+                                   std::to_string(bytes.size()) + "-byte file");
 }
 
 // zlib's CRC-32 of a file, computed by python (the oracle), as "0x%08x".
