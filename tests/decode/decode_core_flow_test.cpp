@@ -64,13 +64,18 @@ std::string Describe(const UnitEvents& unit) {
 
 // Decodes `trace` over `code` mapped at kBase for pid 1 with libipt's block decoder, or with
 // QueryWalker when `walker` is given; *refused says whether the walker refused the trace. With
-// `gap_texts`, each gap's text and the unit's missing-code addresses follow the events.
+// `gap_texts`, each gap's text and the unit's missing-code addresses follow the events. With
+// `later_mapping_ns`, the same code is also mapped at kLaterBase from that time on (a second
+// image epoch, nothing else changes).
+constexpr uint64_t kLaterBase = 0x3000;
 std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint8_t>& code,
-                       WalkerCache* walker, bool* refused, bool gap_texts = false) {
+                       WalkerCache* walker, bool* refused, bool gap_texts = false,
+                       uint64_t later_mapping_ns = 0) {
   CodeFile file(code);
   symbols::AddressSpace space;
   uint32_t module = space.InternModule(file.path(), {});
   space.Map(1, 0, kBase, code.size(), 0, module);
+  if (later_mapping_ns != 0) space.Map(1, later_mapping_ns, kLaterBase, code.size(), 0, module);
   symbols::ModuleResolver resolver({});
   CodeImages images(space, resolver);
   images.Prepare({1});
@@ -99,11 +104,12 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
 // decoded with QueryWalker, which must give exactly the same events (all of these traces are
 // 64-bit code and events it models: it must not refuse them).
 std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode(),
-                   bool gap_texts = false) {
+                   bool gap_texts = false, uint64_t later_mapping_ns = 0) {
   bool refused = false;
-  const std::string libipt = DecodeWith(trace, code, nullptr, &refused, gap_texts);
+  const std::string libipt =
+      DecodeWith(trace, code, nullptr, &refused, gap_texts, later_mapping_ns);
   WalkerCache cache;
-  const std::string walker = DecodeWith(trace, code, &cache, &refused, gap_texts);
+  const std::string walker = DecodeWith(trace, code, &cache, &refused, gap_texts, later_mapping_ns);
   CHECK_FALSE(refused);
   CHECK(walker == libipt);
   return libipt;
@@ -350,6 +356,31 @@ TEST_CASE("a continuing unit states its first block's inlined depth; a first uni
       "end 0x1021->0x0 t=1008 n=0\n";
   CHECK(decode(1, false) == depth1);
   CHECK(decode(1, true) == depth1);
+}
+
+// Issue 24 (decode fuzz target, sideband mutants of the input above whose mappings start a few ns
+// later): the same run off the mapping's end, after an image epoch change. QueryWalker::CodeChanged
+// forgot only the end of the section it had looked up last, so for addresses above its start the
+// walker took the stale section as current without a look-up: every run went the slow way, and
+// ProceedNoEventSlow saw the block as outside any section and failed with its instructions in
+// the block (no address named) where libipt's pt_blk_proceed_no_event found the section in the
+// new image and ended the block at its end.
+TEST_CASE("code that runs off its mapping's end after an image epoch change: the gap names it") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);  // jmp *%rax: the walker looks up the section at 0x1000
+  pt.Cyc(6);             // t=1006: a mapping made at t=1005 starts a new epoch
+  pt.Ip(ppt_tip, 0x1030);
+  pt.Tnt({true});  // as above: nothing reaches it, no event is pending at the mapping's end
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true, /*later_mapping_ns=*/1005) ==
+        "jump 0x1025->0x1030 t=1006 n=1\n"
+        "gap 0x0->0x0 cause=missing code t=1102 n=16\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: no code bytes for 0x1040 (module not found or not mapped)\n"
+        "missing code at 0x1040\n");
 }
 
 // A call's length comes from a table keyed by (pid, address) that the decoders of one worker

@@ -122,8 +122,11 @@ class QueryWalker {
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
   int GetSyncOffset(uint64_t* offset) const;
-  // The code changed its epoch (another image): forget which section was looked up last.
-  void CodeChanged() { last_section_end_ = 0; }
+  // The code changed its epoch (another image): forget which section was looked up last. Both
+  // bounds: the range checks are unsigned (ip - begin < end - begin), so [begin, 0) would hold
+  // every address from begin up, with no look-up in the new image (and ProceedNoEventSlow would
+  // take the run as outside any section, unlike libipt's pt_blk_proceed_no_event).
+  void CodeChanged() { last_section_begin_ = last_section_end_ = 0; }
 
  private:
   using Run = WalkerRun;
