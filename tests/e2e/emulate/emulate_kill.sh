@@ -27,9 +27,10 @@
 # `pt-archive verify` (exit 0 or 3: a torn last chunk at most); libipt decodes every thread to
 # the start of its ground truth (emulate_verify --prefix); pt-decode exits 0 or 3 within 120 s
 # (never a crash or a hang; 1 only while no PT has been written: nothing to decode), without a
-# gap for missing code. The instructions pt-decode
-# decodes never shrink from one instant to the next, every capture instant but the first decodes
-# some, and none decodes more than the complete run.
+# gap for missing code. The instructions pt-decode decodes never shrink from one start-up or
+# capture instant to the next, nor below the last capture instant's at a flush or closing instant
+# (those are in no order among themselves), every capture instant but the first decodes some,
+# and none decodes more than the complete run.
 #
 # pt-record is not killed here (it needs Intel PT, which CI hosts lack); it writes through the
 # same CaptureWriter and chunk order (record/src/capture_session), whose write order the
@@ -60,6 +61,11 @@ start() {
 }
 size() { stat -c %s "$tmp/k.ptar" 2>/dev/null || echo 0; }
 truth() { stat -c %s "$tmp/k.gt" 2>/dev/null || echo 0; }
+held_in_fdatasync() {
+  [ "$(cut -d' ' -f1 "/proc/$emulator/syscall" 2>/dev/null)" = 75 ] &&
+    grep -q '^State:.*(tracing stop)' "/proc/$emulator/status" 2>/dev/null
+}
+ends_complete() { timeout 60 "$archive" verify "$tmp/k.ptar" > /dev/null 2>&1; }
 alive() { kill -0 "$emulator" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$emulator/status"; }
 
 # Decodes the archive as it is: prints the instructions pt-decode decoded ("none" for no archive).
@@ -124,8 +130,10 @@ for entry in "${instants[@]}"; do
       while alive && [ -z "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
       while alive && [ -n "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
       [ "$at" = 0 ] || sleep "$at" ;;
-    closing)  # until pt-emulate waits at the entry of its n-th fdatasync (x86-64 syscall 75)
-      while alive && [ "$(cut -d' ' -f1 "/proc/$emulator/syscall" 2>/dev/null)" != 75 ]; do
+    closing)  # until pt-emulate is held at the entry of its n-th fdatasync (x86-64 syscall 75,
+      # in a tracing stop); before the second, the End chunk must be in the file (the first,
+      # not held, may take a while on a loaded disk and is also syscall 75)
+      until ! alive || { held_in_fdatasync && { [ "$at" = 1 ] || ends_complete; }; }; do
         sleep 0.005
       done
       alive || fail "instant $index: pt-emulate ended without reaching fdatasync $at" ;;
@@ -150,6 +158,9 @@ for entry in "${instants[@]}"; do
   n=${result%% *}
   [ "$n" = none ] && n=0
   echo "$instant, pt-emulate $state: $result"
+  # In order of the capture's progress only up to the last capture instant: the flush and
+  # closing instants are times after the program is gone, in no order among themselves (under
+  # load, "2 ms after" may come before pt-emulate's last PT chunk, where "at once" found it done).
   [ "$n" -ge "$previous" ] || fail "$instant: $n instructions, fewer than the $previous at the instant before"
   [ "$n" -le "$full_n" ] || fail "$instant: $n instructions, more than the complete run's $full_n"
   [ "$kind" = capture ] && [ "$index" -gt 4 ] && [ "$n" -eq 0 ] && fail "$instant: nothing decodes"
@@ -160,7 +171,9 @@ for entry in "${instants[@]}"; do
     want=$([ "$at" = 1 ] && echo 3 || echo 0)  # no End chunk before the first sync: partial
     [[ "$result" == *"pt-decode exit $want "* ]] || fail "$instant: pt-decode should exit $want: $result"
   fi
-  previous=$n
-  previous_size=$(truth)
+  if [ "$kind" != flush ] && [ "$kind" != closing ]; then
+    previous=$n
+    previous_size=$(truth)
+  fi
 done
 echo PASS
