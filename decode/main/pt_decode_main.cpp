@@ -183,6 +183,18 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
                                 : "");
   }
   for (const std::string& note : s.notes) std::fprintf(stderr, "  note: %s\n", note.c_str());
+  const auto& units = s.stack_units;
+  if (units.reconciled + units.replayed != 0) {  // --jobs > 1: how the workers' stacks fared
+    std::fprintf(stderr,
+                 "  stack tracking per unit: %llu units reconciled from the workers, %llu "
+                 "with a wrong guess, %llu tracked at the join only; %llu events copied, %llu "
+                 "tracked at the join\n",
+                 static_cast<unsigned long long>(units.reconciled),
+                 static_cast<unsigned long long>(units.replayed),
+                 static_cast<unsigned long long>(units.serial),
+                 static_cast<unsigned long long>(units.copied_events),
+                 static_cast<unsigned long long>(units.joined_events));
+  }
   std::fprintf(stderr, "  wrote %s (%s)\n", s.output_path.c_str(),
                ptscope::decode::OutputFormatName(format));
   if (format == OutputFormat::kPerfetto) {

@@ -175,6 +175,14 @@ struct DecodeSummary {
   DecodeStats stats;                      // data loss and reconstruction counts
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  // Per-thread decode units by how their stack was tracked (--jobs > 1): from a worker's
+  // speculation reconciled whole, with a wrong guess (the join tracked events until its stack
+  // and the worker's agreed again), or at the join only; and their events copied from the
+  // workers or run at the join. Not part of any output (it depends on --jobs).
+  struct StackUnits {
+    uint64_t reconciled = 0, replayed = 0, serial = 0;
+    uint64_t copied_events = 0, joined_events = 0;
+  } stack_units;
   std::vector<ThreadCount> per_thread;    // every thread decoded
   std::string output_path;
 };

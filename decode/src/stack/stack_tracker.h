@@ -62,6 +62,7 @@
 #include <deque>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "events.h"
@@ -154,10 +155,14 @@ class StackTracker {
   // is the unit's first event's count as delivered (with the instructions the join carried into
   // it). The event times must be those the worker saw (ThreadFeed checks: no clamp across units).
   // The result is exactly OnEvent's; where the speculation's assumption about the incoming stack
-  // fails, the rest of the unit goes through OnEvent. EndAdopt: whether all of it was adopted.
+  // fails, the unit goes through OnEvent until a touch leaves the frames the worker has.
+  // EndAdopt: whether no assumption failed.
   void BeginAdopt(const Speculation& spec, uint64_t first_insn_count);
   void AdoptEvent(const FlowEvent& e, size_t index);
   bool EndAdopt();
+  // Events of reconciled units copied from the workers, and those run here (touches, and the
+  // events after a wrong guess until the join's stack and the worker's agree again).
+  std::pair<uint64_t, uint64_t> adopted_events() const { return adopted_events_; }
 
  private:
   // Buffered as the sink takes it (instructions = position_ when the record was made), so that
@@ -288,11 +293,14 @@ class StackTracker {
   // Reconciliation (the join's tracker): the unit's frames are not in stack_ between touches
   // (adopted_open_ of them: Flush counts them as open).
   const Speculation* adopting_ = nullptr;
+  bool in_sync_ = false;      // the join's stack ends with the worker's frames (copying is right)
+  bool adopt_failed_ = false;  // a touch left other frames than the worker's
   size_t adopted_open_ = 0;
   size_t adopted_records_ = 0;     // the unit's records adopted so far
   size_t adopted_touches_ = 0;     // touches run so far (their stats added)
   int64_t adopted_position_delta_ = 0;  // the join's position_ minus the worker's
   DecodeStats adopted_stats_;      // the speculation's counts added so far
+  std::pair<uint64_t, uint64_t> adopted_events_{};  // units' events copied, and run here
 
   // Emission state (after the buffer): emitted depth and folding.
   uint32_t emitted_depth_ = 0;

@@ -105,6 +105,8 @@ void StackTracker::Speculate(std::span<const FlowEvent> events, Speculation& out
 
 void StackTracker::BeginAdopt(const Speculation& spec, uint64_t first_insn_count) {
   adopting_ = &spec;
+  in_sync_ = true;
+  adopt_failed_ = false;
   adopted_open_ = 0;
   adopted_records_ = 0;
   adopted_stats_ = {};
@@ -128,22 +130,36 @@ void StackTracker::AdoptEvent(const FlowEvent& e, size_t index) {
   const Speculation::Event& se = spec.events[index];
   if (se.touch != UINT32_MAX) {
     const Speculation::Touch& touch = spec.touches[se.touch];
-    AddAdoptedStats(touch.stats);
-    const Frame* before = spec.frames.data() + touch.before_first;
-    stack_.insert(stack_.end(), before, before + touch.before_count);
-    adopted_open_ = 0;
+    if (in_sync_) {  // the unit's frames back on the stack, and the counts of the events copied
+      AddAdoptedStats(touch.stats);
+      const Frame* before = spec.frames.data() + touch.before_first;
+      stack_.insert(stack_.end(), before, before + touch.before_count);
+      adopted_open_ = 0;
+    }
+    ++adopted_events_.second;
     OnEvent(e);
-    adopted_records_ = se.records_end;
+    // Whether the unit's frames it left are the worker's. If not, the worker's guess about the
+    // incoming stack was wrong: OnEvent until a touch leaves the frames the worker has (at the
+    // latest one that leaves none of the unit's: then the worker has none either).
     const Frame* after = spec.frames.data() + touch.after_first;
-    if (stack_.size() < touch.after_count ||
-        !std::equal(after, after + touch.after_count, stack_.end() - touch.after_count)) {
-      adopting_ = nullptr;  // the guess about the incoming stack was wrong: OnEvent from here
+    in_sync_ = stack_.size() >= touch.after_count &&
+               std::equal(after, after + touch.after_count, stack_.end() - touch.after_count);
+    if (!in_sync_) {
+      adopt_failed_ = true;
       return;
     }
     stack_.resize(stack_.size() - touch.after_count);
     adopted_open_ = touch.after_count;
+    adopted_records_ = se.records_end;
+    adopted_stats_ = touch.stats;  // the counts of the events before it are in stats_
     return;
   }
+  if (!in_sync_) {
+    OnEvent(e);
+    ++adopted_events_.second;
+    return;
+  }
+  ++adopted_events_.first;
   // OnEvent's bookkeeping (the times are those the worker saw, never clamped here), then the
   // worker's records.
   position_ += e.insn_count;
@@ -173,11 +189,13 @@ void StackTracker::AdoptEvent(const FlowEvent& e, size_t index) {
 bool StackTracker::EndAdopt() {
   if (adopting_ == nullptr) return false;
   const Speculation& spec = *adopting_;
-  AddAdoptedStats(spec.stats);
-  stack_.insert(stack_.end(), spec.final_frames.begin(), spec.final_frames.end());
+  if (in_sync_) {
+    AddAdoptedStats(spec.stats);
+    stack_.insert(stack_.end(), spec.final_frames.begin(), spec.final_frames.end());
+  }
   adopted_open_ = 0;
   adopting_ = nullptr;
-  return true;
+  return !adopt_failed_;
 }
 
 }  // namespace ptscope::decode
