@@ -84,6 +84,7 @@ void QueryWalker::Reset() {
   mode_ = ptem_unknown;
   std::memset(&event_, 0, sizeof event_);
   return_top_ = return_bottom_ = 0;
+  time_offset_ = kNoTimeOffset;
 }
 
 int QueryWalker::SyncForward() {
@@ -111,15 +112,10 @@ int QueryWalker::GetSyncOffset(uint64_t* offset) const {
   return pt_qry_get_sync_offset(query_, offset);
 }
 
-int QueryWalker::Status(int flags) const {
-  if (!enabled_) flags |= pts_ip_suppressed;
-  if ((status_ & pts_eos) != 0 && !process_event_) flags |= pts_eos;
-  return flags;
-}
-
 int QueryWalker::FetchEvent() {
   if (process_event_) return 1;
   if ((status_ & pts_event_pending) == 0) return 0;
+  time_offset_ = kNoTimeOffset;  // (pt_qry_event sets the time without moving on, see Tick)
   const int status = pt_qry_event(query_, &event_, sizeof event_);
   if (status < 0) return status;
   process_event_ = true;
@@ -136,15 +132,17 @@ int QueryWalker::Next(pt_block* block) {
 }
 
 int QueryWalker::Proceed(pt_block* block) {
-  const int fetched = FetchEvent();
-  if (fetched != 0) return fetched < 0 ? fetched : ProceedEvent(block);
+  if (EventAhead()) [[unlikely]] {
+    const int fetched = FetchEvent();
+    if (fetched != 0) return fetched < 0 ? fetched : ProceedEvent(block);
+  }
   if (!enabled_) return (status_ & pts_eos) != 0 ? -pte_eos : -pte_no_enable;
   const int status = ProceedNoEvent(block);
   if (status != 0) return status;
   return ProceedTrailingEvent();
 }
 
-const QueryWalker::Run& QueryWalker::RunAt(uint64_t ip) {
+const QueryWalker::Run& QueryWalker::RunAtSlow(uint64_t ip) {
   if (ip - last_section_begin_ >= last_section_end_ - last_section_begin_) {
     int isid = 0;
     uint64_t begin = 0, end = 0;
@@ -404,12 +402,18 @@ int QueryWalker::IndirectBranch(uint64_t* ip) {
   return tick < 0 ? tick : status;
 }
 
-int QueryWalker::Tick(uint64_t ip) {
-  if (!enabled_) return -pte_internal;
-  if (process_event_) return 0;  // the event in process has a time of its own
-  uint64_t tsc = 0;
-  uint32_t lost_mtc = 0, lost_cyc = 0;
-  const int status = pt_qry_time(query_, &tsc, &lost_mtc, &lost_cyc);
+int QueryWalker::TickSlow(uint64_t ip) {
+  uint64_t offset = 0;
+  if (pt_qry_get_offset(query_, &offset) < 0) offset = kNoTimeOffset;
+  if (offset != time_offset_ || offset == kNoTimeOffset) {
+    time_tsc_ = 0;
+    time_lost_mtc_ = time_lost_cyc_ = 0;
+    time_status_ = pt_qry_time(query_, &time_tsc_, &time_lost_mtc_, &time_lost_cyc_);
+    time_offset_ = offset;
+  }
+  const int status = time_status_;
+  const uint64_t tsc = time_tsc_;
+  const uint32_t lost_mtc = time_lost_mtc_, lost_cyc = time_lost_cyc_;
   if (status < 0 && status != -pte_no_time) return status;
   if (tsc == event_.tsc) return 0;
   std::memset(&event_, 0, sizeof event_);
@@ -477,7 +481,7 @@ int QueryWalker::ProceedEvent(pt_block* block) {
   return Status(pts_event_pending);
 }
 
-int QueryWalker::ProceedTrailingEvent() {
+int QueryWalker::ProceedTrailingEventSlow() {
   const int fetched = FetchEvent();
   if (fetched <= 0) return fetched < 0 ? fetched : Status(0);
   switch (event_.type) {

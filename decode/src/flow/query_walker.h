@@ -129,20 +129,39 @@ class QueryWalker {
   using Run = WalkerRun;
   using Insn = WalkerInsn;
 
-  const Run& RunAt(uint64_t ip);
+  // The run at `ip`: a cached run of the current section in one hash probe, inlined into the
+  // block loop (the call and its register saves cost more than the probe); RunAtSlow otherwise.
+  [[gnu::always_inline]] const Run& RunAt(uint64_t ip) {
+    if (ip - last_section_begin_ < last_section_end_ - last_section_begin_) [[likely]] {
+      if (const Run* run = cache_->runs.Find(WalkerCache::Key{ip, last_isid_})) return *run;
+    }
+    return RunAtSlow(ip);
+  }
+  const Run& RunAtSlow(uint64_t ip);
   // Decodes the run at `ip`, its instructions with DecodeInsn, or with CachedInsn when `cached`.
   Run DecodeRun(uint64_t ip, bool cached = false);
   int DecodeInsn(uint64_t ip, Insn* insn);
   int CachedInsn(uint64_t ip, Insn* insn);  // DecodeInsn, remembered when it succeeds
   void Reset();
   int Start(int status);
-  int Status(int flags) const;
+  int Status(int flags) const {
+    if (!enabled_) flags |= pts_ip_suppressed;
+    if ((status_ & pts_eos) != 0 && !process_event_) flags |= pts_eos;
+    return flags;
+  }
+  // Whether an event is in process or libipt has one pending (FetchEvent has work to do).
+  bool EventAhead() const { return process_event_ || (status_ & pts_event_pending) != 0; }
   int FetchEvent();
   int Proceed(pt_block* block);
   int ProceedNoEvent(pt_block* block);
   int ProceedNoEventSlow(pt_block* block);  // instruction by instruction
   int ProceedEvent(pt_block* block);
-  int ProceedTrailingEvent();
+  // After a block: the event that binds to where it stopped, if any. Nearly every block has
+  // none, which costs two tests here instead of a call.
+  [[gnu::always_inline]] int ProceedTrailingEvent() {
+    return EventAhead() ? ProceedTrailingEventSlow() : Status(0);
+  }
+  int ProceedTrailingEventSlow();
   // Adds the instruction at ip_ to `block` (0: it does not fit, or another section).
   int ProceedOneInsn(pt_block* block, Insn* insn);
   // Proceeds without trace until ip_ == ip (1), a block end (0) or an instruction that needs
@@ -154,7 +173,19 @@ class QueryWalker {
   int ProceedWithTrace(const Insn& insn);
   int CondBranch(int* taken);
   int IndirectBranch(uint64_t* ip);
-  int Tick(uint64_t ip);
+  // After a TNT or TIP: a tick event when the time moved. Nearly always it did not, and the
+  // trace offset says so (see time_offset_); TickSlow asks libipt otherwise.
+  [[gnu::always_inline]] int Tick(uint64_t ip) {
+    if (!enabled_) return -pte_internal;
+    if (process_event_) return 0;  // the event in process has a time of its own
+    uint64_t offset = 0;
+    if (pt_qry_get_offset(query_, &offset) >= 0 && offset == time_offset_ &&
+        (time_status_ >= 0 || time_status_ == -pte_no_time) && time_tsc_ == event_.tsc) {
+      return 0;
+    }
+    return TickSlow(ip);
+  }
+  int TickSlow(uint64_t ip);
   void PushReturn(uint64_t ip);
   int PopReturn(uint64_t* ip);
 
@@ -170,6 +201,17 @@ class QueryWalker {
   bool skl014_ = false;  // (with address filtering only)
   pt_exec_mode mode_ = ptem_unknown;
   pt_event event_{};
+  // pt_qry_time's last answer, and the trace offset it was given at (kNoTimeOffset: none). In
+  // libipt 2.0.5 the time it reports (the query decoder's last_time) changes only in
+  // pt_qry_cond_branch and pt_qry_indirect_branch after they decoded a packet, so at a new
+  // offset, and in pt_qry_event and the syncs, after which the answer is dropped. At an
+  // unchanged offset the answer still holds: most branches take their bit from a cached TNT
+  // packet, and one offset look-up is cheaper than the time query it replaces.
+  static constexpr uint64_t kNoTimeOffset = ~uint64_t{0};
+  uint64_t time_offset_ = kNoTimeOffset;
+  int time_status_ = 0;
+  uint64_t time_tsc_ = 0;
+  uint32_t time_lost_mtc_ = 0, time_lost_cyc_ = 0;
   // libipt's return stack: 64 entries in a ring of 65, the oldest overwritten.
   static constexpr unsigned kReturnSlots = 65;
   uint64_t returns_[kReturnSlots] = {};

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 24: pt-emulate killed (SIGKILL: nothing it can catch) at 15 instants across one capture
+# Issue 24: pt-emulate killed (SIGKILL: nothing it can catch) at 17 instants across one capture
 # leaves an archive whose every complete chunk reads back and decodes up to the kill: what maps
 # the code is always written before the PT that needs it, and PT, ground truth, time sync pairs
 # and sideband are handed to the kernel as tracing goes.
@@ -15,6 +15,14 @@
 #                 archive's size: how many chunks the PT is flushed in depends on the load.)
 #   final flush:  as soon as the traced program is gone (pt-emulate writing its tail), and 2 ms
 #                 after.
+#   closing:      inside ArchiveWriter::Close, whose only fdatasync calls are the ones pt-emulate
+#                 makes (one before the End chunk, one after). pt-emulate runs under strace, which
+#                 holds the n-th fdatasync at its entry for 30 s (-e inject=...:delay_enter); the
+#                 kill lands while /proc/PID/syscall shows it waiting there (75, fdatasync). Every
+#                 chunk of the capture is written by then, so the decode must be the complete
+#                 run's, instruction for instruction: exit 3 without the End chunk (first sync),
+#                 exit 0 with it (second sync: the End chunk is written, only not yet synced).
+#                 The polled instants above rarely hit this tail, which takes well under 1 ms.
 # At each: the archive, when one exists (only a start-up kill may leave none), reads with
 # `pt-archive verify` (exit 0 or 3: a torn last chunk at most); libipt decodes every thread to
 # the start of its ground truth (emulate_verify --prefix); pt-decode exits 0 or 3 within 120 s
@@ -37,9 +45,18 @@ setarch -R true || fail "setarch -R (address randomization off) does not work he
 
 start() {
   rm -f "$tmp/k.ptar" "$tmp/k.gt"
-  setarch -R "$emulate" --full --start-at main -o "$tmp/k.ptar" --ground-truth "$tmp/k.gt" -- \
+  local held=()
+  [ $# -eq 1 ] && held=(strace -o /dev/null -e trace=fdatasync
+                        -e "inject=fdatasync:delay_enter=30000000:when=$1")
+  "${held[@]}" setarch -R "$emulate" --full --start-at main -o "$tmp/k.ptar" --ground-truth "$tmp/k.gt" -- \
     "$target" "$iterations" 2> "$tmp/emulate.err" &
-  emulator=$!
+  emulator=$! launched=$!
+  if [ $# -eq 1 ]; then  # strace runs setarch, which execs pt-emulate: strace's only child
+    local child=
+    for _ in $(seq 500); do child=$(pgrep -P "$emulator") && break; sleep 0.01; done
+    [ -n "$child" ] || fail "strace started no pt-emulate"
+    emulator=$child
+  fi
 }
 size() { stat -c %s "$tmp/k.ptar" 2>/dev/null || echo 0; }
 truth() { stat -c %s "$tmp/k.gt" 2>/dev/null || echo 0; }
@@ -92,12 +109,12 @@ echo "complete run: $full"
 
 instants=("start-up 0" "start-up 0.005" "start-up 0.03")
 for k in 1 2 3 4 5 6 7 8 9 10; do instants+=("capture $((final * k / 11))"); done
-instants+=("flush 0" "flush 0.002")
+instants+=("flush 0" "flush 0.002" "closing 1" "closing 2")
 previous=0 previous_size=0 index=0
 for entry in "${instants[@]}"; do
   kind=${entry% *} at=${entry#* }
   index=$((index + 1))
-  start
+  if [ "$kind" = closing ]; then start "$at"; else start; fi
   case $kind in
     start-up) [ "$at" = 0 ] || sleep "$at" ;;
     capture)
@@ -107,10 +124,15 @@ for entry in "${instants[@]}"; do
       while alive && [ -z "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
       while alive && [ -n "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
       [ "$at" = 0 ] || sleep "$at" ;;
+    closing)  # until pt-emulate waits at the entry of its n-th fdatasync (x86-64 syscall 75)
+      while alive && [ "$(cut -d' ' -f1 "/proc/$emulator/syscall" 2>/dev/null)" != 75 ]; do
+        sleep 0.005
+      done
+      alive || fail "instant $index: pt-emulate ended without reaching fdatasync $at" ;;
   esac
   if alive; then state=killed; else state="had ended (exit status below)"; fi
   kill -KILL "$emulator" 2>/dev/null
-  wait "$emulator" 2>/dev/null
+  wait "$launched" 2>/dev/null
   rc=$?
   # Nothing of the capture may outlive pt-emulate: a child killed in its start-up window used
   # to stay stopped before exec for good (its command line still pt-emulate's), holding this
@@ -131,6 +153,13 @@ for entry in "${instants[@]}"; do
   [ "$n" -ge "$previous" ] || fail "$instant: $n instructions, fewer than the $previous at the instant before"
   [ "$n" -le "$full_n" ] || fail "$instant: $n instructions, more than the complete run's $full_n"
   [ "$kind" = capture ] && [ "$index" -gt 4 ] && [ "$n" -eq 0 ] && fail "$instant: nothing decodes"
+  if [ "$kind" = closing ]; then
+    [ "$state" = killed ] || fail "$instant: pt-emulate was not held in fdatasync $at"
+    [ "$n" -eq "$full_n" ] ||
+      fail "$instant: killed with every chunk written, yet $n instructions of the complete $full_n"
+    want=$([ "$at" = 1 ] && echo 3 || echo 0)  # no End chunk before the first sync: partial
+    [[ "$result" == *"pt-decode exit $want "* ]] || fail "$instant: pt-decode should exit $want: $result"
+  fi
   previous=$n
   previous_size=$(truth)
 done
