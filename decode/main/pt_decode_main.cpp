@@ -58,6 +58,7 @@ struct Options {
   bool summary = false;
   bool list_modules = false;
   bool libipt_blocks = false;
+  bool stack_per_unit = false;
   std::vector<std::string> threads;  // --threads values, each a comma-separated list
   std::string time_range;
   // Parsed from the above.
@@ -305,6 +306,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   pipeline.jobs = options.jobs;
   pipeline.unit_bytes = options.unit_bytes;
   pipeline.walker = !options.libipt_blocks;
+  pipeline.stack_per_unit = options.stack_per_unit;
   pipeline.format = format;
   pipeline.output_path = output;
   pipeline.summary_json_path = options.summary_json;
@@ -390,7 +392,10 @@ int main(int argc, char** argv) {
   po::options_description hidden;
   hidden.add_options()("input", po::value(&options.inputs))
       // Bytes of PT per decode unit: tests use tiny units to check that joins are exact.
-      ("unit-bytes", po::value(&options.unit_bytes_text));
+      ("unit-bytes", po::value(&options.unit_bytes_text))
+      // Stack tracking per decode unit on the workers, reconciled at the join (off by default:
+      // it costs more than it saves so far, see PipelineOptions::stack_per_unit).
+      ("stack-per-unit", po::bool_switch(&options.stack_per_unit));
   po::options_description all;
   all.add(visible).add(hidden);
   po::positional_options_description positional;

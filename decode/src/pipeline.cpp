@@ -115,7 +115,8 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   const FeedSinks sinks{output.sink(), summary_output ? &summary_output->sink() : nullptr};
   const unsigned jobs = static_cast<unsigned>(images.size());
   ThreadAssembler assembler(archive, view.setup, view.timeline, view.streams, namer, sinks,
-                            options.threads, summary, jobs, UnitsInFlight(jobs));
+                            options.threads, summary, options.stack_per_unit ? jobs : 1,
+                            UnitsInFlight(jobs));
   const DecodedUnits decoded = DecodeUnits(
       view, window, archive.path, images, &namer, options,
       [&](size_t index, const WorkUnit& work, UnitEvents& events) {

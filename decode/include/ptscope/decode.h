@@ -45,6 +45,10 @@ struct PipelineOptions {
   // Walk code with QueryWalker (libipt's query decoder and our own instruction walk) instead of
   // libipt's block decoder; the output is the same.
   bool walker = true;
+  // With jobs > 1: per-thread units' stacks tracked on the workers and reconciled at the join
+  // (stack/unit_speculation.cpp); the output is the same. Off by default until measured to pay:
+  // the workers' tracking adds instructions, and only a join that was the bottleneck gains.
+  bool stack_per_unit = false;
   // Called after each decode unit with (PT bytes decoded or skipped so far, PT bytes in all);
   // may be empty.
   std::function<void(uint64_t, uint64_t)> progress;

@@ -77,7 +77,13 @@ void StackTracker::Speculate(std::span<const FlowEvent> events, Speculation& out
       stats_ = saved;
       buffer_size_ = records_before;
       inferred_prefix_.clear();
-      if (stack_.empty() || stack_[0].id.address != kSentinelAddress) {
+      // A return to no frame of the unit's is most often one that unwinds into the incoming
+      // stack (a function opened before the unit returns, with frames above it still open, as
+      // main returning to __libc_start_call_main): guessing the unit's frames closed costs only
+      // touches for the events that involve them, where a wrong guess would leave the join
+      // tracking events itself until its frames and the worker's agree again.
+      const bool return_missed = touched_ && e.kind == FlowEvent::Kind::kReturn;
+      if (return_missed || stack_.empty() || stack_[0].id.address != kSentinelAddress) {
         stack_.assign(1, sentinel);  // the incoming stack changed under the unit's frames
       } else {
         stack_[0] = sentinel;

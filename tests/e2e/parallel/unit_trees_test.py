@@ -13,9 +13,9 @@ recursion: calls still open at a unit's end, returns above the next unit's start
   cpus-1       both threads on one virtual CPU, preempted every 2000 instructions: one stream
                whose units switch threads inside the recursion;
   cpus-2       two CPUs, preempted every 2000 instructions.
-For each, at --jobs 1, 2 and 3, with one unit per PSB and with the default units (at --jobs 2
-and 3 per-thread units' stacks are tracked on the workers and reconciled at the join; pt-decode's
-count of reconciled units is checked):
+For each, at --jobs 1, 2 and 3, with one unit per PSB and with the default units (with
+--stack-per-unit: at --jobs 2 and 3 per-thread units' stacks are tracked on the workers and
+reconciled at the join, and pt-decode's count of reconciled units is checked):
   tree       pt-decode's text tree, projected onto the program's functions, equals the call tree
              call_tree_oracle builds from pt-emulate's ground truth alone, line for line and
              depth for depth (tests/support/call_tree.py), for every thread;
@@ -106,8 +106,8 @@ def check_capture(args, work, name, extra, problems):
         for jobs in ('1', '2', '3'):
             for fmt, ext in (('text', 'txt'), ('perfetto', 'pftrace')):
                 out = os.path.join(work, f'{name}.u{len(units)}.j{jobs}.{ext}')
-                err = run([args.decode, '--format', fmt, '--jobs', jobs, *units, '-o', out, ptar],
-                          want_stderr=True)
+                err = run([args.decode, '--format', fmt, '--jobs', jobs, '--stack-per-unit',
+                           *units, '-o', out, ptar], want_stderr=True)
                 # Per-thread units at --jobs > 1 have their stacks tracked on the workers: the
                 # trees above are then the reconciled ones (one unit per PSB: dozens of them).
                 counts = STACK_UNITS.search(err)
