@@ -40,11 +40,12 @@ constexpr const char* kExitStatusHelp =
     "  1  failed: nothing was decoded, or an error (the message names the file)\n"
     "  2  usage error\n"
     "\nEnvironment:\n"
-    "  PTSCOPE_DEBUG_CACHE  where decompressed debug sections are kept between runs (compressed\n"
-    "     debug files, e.g. Debian's libc, then decode without inflating them again); default\n"
+    "  PTSCOPE_DEBUG_CACHE  where decompressed debug sections and sorted symbol and FDE tables\n"
+    "     are kept between runs (compressed debug files, e.g. Debian's libc, then decode without\n"
+    "     inflating them again, and large modules without re-sorting their tables); default\n"
     "     $XDG_CACHE_HOME/ptscope/debug-sections, else ~/.cache/ptscope/debug-sections; \"off\"\n"
     "     for none. Private (0700, files 0600); a directory others may write to is not used.\n"
-    "     Files are checked against the debug file's bytes; delete the directory to reclaim it\n"
+    "     Files are checked against the bytes they came from; delete the directory to reclaim it\n"
     "  DEBUGINFOD_URLS  default for --debuginfod\n";
 
 struct Options {

@@ -14,11 +14,14 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
+
+#include "section_cache.h"
 
 namespace ptscope::symbols {
 namespace {
@@ -105,11 +108,11 @@ class IfuncNames {
 
 }  // namespace
 
-std::vector<CodeRange> LoadFdeRanges(const std::string& path) {
+namespace {
+
+std::vector<CodeRange> ParseFdeRanges(const llvm::object::ObjectFile& object) {
   std::vector<CodeRange> ranges;
-  auto owning = Open(path);
-  if (!owning || AsElf(*owning) == nullptr) return ranges;
-  for (const llvm::object::SectionRef& section : owning->getBinary()->sections()) {
+  for (const llvm::object::SectionRef& section : object.sections()) {
     std::string name = [&] {
       auto n = section.getName();
       if (!n) {
@@ -141,6 +144,31 @@ std::vector<CodeRange> LoadFdeRanges(const std::string& path) {
   std::sort(ranges.begin(), ranges.end(), [](const CodeRange& a, const CodeRange& b) {
     return a.start != b.start ? a.start < b.start : a.size > b.size;
   });
+  return ranges;
+}
+
+}  // namespace
+
+std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache* cache) {
+  auto owning = Open(path);
+  if (!owning || AsElf(*owning) == nullptr) return {};
+  const llvm::object::ObjectFile& object = *owning->getBinary();
+  const std::string build_id = cache != nullptr ? BuildIdHex(object) : std::string();
+  static_assert(sizeof(CodeRange) == 16);
+  if (!build_id.empty()) {
+    if (auto hit = cache->Find(build_id, "table.fde_ranges", object.getData());
+        hit && hit->bytes.size() % sizeof(CodeRange) == 0) {
+      std::vector<CodeRange> ranges(hit->bytes.size() / sizeof(CodeRange));
+      std::memcpy(ranges.data(), hit->bytes.data(), hit->bytes.size());
+      return ranges;
+    }
+  }
+  std::vector<CodeRange> ranges = ParseFdeRanges(object);
+  if (!build_id.empty()) {
+    cache->Store(build_id, "table.fde_ranges", object.getData(),
+                 llvm::StringRef(reinterpret_cast<const char*>(ranges.data()),
+                                 ranges.size() * sizeof(CodeRange)));
+  }
   return ranges;
 }
 

@@ -10,6 +10,8 @@
 
 namespace ptscope::symbols {
 
+class SectionCache;
+
 struct CodeRange {
   uint64_t start = 0;  // ELF vaddr
   uint64_t size = 0;
@@ -17,7 +19,9 @@ struct CodeRange {
 
 // The [start, start + size) of every FDE in `path`'s .eh_frame, sorted by start; empty when the
 // file has no readable .eh_frame. A damaged .eh_frame yields the FDEs before the damage.
-std::vector<CodeRange> LoadFdeRanges(const std::string& path);
+// With a `cache`, the ranges of a file with a build id are kept there ("table.fde_ranges"):
+// parsing every CFI program of a libc's .eh_frame was a tenth of a small capture's decode.
+std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache* cache = nullptr);
 
 struct PltStub {
   uint64_t start = 0;

@@ -50,22 +50,12 @@ Slot SlotOf(llvm::StringRef name) {
       .Default(kNoSlot);
 }
 
-std::string Hex(llvm::ArrayRef<uint8_t> bytes) {
-  std::string hex;
-  for (uint8_t byte : bytes) {
-    char two[3];
-    std::snprintf(two, sizeof two, "%02x", byte);
-    hex += two;
-  }
-  return hex;
-}
-
 class LazyDwarfObject final : public llvm::DWARFObject {
  public:
   LazyDwarfObject(const llvm::object::ObjectFile& object, const SectionCache* cache,
                   std::function<void(llvm::Error)> on_error)
       : object_(object), cache_(cache), on_error_(std::move(on_error)),
-        build_id_(Hex(llvm::object::getBuildID(&object))) {
+        build_id_(BuildIdHex(object)) {
     llvm::StringMap<unsigned> name_count;
     for (const llvm::object::SectionRef& section : object.sections()) {
       llvm::StringRef name;

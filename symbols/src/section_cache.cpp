@@ -1,6 +1,9 @@
 // SectionCache (see section_cache.h).
 #include "section_cache.h"
 
+#include <llvm/Object/BuildID.h>
+#include <llvm/Object/ELFObjectFile.h>
+#include <llvm/Object/ObjectFile.h>
 #include <llvm/Support/xxhash.h>
 
 #include <fcntl.h>
@@ -62,6 +65,34 @@ bool WriteAll(int fd, const char* data, size_t size) {
 }
 
 }  // namespace
+
+std::string BuildIdHex(const llvm::object::ObjectFile& object) {
+  // LLVM's note reader checks p_offset + p_filesz against the file size, a sum a damaged header
+  // can wrap (see ReadElfInfo): such a file gets no build id, so nothing of it is cached.
+  if (const auto* elf = llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(&object)) {
+    auto headers = elf->getELFFile().program_headers();
+    if (!headers) {
+      llvm::consumeError(headers.takeError());
+      return "";
+    }
+    const uint64_t file_size = object.getData().size();
+    for (const auto& phdr : *headers) {
+      if (phdr.p_type == llvm::ELF::PT_NOTE &&
+          (phdr.p_offset > file_size || phdr.p_filesz > file_size - phdr.p_offset)) {
+        return "";
+      }
+    }
+  } else {
+    return "";  // the only files decoded: x86-64 ELF
+  }
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t byte : llvm::object::getBuildID(&object)) {
+    hex += kDigits[byte >> 4];
+    hex += kDigits[byte & 15];
+  }
+  return hex;
+}
 
 SectionCache SectionCache::FromEnvironment() {
   std::string dir;

@@ -19,7 +19,13 @@
 //
 // Invalidation: a file is used only when its header matches the compressed section read from the
 // debug file now (size and hash) and its length is the header's plus the decompressed size;
-// otherwise the section is inflated again and the file replaced. Nothing is ever evicted: delete
+// otherwise the section is inflated again and the file replaced.
+//
+// Tables derived from a whole file are kept the same way, named "table.<what>", their header
+// holding the size and xxh3-64 of the entire file they were computed from (so any change to it
+// recomputes them): "table.symbols" (the symbolizer's sorted symbol tables, from the debug file)
+// and "table.fde_ranges" (the .eh_frame FDE ranges, from the code file), as arrays of host-order
+// uint64 pairs. Nothing is ever evicted: delete
 // the directory to reclaim the space (about 3x the compressed debug files decoded; 10 MB for
 // Debian's libc). Files of modules without a build id are not cached.
 #pragma once
@@ -32,7 +38,15 @@
 #include <optional>
 #include <string>
 
+namespace llvm::object {
+class ObjectFile;
+}
+
 namespace ptscope::symbols {
+
+// The object's GNU build id in lowercase hex; "" when it has none or its note segments lie
+// beyond the file (LLVM's note reader would read outside it).
+std::string BuildIdHex(const llvm::object::ObjectFile& object);
 
 class SectionCache {
  public:

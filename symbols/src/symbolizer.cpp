@@ -6,6 +6,7 @@
 #include <llvm/Object/ObjectFile.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "function_bounds.h"
@@ -34,15 +35,35 @@ struct SymbolTables {
   std::vector<FunctionEntry> named;
 };
 
-SymbolTables LoadSymbolTables(const std::string& path, std::string* error) {
-  SymbolTables tables;
-  auto owning = llvm::object::ObjectFile::createObjectFile(path);
-  if (!owning) {
-    *error = llvm::toString(owning.takeError());
-    return tables;
+// Cached as two arrays of (start, size): counts first, then the entries.
+std::string PackTables(const SymbolTables& tables) {
+  static_assert(sizeof(FunctionEntry) == 16);
+  std::string bytes;
+  for (const std::vector<FunctionEntry>* table : {&tables.functions, &tables.named}) {
+    const uint64_t count = table->size();
+    bytes.append(reinterpret_cast<const char*>(&count), sizeof count);
+    bytes.append(reinterpret_cast<const char*>(table->data()), count * sizeof(FunctionEntry));
   }
-  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
-  if (elf == nullptr) return tables;
+  return bytes;
+}
+std::optional<SymbolTables> UnpackTables(llvm::StringRef bytes) {
+  SymbolTables tables;
+  for (std::vector<FunctionEntry>* table : {&tables.functions, &tables.named}) {
+    uint64_t count = 0;
+    if (bytes.size() < sizeof count) return std::nullopt;
+    std::memcpy(&count, bytes.data(), sizeof count);
+    bytes = bytes.drop_front(sizeof count);
+    if (count > bytes.size() / sizeof(FunctionEntry)) return std::nullopt;
+    table->resize(count);
+    std::memcpy(table->data(), bytes.data(), count * sizeof(FunctionEntry));
+    bytes = bytes.drop_front(count * sizeof(FunctionEntry));
+  }
+  if (!bytes.empty()) return std::nullopt;
+  return tables;
+}
+
+SymbolTables ReadSymbolTables(const llvm::object::ELFObjectFileBase* elf) {
+  SymbolTables tables;
   auto add = [&](const llvm::object::ELFSymbolRef& symbol) {
     auto type = symbol.getType();
     auto address = symbol.getAddress();
@@ -71,6 +92,29 @@ SymbolTables LoadSymbolTables(const std::string& path, std::string* error) {
       return a.start != b.start ? a.start < b.start : a.size > b.size;
     });
   }
+  return tables;
+}
+
+// With a `cache`, the tables of a file with a build id are kept there ("table.symbols"): walking
+// a libc's symbol table through LLVM's accessors and sorting it was a tenth of a small capture's
+// decode.
+SymbolTables LoadSymbolTables(const std::string& path, std::string* error,
+                              const SectionCache* cache) {
+  auto owning = llvm::object::ObjectFile::createObjectFile(path);
+  if (!owning) {
+    *error = llvm::toString(owning.takeError());
+    return {};
+  }
+  const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
+  if (elf == nullptr) return {};
+  const std::string build_id = cache != nullptr ? BuildIdHex(*elf) : std::string();
+  if (!build_id.empty()) {
+    if (auto hit = cache->Find(build_id, "table.symbols", elf->getData())) {
+      if (std::optional<SymbolTables> tables = UnpackTables(hit->bytes)) return std::move(*tables);
+    }
+  }
+  SymbolTables tables = ReadSymbolTables(elf);
+  if (!build_id.empty()) cache->Store(build_id, "table.symbols", elf->getData(), PackTables(tables));
   return tables;
 }
 
@@ -104,6 +148,10 @@ struct Symbolizer::Impl {
   InlineSpanIndex inline_spans;
   // Decompressed debug sections kept between runs; read from the environment on first use.
   std::optional<SectionCache> section_cache;
+  const SectionCache* Cache() {
+    if (!section_cache) section_cache = SectionCache::FromEnvironment();
+    return &*section_cache;
+  }
 
   // Builds the module's DWARF context once and hands it to the reader that keeps it: the
   // relative-DWO symbolizer when the module needs it, else the inline span index.
@@ -116,10 +164,9 @@ struct Symbolizer::Impl {
       return;
     }
     auto quiet = [](llvm::Error error) { llvm::consumeError(std::move(error)); };
-    if (!section_cache) section_cache = SectionCache::FromEnvironment();
     // Sections are read when first asked for: most modules need only a few of them.
     std::unique_ptr<llvm::DWARFContext> context =
-        MakeLazyDwarfContext(*owning->getBinary(), &*section_cache, quiet);
+        MakeLazyDwarfContext(*owning->getBinary(), Cache(), quiet);
     if (relative_dwo.Offer(path, *owning, context)) return;
     inline_spans.Adopt(path, std::move(*owning), std::move(context));
   }
@@ -141,7 +188,7 @@ struct Symbolizer::Impl {
     ModuleTables& t = tables[path];
     if (!t.symbols) {
       std::string error;
-      t.symbols = LoadSymbolTables(path, &error);
+      t.symbols = LoadSymbolTables(path, &error, Cache());
       if (!error.empty()) Fail(path, error);
     }
     return *t.symbols;
@@ -156,7 +203,7 @@ struct Symbolizer::Impl {
   }
   const std::vector<CodeRange>& Fdes(const std::string& path) {
     ModuleTables& t = tables[path];
-    if (!t.fdes) t.fdes = LoadFdeRanges(CodeFileOf(path));
+    if (!t.fdes) t.fdes = LoadFdeRanges(CodeFileOf(path), Cache());
     return *t.fdes;
   }
   void Fail(const std::string& path, const std::string& reason) {

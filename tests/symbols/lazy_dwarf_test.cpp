@@ -13,9 +13,11 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "lazy_dwarf.h"
+#include "ptscope/symbols.h"
 #include "section_cache.h"
 
 namespace ptscope::symbols {
@@ -164,6 +166,73 @@ TEST_CASE("section cache: stores what was decompressed, serves it, replaces a st
   REQUIRE(::stat((module_dir / "debug_info").c_str(), &replaced) == 0);
   CHECK(replaced.st_ino != after.st_ino);
   REQUIRE(cache.Find(hex, ".debug_info", "not the section's bytes") == std::nullopt);
+}
+
+// Every answer of a fresh Symbolizer that comes from a file's symbol tables and FDE ranges, over
+// its .text.
+std::string Answers(const std::string& path) {
+  auto binary = Open(path);
+  auto text = TextRange(*binary.getBinary());
+  Symbolizer symbolizer;
+  std::ostringstream out;
+  for (uint64_t at = text.first; at < text.second; ++at) {
+    NamedStretch stretch = symbolizer.NamedStretchAt(path, at);
+    auto range = symbolizer.FunctionRange(path, at);
+    out << std::hex << at << " " << symbolizer.FunctionStart(path, at) << " [" << range.first
+        << "," << range.second << ") " << stretch.begin << "-" << stretch.end
+        << (stretch.named ? " named\n" : "\n");
+  }
+  return out.str();
+}
+
+struct stat StatOf(const fs::path& path) {
+  struct stat st{};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  return st;
+}
+
+// A file of the cache whose recorded hash is changed, as if it came from another file.
+void Spoil(const fs::path& path) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekp(16);
+  file.put('\x5a');
+}
+
+// `table` of `path`'s module, uncached, cold (computed, stored), warm (read back, not rewritten)
+// and stale (computed again, replaced): the same answers each time.
+void CheckTable(const std::string& path, const fs::path& cache, const std::string& table) {
+  CAPTURE(path);
+  const fs::path file = cache / BuildIdHex(*Open(path).getBinary()) / table;
+  REQUIRE(BuildIdHex(*Open(path).getBinary()).size() == 40);
+  ::setenv("PTSCOPE_DEBUG_CACHE", "off", 1);
+  const std::string uncached = Answers(path);
+  CHECK(uncached.find(" named") != std::string::npos);
+  CHECK(uncached.find(" 0 [0,0) ") != std::string::npos);  // not everything is inside a function
+  ::setenv("PTSCOPE_DEBUG_CACHE", cache.c_str(), 1);
+  CHECK(Answers(path) == uncached);
+  REQUIRE(fs::is_regular_file(file));
+  CHECK((StatOf(file).st_mode & 0777) == 0600);
+  const ino_t cold = StatOf(file).st_ino;
+  CHECK(Answers(path) == uncached);
+  CHECK(StatOf(file).st_ino == cold);
+  Spoil(file);
+  CHECK(Answers(path) == uncached);
+  CHECK(StatOf(file).st_ino != cold);
+}
+
+TEST_CASE("section cache: symbol tables and FDE ranges, cold, warm and stale, answer the same") {
+  TempDir temp;
+  const char* old = std::getenv("PTSCOPE_DEBUG_CACHE");
+  std::string saved = old != nullptr ? old : "";
+  // Functions bounded by the symbol table...
+  CheckTable(Env("PTSCOPE_SYMBOLS_PROG"), temp.path / "cache", "table.symbols");
+  // ... and, in a library stripped of its symbol table, by the FDEs of its .eh_frame.
+  CheckTable(Env("PTSCOPE_NAMES_LIB_BARE"), temp.path / "cache", "table.fde_ranges");
+  if (old != nullptr) {
+    ::setenv("PTSCOPE_DEBUG_CACHE", saved.c_str(), 1);
+  } else {
+    ::unsetenv("PTSCOPE_DEBUG_CACHE");
+  }
 }
 
 TEST_CASE("section cache: the directory from the environment, private or not at all") {

@@ -123,15 +123,17 @@ int QueryWalker::FetchEvent() {
   return 1;
 }
 
-int QueryWalker::Next(pt_block* block) {
+int QueryWalker::Next(pt_block* __restrict block) {
   std::memset(block, 0, sizeof *block);
   block->ip = ip_;
   block->mode = mode_;
-  block->speculative = speculative_ ? 1 : 0;
+  if (speculative_) block->speculative = 1;  // (never, while TSX is not modelled)
   return Proceed(block);
 }
 
-int QueryWalker::Proceed(pt_block* block) {
+// Proceed, ProceedNoEvent, CondBranch and PushReturn are inlined into Next, the block loop's one
+// call per block: each call between them cost its register saves, a few percent of a decode.
+[[gnu::always_inline]] inline int QueryWalker::Proceed(pt_block* block) {
   if (EventAhead()) [[unlikely]] {
     const int fetched = FetchEvent();
     if (fetched != 0) return fetched < 0 ? fetched : ProceedEvent(block);
@@ -219,7 +221,11 @@ int QueryWalker::DecodeInsn(uint64_t ip, Insn* insn) {
 int QueryWalker::CachedInsn(uint64_t ip, Insn* insn) {
   int isid = 0;
   uint64_t begin = 0, end = 0;
-  if (code_.Locate(ip, &isid, &begin, &end) && isid > 0) {
+  // In the section of the last run (nearly always: stepping to an event's ip), no search.
+  const bool located = ip - last_section_begin_ < last_section_end_ - last_section_begin_
+                           ? (isid = last_isid_, true)
+                           : code_.Locate(ip, &isid, &begin, &end);
+  if (located && isid > 0) {
     if (const Insn* known = cache_->insns.Find(WalkerCache::Key{ip, isid})) {
       *insn = *known;
       return 0;
@@ -241,7 +247,7 @@ int QueryWalker::CachedInsn(uint64_t ip, Insn* insn) {
   return status;
 }
 
-void QueryWalker::PushReturn(uint64_t ip) {
+[[gnu::always_inline]] inline void QueryWalker::PushReturn(uint64_t ip) {
   returns_[return_top_] = ip;
   return_top_ = static_cast<uint8_t>(return_top_ + 1 == kReturnSlots ? 0 : return_top_ + 1);
   if (return_top_ == return_bottom_) {  // full: the oldest entry goes
@@ -250,18 +256,20 @@ void QueryWalker::PushReturn(uint64_t ip) {
   }
 }
 
-int QueryWalker::PopReturn(uint64_t* ip) {
+[[gnu::always_inline]] inline int QueryWalker::PopReturn(uint64_t* ip) {
   if (return_top_ == return_bottom_) return -pte_retstack_empty;
   return_top_ = static_cast<uint8_t>(return_top_ == 0 ? kReturnSlots - 1 : return_top_ - 1);
   *ip = returns_[return_top_];
   return 0;
 }
 
-int QueryWalker::ProceedNoEvent(pt_block* block) {
+[[gnu::always_inline]] inline int QueryWalker::ProceedNoEvent(pt_block* block) {
   const Run& run = RunAt(ip_);
-  if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
   // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
-  if (run.slow || run.end_ip >= last_section_end_) return ProceedNoEventSlow(block);
+  if (run.slow || run.ninsn >= kMaxRunInsns || run.end_ip >= last_section_end_) [[unlikely]] {
+    if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
+    return ProceedNoEventSlow(block);
+  }
   block->isid = run.isid;
   block->ninsn = run.ninsn;
   block->end_ip = run.end_ip;
@@ -283,6 +291,31 @@ int QueryWalker::ProceedNoEvent(pt_block* block) {
       break;
     case ptic_ptwrite:
       return kUnsupported;
+    case ptic_return: {  // ProceedWithTrace's case, inlined
+      ip_ = run.end_ip;
+      int taken = 0;
+      int status = CondBranch(&taken);
+      if (status >= 0) {
+        if (!taken) return -pte_bad_retcomp;
+        const int popped = PopReturn(&ip_);
+        if (popped < 0) return popped;
+      } else {
+        if (status != -pte_bad_query) return status;
+        status = IndirectBranch(&ip_);  // not compressed: its TIP
+        if (status < 0) return status;
+      }
+      status_ = status;
+      return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
+    }
+    case ptic_cond_jump: {  // about two blocks in three: ProceedWithTrace's case, inlined
+      ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
+      int taken = 0;
+      const int status = CondBranch(&taken);
+      if (status < 0) return status;
+      ip_ = taken ? run.target : next;
+      status_ = status;
+      return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
+    }
     default:
       break;
   }
@@ -387,7 +420,7 @@ int QueryWalker::ProceedWithTrace(const Insn& insn) {
   return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
 }
 
-int QueryWalker::CondBranch(int* taken) {
+[[gnu::always_inline]] inline int QueryWalker::CondBranch(int* taken) {
   const int status = pt_qry_cond_branch(query_, taken);
   if (status < 0) return status;
   const int tick = Tick(ip_);
