@@ -63,9 +63,10 @@ std::string Describe(const UnitEvents& unit) {
 }
 
 // Decodes `trace` over `code` mapped at kBase for pid 1 with libipt's block decoder, or with
-// QueryWalker when `walker` is given; *refused says whether the walker refused the trace.
+// QueryWalker when `walker` is given; *refused says whether the walker refused the trace. With
+// `gap_texts`, each gap's text and the unit's missing-code addresses follow the events.
 std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint8_t>& code,
-                       WalkerCache* walker, bool* refused) {
+                       WalkerCache* walker, bool* refused, bool gap_texts = false) {
   CodeFile file(code);
   symbols::AddressSpace space;
   uint32_t module = space.InternModule(file.path(), {});
@@ -81,17 +82,28 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
   if (walker != nullptr) decoder.UseWalker(walker);
   decoder.DecodeSegment(trace.data(), trace.size());
   *refused = decoder.walker_refused();
-  return Describe(unit);
+  std::string described = Describe(unit);
+  if (gap_texts) {
+    for (const FlowEvent& e : unit.events) {
+      if (e.kind == Kind::kGap) described += "gap text: " + e.detail.str() + "\n";
+    }
+    std::ostringstream ips;
+    ips << std::hex;
+    for (uint64_t ip : unit.stats.missing_code_ips) ips << "missing code at 0x" << ip << "\n";
+    described += ips.str();
+  }
+  return described;
 }
 
 // Decodes `trace` over TestCode() (or `code`) and returns the events as text. Every trace is also
 // decoded with QueryWalker, which must give exactly the same events (all of these traces are
 // 64-bit code and events it models: it must not refuse them).
-std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode()) {
+std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode(),
+                   bool gap_texts = false) {
   bool refused = false;
-  const std::string libipt = DecodeWith(trace, code, nullptr, &refused);
+  const std::string libipt = DecodeWith(trace, code, nullptr, &refused, gap_texts);
   WalkerCache cache;
-  const std::string walker = DecodeWith(trace, code, &cache, &refused);
+  const std::string walker = DecodeWith(trace, code, &cache, &refused, gap_texts);
   CHECK_FALSE(refused);
   CHECK(walker == libipt);
   return libipt;
@@ -187,6 +199,48 @@ TEST_CASE("after an error, decoding resumes at the next PSB without repeating de
         "gap 0x0->0x0 cause=missing code t=1004 n=0\n"
         "syscall 0x1021->0x0 t=3002 n=2\n"
         "end 0x1021->0x0 t=3002 n=0\n");
+}
+
+// Issue 24 (decode fuzz target): straight-line code that runs off the end of its mapping. libipt's
+// block decoder ends the block at the section's end and fails the next block at the first address
+// past it (which the gap names); QueryWalker failed with the instructions still in its block, and
+// the gap named no address.
+TEST_CASE("code that runs off the end of its mapping: the gap names the first address past it") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1030);  // 0x1030..0x103f: 16 nops, the last bytes of the mapping
+  pt.Cyc(1);
+  // A branch bit no instruction reaches: the walk past the mapping's end is not on the way to an
+  // event (the next PSB's would be pending without it, and libipt walks to an event's ip
+  // instruction by instruction: the next test).
+  pt.Tnt({true});
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true) ==
+        "gap 0x0->0x0 cause=missing code t=1000 n=16\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: no code bytes for 0x1040 (module not found or not mapped)\n"
+        "missing code at 0x1040\n");
+}
+
+// The same run, walked to an event's address beyond the mapping (an interrupt at 0x1050): libipt
+// steps instruction by instruction to an event's ip and fails with the instructions in the block,
+// so here the gap names no address, with either decoder.
+TEST_CASE("walking to an event's ip past the mapping's end: the gap names no address") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1030);
+  pt.Cyc(1);
+  pt.Ip(ppt_fup, 0x1050);
+  pt.Ip(ppt_tip, 0x1020);
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true) ==
+        "gap 0x0->0x0 cause=missing code t=1000 n=16\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: no code bytes for 0x0 (module not found or not mapped)\n");
 }
 
 TEST_CASE("a trace that ends inside a packet-free loop (jmp .) ends with a gap, not a hang") {

@@ -187,7 +187,7 @@ QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
     run.target = insn.target;
     if (insn.iclass != ptic_other || run.ninsn >= kMaxRunInsns) return run;
     at += insn.size;
-    if (at >= run.section_end) {  // libipt ends the block there, or fails at the next address
+    if (at >= run.section_end) {  // libipt ends the block there (see ProceedNoEventSlow)
       run.slow = true;
       return run;
     }
@@ -330,6 +330,18 @@ int QueryWalker::CachedInsn(uint64_t ip, Insn* insn) {
 }
 
 int QueryWalker::ProceedNoEventSlow(pt_block* block) {
+  // As libipt's pt_blk_proceed_no_event: a block that starts in a section is walked through that
+  // section's block cache (pt_blk_proceed_no_event_cached, or _fill_cache when cold), which ends
+  // the block where the flow leaves the section, before looking at the next address: a walk that
+  // runs off the section's end into unmapped memory ends its block there, and the next block
+  // fails at that address with no instructions. Code outside any section (the read callback's)
+  // is walked instruction by instruction (pt_blk_proceed_no_event_uncached), which fails with the
+  // instructions still in the block, as the walk to an event's ip does (ProceedToIp).
+  // Not modelled: libipt's block cache is kept per section and outlives an image, and a cache
+  // entry that reaches past the section's current extent (a later mapping cut it) sends libipt
+  // down the uncached walk instead.
+  const uint64_t begin = last_section_begin_, end = last_section_end_;  // RunAt's, for ip_
+  const bool in_section = begin <= ip_ && ip_ < end;
   Insn insn;
   for (;;) {
     const int added = ProceedOneInsn(block, &insn);
@@ -340,6 +352,7 @@ int QueryWalker::ProceedNoEventSlow(pt_block* block) {
     if (status < 0) return status;
     ip_ = next;
     if (insn.iclass == ptic_call || insn.iclass == ptic_jump) return 0;
+    if (in_section && (next < begin || next >= end)) return 0;  // left it: the block ends
   }
 }
 

@@ -133,36 +133,41 @@ def decode(args, archives, names, out=sys.stdout, err=sys.stderr):
     terminal = err.isatty() and not args.no_progress
     outcomes = []
     started = time.monotonic()
-    with connect(args.scheduler, args.local_workers) as client:
-        workers = client.scheduler_info().get('workers', {})
-        print('ptscope-fleet: %d archive%s on %s (%d worker%s, %d thread%s)' % (
-            len(jobs), '' if len(jobs) == 1 else 's', client.scheduler.address, len(workers),
-            '' if len(workers) == 1 else 's', sum(w.get('nthreads', 0) for w in workers.values()),
-            '' if sum(w.get('nthreads', 0) for w in workers.values()) == 1 else 's'), file=err)
-        if not workers:
-            print('ptscope-fleet: the scheduler has no workers yet; waiting for some to join',
-                  file=err)
-        print_dashboard(client, err)
-        progress = Progress(len(jobs), err, terminal)
-        progress.start()
-        futures, interrupted = [], False
-        try:
-            futures = client.map(task.decode_archive, jobs, key=[task_key(j) for j in jobs],
-                                 pure=False)
-            job_of = {f.key: j for f, j in zip(futures, jobs)}
-            for future in distributed.as_completed(futures):
-                outcome = outcome_of(future, job_of[future.key])
-                outcomes.append(outcome)
-                progress.update(outcome)
-                future.release()
-        except KeyboardInterrupt:
-            # Tasks not started are dropped; one already running finishes its archive whole (its
-            # outputs appear atomically, or not at all when its worker is stopped with us).
-            interrupted = True
-            client.cancel(futures)
-        finally:
-            progress.close()
-            remove_temporaries(args.output_dir, run_id)
+    try:
+        with connect(args.scheduler, args.local_workers) as client:
+            workers = client.scheduler_info().get('workers', {})
+            threads = sum(w.get('nthreads', 0) for w in workers.values())
+            print('ptscope-fleet: %d archive%s on %s (%d worker%s, %d thread%s)' % (
+                len(jobs), '' if len(jobs) == 1 else 's', client.scheduler.address, len(workers),
+                '' if len(workers) == 1 else 's', threads, '' if threads == 1 else 's'), file=err)
+            if not workers:
+                print('ptscope-fleet: the scheduler has no workers yet; waiting for some to join',
+                      file=err)
+            print_dashboard(client, err)
+            progress = Progress(len(jobs), err, terminal)
+            progress.start()
+            futures, interrupted = [], False
+            try:
+                futures = client.map(task.decode_archive, jobs, key=[task_key(j) for j in jobs],
+                                     pure=False)
+                job_of = {f.key: j for f, j in zip(futures, jobs)}
+                for future in distributed.as_completed(futures):
+                    outcome = outcome_of(future, job_of[future.key])
+                    outcomes.append(outcome)
+                    progress.update(outcome)
+                    future.release()
+            except KeyboardInterrupt:
+                # Tasks not started are dropped; one already running finishes its archive whole
+                # (its outputs appear atomically, or not at all when its worker is stopped with us).
+                interrupted = True
+                client.cancel(futures)
+            finally:
+                progress.close()
+    finally:
+        # Only now, with the local cluster's worker stopped: the pt-decode a cancelled task was
+        # running dies with it (SIGKILL, dies_with_worker) and leaves its own temporary file, which
+        # a clean-up made before the shutdown would miss.
+        remove_temporaries(args.output_dir, run_id)
     order = {job['archive']: i for i, job in enumerate(jobs)}
     outcomes.sort(key=lambda o: order[o['archive']])
     status = report(outcomes, time.monotonic() - started, err)
