@@ -141,7 +141,10 @@ int QueryWalker::Next(pt_block* __restrict block) {
   if (!enabled_) return (status_ & pts_eos) != 0 ? -pte_eos : -pte_no_enable;
   const int status = ProceedNoEvent(block);
   if (status != 0) return status;
-  return ProceedTrailingEvent();
+  // ProceedTrailingEvent, knowing that tracing is enabled (only events change that): Status(0)
+  // is the end-of-stream flag then.
+  if (!EventAhead()) [[likely]] return status_ & pts_eos;
+  return ProceedTrailingEventSlow();
 }
 
 const QueryWalker::Run& QueryWalker::RunAtSlow(uint64_t ip) {

