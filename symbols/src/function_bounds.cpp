@@ -159,7 +159,7 @@ std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache
     if (auto hit = cache->Find(build_id, "table.fde_ranges", object.getData());
         hit && hit->bytes.size() % sizeof(CodeRange) == 0) {
       std::vector<CodeRange> ranges(hit->bytes.size() / sizeof(CodeRange));
-      std::memcpy(ranges.data(), hit->bytes.data(), hit->bytes.size());
+      if (!ranges.empty()) std::memcpy(ranges.data(), hit->bytes.data(), hit->bytes.size());
       return ranges;
     }
   }

@@ -55,7 +55,8 @@ std::optional<SymbolTables> UnpackTables(llvm::StringRef bytes) {
     bytes = bytes.drop_front(sizeof count);
     if (count > bytes.size() / sizeof(FunctionEntry)) return std::nullopt;
     table->resize(count);
-    std::memcpy(table->data(), bytes.data(), count * sizeof(FunctionEntry));
+    // (an empty table's data() may be null, which memcpy must not get even for 0 bytes)
+    if (count != 0) std::memcpy(table->data(), bytes.data(), count * sizeof(FunctionEntry));
     bytes = bytes.drop_front(count * sizeof(FunctionEntry));
   }
   if (!bytes.empty()) return std::nullopt;
