@@ -59,6 +59,7 @@ struct Options {
   bool summary = false;
   bool list_modules = false;
   bool libipt_blocks = false;
+  bool stack_per_unit = false;
   std::vector<std::string> threads;  // --threads values, each a comma-separated list
   std::string time_range;
   // Parsed from the above.
@@ -184,6 +185,18 @@ void PrintSummary(const std::string& input, const ptscope::decode::DecodeSummary
                                 : "");
   }
   for (const std::string& note : s.notes) std::fprintf(stderr, "  note: %s\n", note.c_str());
+  const auto& units = s.stack_units;
+  if (units.reconciled + units.replayed != 0) {  // --jobs > 1: how the workers' stacks fared
+    std::fprintf(stderr,
+                 "  stack tracking per unit: %llu units reconciled from the workers, %llu "
+                 "with a wrong guess, %llu tracked at the join only; %llu events copied, %llu "
+                 "tracked at the join\n",
+                 static_cast<unsigned long long>(units.reconciled),
+                 static_cast<unsigned long long>(units.replayed),
+                 static_cast<unsigned long long>(units.serial),
+                 static_cast<unsigned long long>(units.copied_events),
+                 static_cast<unsigned long long>(units.joined_events));
+  }
   std::fprintf(stderr, "  wrote %s (%s)\n", s.output_path.c_str(),
                ptscope::decode::OutputFormatName(format));
   if (format == OutputFormat::kPerfetto) {
@@ -294,6 +307,7 @@ int DecodeOne(const std::string& input, const std::string& output, OutputFormat 
   pipeline.jobs = options.jobs;
   pipeline.unit_bytes = options.unit_bytes;
   pipeline.walker = !options.libipt_blocks;
+  pipeline.stack_per_unit = options.stack_per_unit;
   pipeline.format = format;
   pipeline.output_path = output;
   pipeline.summary_json_path = options.summary_json;
@@ -379,7 +393,10 @@ int main(int argc, char** argv) {
   po::options_description hidden;
   hidden.add_options()("input", po::value(&options.inputs))
       // Bytes of PT per decode unit: tests use tiny units to check that joins are exact.
-      ("unit-bytes", po::value(&options.unit_bytes_text));
+      ("unit-bytes", po::value(&options.unit_bytes_text))
+      // Stack tracking per decode unit on the workers, reconciled at the join (off by default:
+      // it costs more than it saves so far, see PipelineOptions::stack_per_unit).
+      ("stack-per-unit", po::bool_switch(&options.stack_per_unit));
   po::options_description all;
   all.add(visible).add(hidden);
   po::positional_options_description positional;

@@ -113,12 +113,17 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
                              open(SinkFormat::kSummaryJson, options.summary_json_path));
   }
   const FeedSinks sinks{output.sink(), summary_output ? &summary_output->sink() : nullptr};
+  const unsigned jobs = static_cast<unsigned>(images.size());
   ThreadAssembler assembler(archive, view.setup, view.timeline, view.streams, namer, sinks,
-                            options.threads, summary);
+                            options.threads, summary, options.stack_per_unit ? jobs : 1,
+                            UnitsInFlight(jobs));
   const DecodedUnits decoded = DecodeUnits(
       view, window, archive.path, images, &namer, options,
       [&](size_t index, const WorkUnit& work, UnitEvents& events) {
         assembler.Consume(index, work, events);
+      },
+      [&](size_t index, const WorkUnit& work, unsigned worker, UnitEvents& events) {
+        assembler.Speculate(index, work, worker, events);
       });
   assembler.Finish([&](size_t stream) { return decoded.planned[stream]; }, window.active);
   // Held-back records that could not be read back are missing from the output, as if its write

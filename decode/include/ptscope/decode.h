@@ -45,6 +45,10 @@ struct PipelineOptions {
   // Walk code with QueryWalker (libipt's query decoder and our own instruction walk) instead of
   // libipt's block decoder; the output is the same.
   bool walker = true;
+  // With jobs > 1: per-thread units' stacks tracked on the workers and reconciled at the join
+  // (stack/unit_speculation.cpp); the output is the same. Off by default until measured to pay:
+  // the workers' tracking adds instructions, and only a join that was the bottleneck gains.
+  bool stack_per_unit = false;
   // Called after each decode unit with (PT bytes decoded or skipped so far, PT bytes in all);
   // may be empty.
   std::function<void(uint64_t, uint64_t)> progress;
@@ -175,6 +179,14 @@ struct DecodeSummary {
   DecodeStats stats;                      // data loss and reconstruction counts
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  // Per-thread decode units by how their stack was tracked (--jobs > 1): from a worker's
+  // speculation reconciled whole, with a wrong guess (the join tracked events until its stack
+  // and the worker's agreed again), or at the join only; and their events copied from the
+  // workers or run at the join. Not part of any output (it depends on --jobs).
+  struct StackUnits {
+    uint64_t reconciled = 0, replayed = 0, serial = 0;
+    uint64_t copied_events = 0, joined_events = 0;
+  } stack_units;
   std::vector<ThreadCount> per_thread;    // every thread decoded
   std::string output_path;
 };

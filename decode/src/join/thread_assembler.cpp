@@ -1,6 +1,7 @@
 // The join stage (see thread_assembler.h).
 #include "join/thread_assembler.h"
 
+#include <memory>
 #include <string>
 
 namespace ptscope::decode {
@@ -8,6 +9,16 @@ namespace {
 // Held-back records kept in memory per tracker: 2^15 of 40 bytes, 1.25 MiB (the bound on held-back
 // records, StackTrackerOptions::max_buffered_events, is 32 times that).
 constexpr size_t kResidentRecords = size_t{1} << 15;
+
+// A speculating tracker's sink: it flushes nothing (StackTracker::Speculate).
+class UnusedSink : public SliceSink {
+ public:
+  void BeginThread(const ThreadKey&, const std::string&, const std::string&) override {}
+  void Begin(const ThreadKey&, uint64_t, const FrameId&, bool) override {}
+  void End(const ThreadKey&, uint64_t) override {}
+  void Instant(const ThreadKey&, uint64_t, const std::string&) override {}
+  void Finish() override {}
+};
 
 StackTrackerOptions TrackerOptions(RecordSpill* spill) {
   StackTrackerOptions options;
@@ -19,7 +30,8 @@ StackTrackerOptions TrackerOptions(RecordSpill* spill) {
 ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSetup& setup,
                                  const SidebandTimeline& timeline, std::vector<Stream>& streams,
                                  CodeFacts& code, const FeedSinks& sinks,
-                                 const std::vector<uint32_t>& selected, DecodeSummary& summary)
+                                 const std::vector<uint32_t>& selected, DecodeSummary& summary,
+                                 unsigned jobs, size_t in_flight)
     : timeline_(timeline),
       streams_(streams),
       code_(code),
@@ -28,7 +40,32 @@ ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSe
       summary_(summary),
       spill_(kResidentRecords),
       tracker_options_(TrackerOptions(&spill_)),
-      cpu_threads_(archive, setup, timeline, code, sinks, selected, tracker_options_) {}
+      cpu_threads_(archive, setup, timeline, code, sinks, selected, tracker_options_) {
+  // One worker gains nothing: its tracker would run beside the join's, on the same thread. A
+  // summary sink has a tracker of its own per thread (ThreadFeed), which is not speculated on.
+  if (jobs > 1 && in_flight > 0 && sinks.summary == nullptr) {
+    speculations_.resize(in_flight);
+    worker_trackers_.resize(jobs);
+  }
+}
+
+void ThreadAssembler::Speculate(size_t index, const WorkUnit& work, unsigned worker,
+                                const UnitEvents& events) {
+  if (speculations_.empty()) return;
+  StackTracker::Speculation& spec = speculations_[index % speculations_.size()];
+  const Stream& stream = streams_[work.stream];
+  if (stream.cpu >= 0 || events.runs.size() > 1 || events.events.empty()) {
+    spec.Clear();
+    return;
+  }
+  WorkerTracker& own = worker_trackers_[worker];
+  if (!own.tracker || own.pid != stream.key.pid) {
+    own.sink = std::make_unique<UnusedSink>();
+    own.tracker = std::make_unique<StackTracker>(stream.key, code_, *own.sink, tracker_options_);
+    own.pid = stream.key.pid;
+  }
+  own.tracker->Speculate(events.events, spec);
+}
 
 void ThreadAssembler::BeginThread(const Stream& stream) {
   sinks_.BeginThread(stream.key, timeline_.ProcessName(stream.key.pid),
@@ -39,6 +76,8 @@ void ThreadAssembler::FinishThread() {
   if (!feed_) return;
   feed_->Finish(last_end_ip_, joins_[feed_stream_].TakeTrailing(), last_end_ns_);
   AddThreadToSummary(*feed_, summary_);
+  summary_.stack_units.copied_events += feed_->adopted_events().first;
+  summary_.stack_units.joined_events += feed_->adopted_events().second;
   ++summary_.threads;
   feed_.reset();
 }
@@ -77,7 +116,15 @@ void ThreadAssembler::Consume(size_t index, const WorkUnit& work, UnitEvents& ev
   }
   feed_->AddStats(events.stats);
   join.Join(work.piece, work.unit, events);
-  feed_->DeliverRun(events.events);
+  if (speculations_.empty()) {
+    feed_->DeliverRun(events.events);
+  } else {
+    switch (feed_->DeliverUnit(events.events, speculations_[index % speculations_.size()])) {
+      case ThreadFeed::UnitTracking::kSerial: ++summary_.stack_units.serial; break;
+      case ThreadFeed::UnitTracking::kReconciled: ++summary_.stack_units.reconciled; break;
+      case ThreadFeed::UnitTracking::kReplayed: ++summary_.stack_units.replayed; break;
+    }
+  }
   last_end_ip_ = events.last_end_ip;
   last_end_ns_ = events.end_ns;
 }

@@ -31,10 +31,18 @@ class ThreadAssembler {
  public:
   // All must outlive the assembler. `selected`: --threads (empty: all). Threads' counts, times
   // and first errors go to `summary` as they end.
+  // With `jobs` > 1 (and no summary sink), per-thread units' stacks are tracked on the workers
+  // (Speculate) and reconciled here; `in_flight`: how many units may be between Speculate and
+  // Consume (unit i keeps its speculation in slot i % in_flight).
   ThreadAssembler(const format::Archive& archive, const DecoderSetup& setup,
                   const SidebandTimeline& timeline, std::vector<Stream>& streams, CodeFacts& code,
                   const FeedSinks& sinks, const std::vector<uint32_t>& selected,
-                  DecodeSummary& summary);
+                  DecodeSummary& summary, unsigned jobs = 1, size_t in_flight = 0);
+
+  // On worker `worker`, right after unit `index` was decoded (DecodeUnits' after_decode): its
+  // stack tracking from an unknown incoming stack (StackTracker::Speculate), which Consume then
+  // reconciles. Per-thread streams only: a per-CPU unit's threads are tracked at the join.
+  void Speculate(size_t index, const WorkUnit& work, unsigned worker, const UnitEvents& events);
 
   // The next unit in plan order, the `index`th (its events are taken).
   void Consume(size_t index, const WorkUnit& work, UnitEvents& events);
@@ -70,6 +78,16 @@ class ThreadAssembler {
   StackTrackerOptions tracker_options_;
   CpuThreads cpu_threads_;
   std::set<uint64_t> missing_code_ips_;
+
+  // Per-unit stack tracking (Speculate): a ring of speculations, unit i in slot i % size (see
+  // UnitsInFlight), and each worker's tracker (for the process of its last unit).
+  struct WorkerTracker {
+    std::unique_ptr<SliceSink> sink;  // never written: a speculating tracker keeps its records
+    std::unique_ptr<StackTracker> tracker;
+    uint32_t pid = 0;
+  };
+  std::vector<StackTracker::Speculation> speculations_;
+  std::vector<WorkerTracker> worker_trackers_;
 };
 
 }  // namespace ptscope::decode

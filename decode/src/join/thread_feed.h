@@ -81,6 +81,25 @@ class ThreadFeed {
     for (FlowEvent& event : events) Step(counting, event);
     counting_ = counting;
   }
+  // How DeliverUnit tracked a unit's stack.
+  enum class UnitTracking { kSerial, kReconciled, kReplayed };
+  // A unit's events, with what a worker's StackTracker made of them (StackTracker::Speculate):
+  // reconciled with this thread's stack where the worker's guesses hold, event by event where
+  // not (kReplayed: from the first wrong guess on). The output is DeliverRun's either way. Not
+  // with a summary tracker, and not when the unit's first event is earlier than the last one
+  // delivered (the clamp would change times the worker used): then as DeliverRun.
+  UnitTracking DeliverUnit(std::span<FlowEvent> events, const StackTracker::Speculation& spec) {
+    if (!spec.valid || summary_tracker_ || events.empty() || spec.events.size() != events.size() ||
+        events[0].time_ns != spec.first_time_ns || events[0].time_ns < counting_.last_ns) {
+      DeliverRun(events);
+      return UnitTracking::kSerial;
+    }
+    tracker_.BeginAdopt(spec, events[0].insn_count);
+    Counting counting = counting_;
+    for (size_t i = 0; i < events.size(); ++i) Step<true>(counting, events[i], i);
+    counting_ = counting;
+    return tracker_.EndAdopt() ? UnitTracking::kReconciled : UnitTracking::kReplayed;
+  }
   void Gap(GapCause cause, std::string detail, uint64_t insn_count) {
     FlowEvent gap;
     gap.kind = FlowEvent::Kind::kGap;
@@ -126,6 +145,7 @@ class ThreadFeed {
   }
   const FlowStats& stats() const { return stats_; }
   const DecodeStats& tracker_stats() const { return tracker_.stats(); }
+  std::pair<uint64_t, uint64_t> adopted_events() const { return tracker_.adopted_events(); }
   uint64_t symbolized() const { return counting_.symbolized; }
   uint64_t instructions() const { return counting_.instructions; }
   // Nanoseconds from the thread's first event to its last, and those of them in gaps.
@@ -158,7 +178,9 @@ class ThreadFeed {
     bool timing = true, in_gap = false;
     uint64_t first_ns = UINT64_MAX, gap_from_ns = 0, gap_ns = 0;
   };
-  [[gnu::always_inline]] void Step(Counting& c, FlowEvent& event) {
+  // kAdopt: the event is the `index`th of a unit being reconciled (DeliverUnit).
+  template <bool kAdopt = false>
+  [[gnu::always_inline]] void Step(Counting& c, FlowEvent& event, size_t index = 0) {
     if (event.time_ns < c.last_ns) event.time_ns = c.last_ns;  // non-decreasing per thread
     // Tested here: GCC leaves the template's call out of line, and most threads have no trigger.
     if (next_trigger_ns_ <= event.time_ns) [[unlikely]] {
@@ -170,7 +192,11 @@ class ThreadFeed {
     c.instructions += event.insn_count;
     if (c.timing | (event.kind == FlowEvent::Kind::kGap)) [[unlikely]] CountGapTime(c, event);
     c.last_ns = event.time_ns;
-    Track(event);
+    if constexpr (kAdopt) {
+      tracker_.AdoptEvent(event, index);
+    } else {
+      Track(event);
+    }
   }
   [[gnu::always_inline]] void Track(const FlowEvent& event) {
     tracker_.OnEvent(event);

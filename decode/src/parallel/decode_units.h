@@ -28,9 +28,18 @@ struct DecodedUnits {
 // Plans the capture's units (within `window`) as the workers ask, decodes them on one worker per
 // CodeImages and hands each to `consume` on this thread, in plan order. `code` may be null (no
 // inlined depths: the instruction listing).
-DecodedUnits DecodeUnits(CaptureView& view, const TimeWindow& window, const std::string& path,
-                         const std::vector<std::unique_ptr<CodeImages>>& images, CodeFacts* code,
-                         const PipelineOptions& options,
-                         const std::function<void(size_t, const WorkUnit&, UnitEvents&)>& consume);
+// `after_decode(unit, work, worker, events)`, if given, runs on the worker right after the unit's
+// decode (e.g. its stack tracking, join/thread_assembler.h); at most UnitsInFlight(jobs) units
+// are between it and `consume`.
+DecodedUnits DecodeUnits(
+    CaptureView& view, const TimeWindow& window, const std::string& path,
+    const std::vector<std::unique_ptr<CodeImages>>& images, CodeFacts* code,
+    const PipelineOptions& options,
+    const std::function<void(size_t, const WorkUnit&, UnitEvents&)>& consume,
+    const std::function<void(size_t, const WorkUnit&, unsigned, UnitEvents&)>& after_decode = {});
+
+// How many units may be decoded and not yet consumed with `jobs` workers: unit i can use slot
+// i % UnitsInFlight(jobs) of a ring from after_decode until its consume.
+size_t UnitsInFlight(unsigned jobs);
 
 }  // namespace ptscope::decode

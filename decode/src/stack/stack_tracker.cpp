@@ -138,6 +138,35 @@ inline void StackTracker::Dispatch(const FlowEvent& e, uint64_t t) {
   }
 }
 
+// For unit_speculation.cpp, where Dispatch and StartOf (inline here) are not seen.
+void StackTracker::DispatchOutOfLine(const FlowEvent& e, uint64_t t) { Dispatch(e, t); }
+
+// Whether `e` could touch the incoming stack with `size` frames (the sentinel and the unit's):
+// it pops at most one frame (two for a synthetic top and a replaced caller) unless it scans for
+// a landing frame, closes everything or runs after a kEnable.
+bool StackTracker::MayTouch(const FlowEvent& e, size_t size) {
+  using K = FlowEvent::Kind;
+  if (size <= 2 || stack_.back().type == FrameType::kSynthetic) return true;
+  const Frame& top = stack_.back();
+  switch (e.kind) {
+    case K::kCall:
+    case K::kSyscall:
+    case K::kDisable:
+    case K::kAsync:
+    case K::kInlineChange:
+      return false;
+    case K::kReturn:
+      return e.to != 0 && !(top.return_ip != 0 && top.return_ip == e.to);
+    case K::kJump: {
+      const uint64_t start = top.function_start;
+      const uint64_t to_start = StartOf(e.to);
+      return to_start != 0 && to_start != start && to_start != e.to;
+    }
+    default:
+      return true;  // kEnable scans the stack; kGap and kEnd close it
+  }
+}
+
 // Out of line: the call to Flush would make OnEvent save registers for every event.
 void StackTracker::FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t) {
   ++stats_[Stat::kBufferFlushesAtBound];
@@ -362,6 +391,7 @@ size_t StackTracker::FindLandingFrame(uint64_t to, uint64_t to_start,
       return i + 1;  // lands inside frame i itself
     }
   }
+  touched_ = true;  // speculating: the incoming stack might have held the landing frame
   return kNotFound;
 }
 
@@ -520,6 +550,7 @@ inline bool StackTracker::BufferPassesDepthCap() const {
 }
 
 void StackTracker::Flush() {
+  if (speculating_) [[unlikely]] return;  // a worker's records stay for the join
   for (auto it = inferred_prefix_.rbegin(); it != inferred_prefix_.rend(); ++it) Write(*it);
   if (BufferPassesDepthCap()) {
     // The common case: buffer_ goes to the sink as it is, after the prefix, in runs of
@@ -545,7 +576,7 @@ void StackTracker::Flush() {
   buffer_size_ = 0;
   buffer_depth_ = buffer_depth_max_ = buffer_depth_min_ = 0;
   texts_.clear();
-  written_open_ = stack_.size();
+  written_open_ = stack_.size() + adopted_open_;
   anchor_time_ = last_time_;
   anchor_position_ = position_;
 }

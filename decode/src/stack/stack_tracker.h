@@ -60,7 +60,9 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "events.h"
@@ -77,7 +79,61 @@ struct StackTrackerOptions {
 };
 
 class StackTracker {
+ private:
+  enum class FrameType : uint8_t { kFunction, kSynthetic, kAsyncHandler };
+
  public:
+  struct Frame {
+    FrameId id;
+    uint64_t function_start = 0;  // 0 when unknown
+    uint64_t return_ip = 0;       // 0 when unknown (inferred bottom frame)
+    uint64_t resume_ip = 0;       // synthetic frames: where the traced code will resume
+    FrameType type = FrameType::kFunction;
+    uint16_t inlined_wrappers = 0;  // inlined slices opened just before this frame
+    uint16_t inline_open = 0;       // inlined slices open inside this frame (kInlineChange)
+    // Synthetic frames: tracing stopped at resume_ip itself (an asynchronous kDisable: no branch
+    // left, the thread was preempted there), not at a branch's target.
+    bool stopped_in_place = false;
+    bool operator==(const Frame&) const = default;
+  };
+  // What a worker's speculative tracker made of one unit (stack/unit_speculation.h says how it
+  // is made and how the join reconciles it).
+  struct Speculation {
+    // Per event of the unit: where its records end in `records`, and the unit's own frames
+    // (above the incoming stack) after it and at their fewest during it.
+    struct Event {
+      uint32_t records_end = 0;
+      uint32_t local_after = 0;
+      uint32_t local_min = 0;
+      uint32_t touch = UINT32_MAX;  // index in `touches` when the event reached below the unit
+    };
+    // An event that reached the incoming stack: the join runs it on the real tracker, then
+    // checks that the unit's frames it left equal the speculation's.
+    struct Touch {
+      uint32_t before_first = 0, before_count = 0;  // local frames before it, in `frames`
+      uint32_t after_first = 0, after_count = 0;    // and after it
+      DecodeStats stats;  // the counts of the events before it that were not touches
+    };
+    bool valid = false;
+    uint64_t first_insn_count = 0;  // the first event's, as the worker saw it (before the join)
+    uint64_t first_time_ns = 0;
+    std::vector<Event> events;
+    std::vector<SliceRecord> records;
+    std::vector<Touch> touches;
+    std::vector<Frame> frames;
+    std::vector<Frame> final_frames;  // the unit's frames open at its end
+    DecodeStats stats;                // the counts of all its events that were not touches
+    void Clear() {
+      valid = false;
+      events.clear();
+      records.clear();
+      touches.clear();
+      frames.clear();
+      final_frames.clear();
+      stats = {};
+    }
+  };
+
   StackTracker(ThreadKey thread, CodeFacts& code, SliceSink& sink,
                StackTrackerOptions options = {});
   StackTracker(const StackTracker&) = delete;
@@ -90,20 +146,25 @@ class StackTracker {
   // Its reconstruction counts (Stat::kCalls ... kClampedTimes); gaps are counted by the decoder.
   const DecodeStats& stats() const { return stats_; }
 
+  // Speculation, on a worker (a tracker of its own, reused for the units of one process): the
+  // unit's events from an unknown incoming stack into `out` (cleared first). Times are clamped
+  // within the unit, as ThreadFeed clamps them.
+  void Speculate(std::span<const FlowEvent> events, Speculation& out);
+  // Reconciliation, on the join's tracker: AdoptEvent(e, j) instead of OnEvent(e) for each
+  // event j of the unit `spec` was made from, between BeginAdopt and EndAdopt. `first_insn_count`
+  // is the unit's first event's count as delivered (with the instructions the join carried into
+  // it). The event times must be those the worker saw (ThreadFeed checks: no clamp across units).
+  // The result is exactly OnEvent's; where the speculation's assumption about the incoming stack
+  // fails, the unit goes through OnEvent until a touch leaves the frames the worker has.
+  // EndAdopt: whether no assumption failed.
+  void BeginAdopt(const Speculation& spec, uint64_t first_insn_count);
+  void AdoptEvent(const FlowEvent& e, size_t index);
+  bool EndAdopt();
+  // Events of reconciled units copied from the workers, and those run here (touches, and the
+  // events after a wrong guess until the join's stack and the worker's agree again).
+  std::pair<uint64_t, uint64_t> adopted_events() const { return adopted_events_; }
+
  private:
-  enum class FrameType : uint8_t { kFunction, kSynthetic, kAsyncHandler };
-  struct Frame {
-    FrameId id;
-    uint64_t function_start = 0;  // 0 when unknown
-    uint64_t return_ip = 0;       // 0 when unknown (inferred bottom frame)
-    uint64_t resume_ip = 0;       // synthetic frames: where the traced code will resume
-    FrameType type = FrameType::kFunction;
-    uint16_t inlined_wrappers = 0;  // inlined slices opened just before this frame
-    uint16_t inline_open = 0;       // inlined slices open inside this frame (kInlineChange)
-    // Synthetic frames: tracing stopped at resume_ip itself (an asynchronous kDisable: no branch
-    // left, the thread was preempted there), not at a branch's target.
-    bool stopped_in_place = false;
-  };
   // Buffered as the sink takes it (instructions = position_ when the record was made), so that
   // Flush can hand buffer_ over without converting it. A kEnd keeps the closed frame's id.
   using Record = SliceRecord;
@@ -125,6 +186,11 @@ class StackTracker {
   [[gnu::noinline]] void OnInlineChange(const FlowEvent& e, uint64_t t);
   // Closes the inlined slices open inside the top frame.
   void CloseInlineOfTop(uint64_t t);
+
+  // Speculation (unit_speculation.cpp).
+  bool MayTouch(const FlowEvent& e, size_t size);
+  void DispatchOutOfLine(const FlowEvent& e, uint64_t t);
+  void AddAdoptedStats(const DecodeStats& upto);
 
   // Pushes an inferred frame for the function containing `ip` when the stack is empty.
   void EnsureCurrent(uint64_t ip);
@@ -219,6 +285,22 @@ class StackTracker {
   // Records on their way to the sink (SliceSink::WriteRecords), sent in runs of kBatchSize.
   std::vector<SliceRecord> batch_;
   std::vector<std::string> batch_texts_;  // a "[folded] ..." note (sent at once)
+
+  // Speculation (a worker's tracker): its stack starts with a sentinel standing for the incoming
+  // stack; an event that pops it, scans past it or runs with nothing above it "touched" it.
+  bool speculating_ = false;
+  mutable bool touched_ = false;  // FindLandingFrame scanned past the sentinel
+  // Reconciliation (the join's tracker): the unit's frames are not in stack_ between touches
+  // (adopted_open_ of them: Flush counts them as open).
+  const Speculation* adopting_ = nullptr;
+  bool in_sync_ = false;      // the join's stack ends with the worker's frames (copying is right)
+  bool adopt_failed_ = false;  // a touch left other frames than the worker's
+  size_t adopted_open_ = 0;
+  size_t adopted_records_ = 0;     // the unit's records adopted so far
+  size_t adopted_touches_ = 0;     // touches run so far (their stats added)
+  int64_t adopted_position_delta_ = 0;  // the join's position_ minus the worker's
+  DecodeStats adopted_stats_;      // the speculation's counts added so far
+  std::pair<uint64_t, uint64_t> adopted_events_{};  // units' events copied, and run here
 
   // Emission state (after the buffer): emitted depth and folding.
   uint32_t emitted_depth_ = 0;

@@ -13,7 +13,9 @@ recursion: calls still open at a unit's end, returns above the next unit's start
   cpus-1       both threads on one virtual CPU, preempted every 2000 instructions: one stream
                whose units switch threads inside the recursion;
   cpus-2       two CPUs, preempted every 2000 instructions.
-For each, at --jobs 1, 2 and 3, with one unit per PSB and with the default units:
+For each, at --jobs 1, 2 and 3, with one unit per PSB and with the default units (with
+--stack-per-unit: at --jobs 2 and 3 per-thread units' stacks are tracked on the workers and
+reconciled at the join, and pt-decode's count of reconciled units is checked):
   tree       pt-decode's text tree, projected onto the program's functions, equals the call tree
              call_tree_oracle builds from pt-emulate's ground truth alone, line for line and
              depth for depth (tests/support/call_tree.py), for every thread;
@@ -47,12 +49,17 @@ class Failure(Exception):
     pass
 
 
-def run(cmd):
+def run(cmd, want_stderr=False):
     r = subprocess.run([str(c) for c in cmd], capture_output=True, timeout=600)
     if r.returncode != 0:
         raise Failure(f'{os.path.basename(str(cmd[0]))} exited with {r.returncode}: '
                       f'{r.stderr.decode(errors="replace").strip()[-2000:]}')
-    return r.stdout.decode(errors='replace')
+    return r.stderr.decode(errors='replace') if want_stderr else r.stdout.decode(errors='replace')
+
+
+STACK_UNITS = re.compile(r'stack tracking per unit: (\d+) units reconciled from the workers, '
+                         r'(\d+) with a wrong guess, (\d+) tracked at the join only; (\d+) '
+                         r'events copied, (\d+) tracked at the join')
 
 
 def max_descend_depth(oracle_text):
@@ -99,7 +106,18 @@ def check_capture(args, work, name, extra, problems):
         for jobs in ('1', '2', '3'):
             for fmt, ext in (('text', 'txt'), ('perfetto', 'pftrace')):
                 out = os.path.join(work, f'{name}.u{len(units)}.j{jobs}.{ext}')
-                run([args.decode, '--format', fmt, '--jobs', jobs, *units, '-o', out, ptar])
+                err = run([args.decode, '--format', fmt, '--jobs', jobs, '--stack-per-unit',
+                           *units, '-o', out, ptar], want_stderr=True)
+                # Per-thread units at --jobs > 1 have their stacks tracked on the workers: the
+                # trees above are then the reconciled ones (one unit per PSB: dozens of them).
+                counts = STACK_UNITS.search(err)
+                least = 20 if units else 1
+                if name == 'per-thread' and jobs != '1' and (
+                        counts is None or int(counts.group(1)) < least):
+                    problems.append(f'{name} {" ".join(units) or "default units"} --jobs {jobs}: '
+                                    f'expected at least {least} units reconciled from the '
+                                    f'workers, stderr says '
+                                    f'{counts.group(0) if counts else "nothing about it"}')
                 with open(out, 'rb') as f:
                     outputs[(jobs, ext)] = f.read()
             what = f'{name} {" ".join(units) or "default units"} --jobs {jobs}'
