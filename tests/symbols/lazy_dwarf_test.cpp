@@ -217,7 +217,24 @@ void CheckTable(const std::string& path, const fs::path& cache, const std::strin
   CHECK(StatOf(file).st_ino == cold);
   Spoil(file);
   CHECK(Answers(path) == uncached);
-  CHECK(StatOf(file).st_ino != cold);
+  const ino_t respoiled = StatOf(file).st_ino;
+  CHECK(respoiled != cold);
+  // Cut short (a full disk, a copy stopped half-way): computed again and replaced.
+  fs::resize_file(file, fs::file_size(file) - 8);
+  CHECK(Answers(path) == uncached);
+  const ino_t recut = StatOf(file).st_ino;
+  CHECK(recut != respoiled);
+  // Another format (its magic, the first 8 bytes, changed): the same.
+  {
+    std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.put('\x00');
+  }
+  CHECK(Answers(path) == uncached);
+  CHECK(StatOf(file).st_ino != recut);
+  // Gone: computed and stored again.
+  fs::remove(file);
+  CHECK(Answers(path) == uncached);
+  CHECK(fs::is_regular_file(file));
 }
 
 TEST_CASE("section cache: symbol tables and FDE ranges, cold, warm and stale, answer the same") {
