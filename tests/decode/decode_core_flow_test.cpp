@@ -292,13 +292,14 @@ TEST_CASE("a disable without an ip inside a packet-free loop ends with a gap, no
 }
 
 // Issue 24 (decode fuzz target, TNT mutants that send libc's lock down its lock-elision path):
-// xbegin takes no branch bit. Zydis files it under conditional branches, and QueryWalker took a
-// TNT bit for it, where libipt's instruction decoder makes it a plain instruction.
-// 0x1000: xbegin 0x1020 (its fallback, reached only by an abort); 26 nops; 0x1020: syscall.
-TEST_CASE("xbegin is not a conditional branch: it takes no TNT bit") {
+// xbegin and xend take no branch bit. Zydis files both under conditional branches, and
+// QueryWalker took a TNT bit for each, where libipt's instruction decoder makes them plain
+// instructions. 0x1000: xbegin 0x1020 (its fallback, reached only by an abort); 0x1006: xend;
+// 23 nops; 0x1020: syscall.
+TEST_CASE("xbegin and xend are not conditional branches: they take no TNT bit") {
   std::vector<uint8_t> code(0x40, 0x90);
-  const std::vector<uint8_t> xbegin = {0xc7, 0xf8, 0x1a, 0x00, 0x00, 0x00};
-  std::copy(xbegin.begin(), xbegin.end(), code.begin());
+  const std::vector<uint8_t> xbegin_xend = {0xc7, 0xf8, 0x1a, 0x00, 0x00, 0x00, 0x0f, 0x01, 0xd5};
+  std::copy(xbegin_xend.begin(), xbegin_xend.end(), code.begin());
   code[0x20] = 0x0f;  // syscall
   code[0x21] = 0x05;
   PtBuilder pt;
@@ -306,7 +307,7 @@ TEST_CASE("xbegin is not a conditional branch: it takes no TNT bit") {
   pt.Cyc(2);
   pt.Ip(ppt_tip_pgd, 0);
   CHECK(Decode(pt.bytes(), code) ==
-        "syscall 0x1020->0x0 t=1002 n=28\n"
+        "syscall 0x1020->0x0 t=1002 n=26\n"
         "end 0x1020->0x0 t=1002 n=0\n");
 }
 
