@@ -442,7 +442,8 @@ TEST_CASE("a suppressed-IP TIP at an indirect branch run before: the walker's ga
         "syscall 0x1021->0x0 t=2002 n=2\n"
         "end 0x1021->0x0 t=2002 n=0\n"
         "gap text: no ip at trace offset " + std::to_string(trace.tip + 1) + "\n");
-  // libipt's cached path: the branch counted twice, the failure one packet later.
+  // libipt's cached path: the branch counted twice (a jump to itself); its second query fails
+  // where its query decoder stands then, past the PSB+ that follows (37 bytes).
   CHECK(both.libipt.text ==
         "jump 0x1025->0x1027 t=1001 n=1\n"
         "jump 0x1028->0x1025 t=1003 n=2\n"
