@@ -355,7 +355,7 @@ int QueryWalker::ProceedNoEventSlow(pt_block* block) {
   Insn insn;
   for (;;) {
     const int added = ProceedOneInsn(block, &insn);
-    if (added <= 0) return added;
+    if (added != 1) return added;  // 0, an error, or kUnsupported (positive: not an instruction)
     uint64_t next = 0;
     const int status = NextIpWithoutTrace(insn, &next);
     if (status == -pte_bad_query) return ProceedWithTrace(insn);
@@ -399,7 +399,9 @@ int QueryWalker::ProceedToIp(pt_block* block, Insn* insn, uint64_t ip) {
   for (;;) {
     if (ip_ == ip) return 1;
     const int added = ProceedOneInsn(block, insn);
-    if (added <= 0) return added;
+    // kUnsupported is positive: taken for "one more instruction", the walk went on from the
+    // previous instruction's fall-through, the same address, for ever (issue 24, fuzz timeout).
+    if (added != 1) return added;
     uint64_t next = 0;
     const int status = NextIpWithoutTrace(*insn, &next);
     if (status < 0) return status;
@@ -496,6 +498,7 @@ int QueryWalker::ProceedEvent(pt_block* block) {
       // user code cannot), as to an ip never reached.
       status = ProceedToIp(block, &insn,
                            event_.ip_suppressed ? kNowhere : event_.variant.disabled.ip);
+      if (status == kUnsupported) return status;
       if (status <= 0) {
         if (status != -pte_bad_query) return status;
         // The disable binds to the branch that needed trace: tracing resumes after a call.
@@ -505,11 +508,11 @@ int QueryWalker::ProceedEvent(pt_block* block) {
     case ptev_async_disabled:
       if (skd022_) return kUnsupported;
       status = ProceedToIp(block, &insn, event_.variant.async_disabled.at);
-      if (status <= 0) return status;
+      if (status <= 0 || status == kUnsupported) return status;
       break;
     case ptev_async_branch:
       status = ProceedToIp(block, &insn, event_.variant.async_branch.from);
-      if (status <= 0) return status;
+      if (status <= 0 || status == kUnsupported) return status;
       break;
     case ptev_paging: case ptev_vmcs: case ptev_ptwrite:
       if (enabled_) return kUnsupported;
@@ -518,18 +521,18 @@ int QueryWalker::ProceedEvent(pt_block* block) {
       if (event_.ip_suppressed) break;
       status = ProceedToIp(block, &insn, event_.variant.exec_mode.ip);
       if (status == -pte_bad_query) status = ProceedWithTrace(insn);
-      if (status < 0) return status;
+      if (status < 0 || status == kUnsupported) return status;
       if (ip_ != event_.variant.exec_mode.ip) return 0;
       break;
     case ptev_exstop:
       if (!enabled_ || event_.ip_suppressed) break;
       status = ProceedToIp(block, &insn, event_.variant.exstop.ip);
-      if (status <= 0) return status;
+      if (status <= 0 || status == kUnsupported) return status;
       break;
     case ptev_mwait:
       if (!enabled_ || event_.ip_suppressed) break;
       status = ProceedToIp(block, &insn, event_.variant.mwait.ip);
-      if (status <= 0) return status;
+      if (status <= 0 || status == kUnsupported) return status;
       break;
     default:  // TSX, asynchronous paging and VMCS, and anything newer
       return kUnsupported;
