@@ -153,7 +153,9 @@ std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache
   auto owning = Open(path);
   if (!owning || AsElf(*owning) == nullptr) return {};
   const llvm::object::ObjectFile& object = *owning->getBinary();
-  const std::string build_id = cache != nullptr ? BuildIdHex(object) : std::string();
+  // (BuildIdHex reads the note pages: not worth it when nothing is cached)
+  const std::string build_id =
+      cache != nullptr && cache->enabled() ? BuildIdHex(object) : std::string();
   static_assert(sizeof(CodeRange) == 16);
   if (!build_id.empty()) {
     if (auto hit = cache->Find(build_id, "table.fde_ranges", object.getData());

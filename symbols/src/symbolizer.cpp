@@ -108,7 +108,9 @@ SymbolTables LoadSymbolTables(const std::string& path, std::string* error,
   }
   const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
   if (elf == nullptr) return {};
-  const std::string build_id = cache != nullptr ? BuildIdHex(*elf) : std::string();
+  // (BuildIdHex reads the note pages: not worth it when nothing is cached)
+  const std::string build_id =
+      cache != nullptr && cache->enabled() ? BuildIdHex(*elf) : std::string();
   if (!build_id.empty()) {
     if (auto hit = cache->Find(build_id, "table.symbols", elf->getData())) {
       if (std::optional<SymbolTables> tables = UnpackTables(hit->bytes)) return std::move(*tables);
