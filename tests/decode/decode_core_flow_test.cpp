@@ -294,6 +294,26 @@ TEST_CASE("a disable without an ip inside a packet-free loop ends with a gap, no
   CHECK(looped <= (uint64_t{1} << 20) + 2 * (uint64_t{1} << 12));
 }
 
+// Issue 24 (decode fuzz target, TNT mutants that send libc's lock down its lock-elision path):
+// xbegin and xend take no branch bit. Zydis files both under conditional branches, and
+// QueryWalker took a TNT bit for each, where libipt's instruction decoder makes them plain
+// instructions. 0x1000: xbegin 0x1020 (its fallback, reached only by an abort); 0x1006: xend;
+// 23 nops; 0x1020: syscall.
+TEST_CASE("xbegin and xend are not conditional branches: they take no TNT bit") {
+  std::vector<uint8_t> code(0x40, 0x90);
+  const std::vector<uint8_t> xbegin_xend = {0xc7, 0xf8, 0x1a, 0x00, 0x00, 0x00, 0x0f, 0x01, 0xd5};
+  std::copy(xbegin_xend.begin(), xbegin_xend.end(), code.begin());
+  code[0x20] = 0x0f;  // syscall
+  code[0x21] = 0x05;
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), code) ==
+        "syscall 0x1020->0x0 t=1002 n=26\n"
+        "end 0x1020->0x0 t=1002 n=0\n");
+}
+
 TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
   std::vector<uint8_t> garbage(64, 0xd9);
   CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");
