@@ -26,8 +26,9 @@
 // recomputes them): "table.symbols" (the symbolizer's sorted symbol tables, from the debug file)
 // and "table.fde_ranges" (the .eh_frame FDE ranges, from the code file), as arrays of host-order
 // uint64 pairs; "table.dwarf_answers" (inlined depths, names, lines and inlined frames, from the
-// debug file, filled as code is decoded; a versioned payload, see dwarf_answers.h). Nothing is
-// ever evicted: delete
+// debug file, filled as code is decoded; a versioned payload, see dwarf_answers.h) and
+// "table.plt_stubs" (the PLT stubs with their names, from the code file and checked against the
+// debug file too; a versioned payload, see function_bounds.h). Nothing is ever evicted: delete
 // the directory to reclaim the space (about 3x the compressed debug files decoded; 10 MB for
 // Debian's libc). Files of modules without a build id are not cached.
 #pragma once

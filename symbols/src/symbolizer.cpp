@@ -245,12 +245,23 @@ struct Symbolizer::Impl {
   }
   const std::vector<PltStub>& Plt(const std::string& path) {
     ModuleTables& t = tables[path];
-    if (!t.plt) t.plt = LoadPltStubs(CodeFileOf(path), path);
+    if (!t.plt) {
+      // Kept under the code file's build id, checked against both files (function_bounds.h).
+      const std::string& code_path = CodeFileOf(path);
+      const FileIdentity& code = IdentityOf(code_path);
+      const FileIdentity& debug = IdentityOf(path);  // (references stay valid on rehashing)
+      t.plt = code.build_id.empty() || debug.build_id.empty()
+                  ? LoadPltStubs(code_path, path)
+                  : LoadPltStubs(code_path, path, Cache(), code.build_id, code.source, debug.source);
+    }
     return *t.plt;
   }
   const std::vector<CodeRange>& Fdes(const std::string& path) {
     ModuleTables& t = tables[path];
-    if (!t.fdes) t.fdes = LoadFdeRanges(CodeFileOf(path), Cache());
+    if (!t.fdes) {
+      const FileIdentity& code = IdentityOf(CodeFileOf(path));  // hashed once for both tables
+      t.fdes = LoadFdeRanges(CodeFileOf(path), Cache(), code.build_id.empty() ? nullptr : &code.source);
+    }
     return *t.fdes;
   }
   void Fail(const std::string& path, const std::string& reason) {
