@@ -67,6 +67,8 @@ QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache*
   auto* zydis = new ZydisDecoder;
   ZydisDecoderInit(zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
   zydis_ = zydis;
+  trace_begin_ = config.begin;
+  trace_end_ = config.end;
   skd022_ = config.errata.skd022 != 0;
   skl014_ = config.errata.skl014 != 0 && config.addr_filter.config.addr_cfg != 0;
   Reset();
@@ -85,6 +87,7 @@ void QueryWalker::Reset() {
   std::memset(&event_, 0, sizeof event_);
   return_top_ = return_bottom_ = 0;
   time_offset_ = kNoTimeOffset;
+  tnt_left_ = 0;
 }
 
 int QueryWalker::SyncForward() {
@@ -116,6 +119,7 @@ int QueryWalker::FetchEvent() {
   if (process_event_) return 1;
   if ((status_ & pts_event_pending) == 0) return 0;
   time_offset_ = kNoTimeOffset;  // (pt_qry_event sets the time without moving on, see Tick)
+  tnt_left_ = 0;
   const int status = pt_qry_event(query_, &event_, sizeof event_);
   if (status < 0) return status;
   process_event_ = true;
@@ -437,13 +441,57 @@ int QueryWalker::ProceedWithTrace(const Insn& insn) {
 }
 
 [[gnu::always_inline]] inline int QueryWalker::CondBranch(int* taken) {
+  if (tnt_left_ == 0) [[unlikely]] return CondBranchFill(taken);
+  --tnt_left_;  // a cached bit: the offset stays tnt_offset_ (see tnt_left_)
   const int status = pt_qry_cond_branch(query_, taken);
   if (status < 0) return status;
-  const int tick = Tick(ip_);
+  const int tick = Tick(ip_, true, tnt_offset_);
   return tick < 0 ? tick : status;
 }
 
+int QueryWalker::CondBranchFill(int* taken) {
+  uint64_t before = 0;
+  unsigned bits = 0, size = 0;
+  if (pt_qry_get_offset(query_, &before) >= 0) bits = TntBitsAt(before, &size);
+  const int status = pt_qry_cond_branch(query_, taken);
+  if (status < 0) return status;
+  uint64_t offset = 0;
+  const bool offset_ok = pt_qry_get_offset(query_, &offset) >= 0;
+  // Moved past the TNT packet: this call loaded it and took its first bit.
+  if (offset_ok && bits != 0 && offset >= before + size) {
+    tnt_left_ = bits - 1;
+    tnt_offset_ = offset;
+  }
+  const int tick = Tick(ip_, offset_ok, offset);
+  return tick < 0 ? tick : status;
+}
+
+unsigned QueryWalker::TntBitsAt(uint64_t offset, unsigned* size) const {
+  // TNT-8: one byte, bit 0 clear, the payload above it ending in a stop bit (bit 1 alone, 0x02,
+  // is the extended opcode's byte, 0x00 is PAD). TNT-64: 02 a3 and 6 payload bytes with a stop
+  // bit. The oldest branch is the bit below the stop bit.
+  if (offset >= static_cast<uint64_t>(trace_end_ - trace_begin_)) return 0;
+  const uint8_t* at = trace_begin_ + offset;
+  const size_t left = static_cast<size_t>(trace_end_ - at);
+  uint64_t payload = 0;
+  unsigned bits = 0;
+  if ((at[0] & 1) == 0 && at[0] != 0x00 && at[0] != 0x02) {
+    payload = at[0] >> 1;
+    bits = 0;
+    *size = 1;
+  } else if (at[0] == 0x02 && left >= 8 && at[1] == 0xa3) {
+    for (unsigned i = 0; i < 6; ++i) payload |= uint64_t{at[2 + i]} << (8 * i);
+    *size = 8;
+  } else {
+    return 0;
+  }
+  if (payload == 0) return 0;
+  bits = 63 - static_cast<unsigned>(__builtin_clzll(payload));  // below the stop bit
+  return bits;
+}
+
 int QueryWalker::IndirectBranch(uint64_t* ip) {
+  tnt_left_ = 0;  // (it may decode packets)
   const uint64_t at = ip_;
   const int status = pt_qry_indirect_branch(query_, ip);
   if (status < 0) return status;
