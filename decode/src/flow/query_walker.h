@@ -104,6 +104,8 @@ class QueryWalker {
  public:
   // Returned by Next and Event for input the walker does not model (see the file comment).
   static constexpr int kUnsupported = 0x10000;
+  // The longest run taken in one step (below pt_block::ninsn's limit; longer: unsupported).
+  static constexpr uint16_t kMaxRunInsns = 0xff00;
 
   // `config` as for pt_blk_alloc_decoder; its block flags are ignored (the walker always behaves
   // as with end_on_call, end_on_jump and enable_tick_events).
@@ -118,6 +120,8 @@ class QueryWalker {
   int SyncForward();
   int SyncSet(uint64_t offset);
   int Next(pt_block* block);
+  // Next, inlined into the caller (include flow/query_walker_step.h): the block loop's form.
+  int NextInline(pt_block* block);
   int Event(pt_event* event);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
