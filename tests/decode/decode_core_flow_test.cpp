@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <span>
 #include <sstream>
+#include <string>
 
 #include "flow/code_images.h"
 #include "decode_core_pt_builder.h"
+#include "decode_differential.h"
 #include "capture/decoder_setup.h"
 #include "flow/flow_decoder.h"
 
@@ -291,6 +294,26 @@ TEST_CASE("a disable without an ip inside a packet-free loop ends with a gap, no
   CHECK(looped <= (uint64_t{1} << 20) + 2 * (uint64_t{1} << 12));
 }
 
+// Issue 24 (decode fuzz target, TNT mutants that send libc's lock down its lock-elision path):
+// xbegin and xend take no branch bit. Zydis files both under conditional branches, and
+// QueryWalker took a TNT bit for each, where libipt's instruction decoder makes them plain
+// instructions. 0x1000: xbegin 0x1020 (its fallback, reached only by an abort); 0x1006: xend;
+// 23 nops; 0x1020: syscall.
+TEST_CASE("xbegin and xend are not conditional branches: they take no TNT bit") {
+  std::vector<uint8_t> code(0x40, 0x90);
+  const std::vector<uint8_t> xbegin_xend = {0xc7, 0xf8, 0x1a, 0x00, 0x00, 0x00, 0x0f, 0x01, 0xd5};
+  std::copy(xbegin_xend.begin(), xbegin_xend.end(), code.begin());
+  code[0x20] = 0x0f;  // syscall
+  code[0x21] = 0x05;
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), code) ==
+        "syscall 0x1020->0x0 t=1002 n=26\n"
+        "end 0x1020->0x0 t=1002 n=0\n");
+}
+
 TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
   std::vector<uint8_t> garbage(64, 0xd9);
   CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");
@@ -381,6 +404,141 @@ TEST_CASE("code that runs off its mapping's end after an image epoch change: the
         "end 0x1021->0x0 t=2002 n=0\n"
         "gap text: no code bytes for 0x1040 (module not found or not mapped)\n"
         "missing code at 0x1040\n");
+}
+
+// Issue 24 (decode fuzz class 2b): a TIP with its IP suppressed (0x0d) at the indirect branch at
+// 0x1025. The target is not in the trace: the walker ends with a "no ip" gap naming the offset
+// just past the TIP and resumes at the next PSB. libipt 2.0.5 does the same while its block cache
+// has no entry for the branch; once it has one (the branch ran before), its cached path
+// (pt_blk_proceed_no_event_cached, ptbq_indirect) ignores the suppression, runs the branch a
+// second time and fails on the next packet. decode_differential.h allows exactly that difference.
+struct SuppressedTipTrace {
+  std::vector<uint8_t> bytes;
+  size_t tip = 0;  // the 0x0d's offset
+  size_t psb = 0;  // the PSB after it
+};
+SuppressedTipTrace SuppressedTipAfter(int passes) {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);
+  for (int i = 0; i < passes; ++i) {
+    pt.Cyc(i == 0 ? 1 : 3);
+    pt.Ip(ppt_tip, 0x1027);  // jmp *%rax at 1001, 1004, ...
+  }
+  pt.Cyc(passes == 0 ? 1 : 3);
+  SuppressedTipTrace trace;
+  trace.tip = pt.bytes().size();
+  pt.Ip(ppt_tip, 0);  // jmp *%rax once more: its target suppressed
+  pt.Tnt({true});     // what libipt's second query of the same branch meets
+  trace.psb = pt.bytes().size();
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  trace.bytes = pt.bytes();
+  return trace;
+}
+
+testing::DecodedPair DecodeBoth(std::span<const uint8_t> pt) {
+  const std::vector<uint8_t> trace(pt.begin(), pt.end());
+  bool refused = false;
+  testing::DecodedPair both;
+  both.libipt.text = DecodeWith(trace, TestCode(), nullptr, &refused, /*gap_texts=*/true);
+  WalkerCache cache;
+  both.walker.text = DecodeWith(trace, TestCode(), &cache, &refused, /*gap_texts=*/true);
+  CHECK_FALSE(refused);
+  return both;
+}
+
+TEST_CASE("a suppressed-IP TIP at an indirect branch run before: the walker's gap names it") {
+  const SuppressedTipTrace trace = SuppressedTipAfter(2);
+  REQUIRE(trace.bytes[trace.tip] == 0x0d);
+  const testing::DecodedPair both = DecodeBoth(trace.bytes);
+  CHECK(both.walker.text ==
+        "jump 0x1025->0x1027 t=1001 n=1\n"
+        "jump 0x1028->0x1025 t=1003 n=2\n"
+        "jump 0x1025->0x1027 t=1004 n=1\n"
+        "jump 0x1028->0x1025 t=1006 n=2\n"
+        "jump 0x1025->0x0 t=1007 n=1\n"
+        "gap 0x0->0x0 cause=decode error t=1007 n=0\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: no ip at trace offset " + std::to_string(trace.tip + 1) + "\n");
+  // libipt's cached path: the branch counted twice (a jump to itself); its second query fails
+  // where its query decoder stands then, past the PSB+ that follows (37 bytes).
+  CHECK(both.libipt.text ==
+        "jump 0x1025->0x1027 t=1001 n=1\n"
+        "jump 0x1028->0x1025 t=1003 n=2\n"
+        "jump 0x1025->0x1027 t=1004 n=1\n"
+        "jump 0x1028->0x1025 t=1006 n=2\n"
+        "jump 0x1025->0x1025 t=1007 n=1\n"
+        "jump 0x1025->0x0 t=1008 n=1\n"
+        "gap 0x0->0x0 cause=decode error t=1008 n=0\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: trace stream does not match query at trace offset " +
+            std::to_string(trace.psb + 37) + "\n");
+  CHECK(testing::CompareDecoders(trace.bytes, DecodeBoth) == "");
+}
+
+TEST_CASE("a suppressed-IP TIP at an indirect branch's first run: both decoders give the gap") {
+  const SuppressedTipTrace trace = SuppressedTipAfter(0);
+  CHECK(Decode(trace.bytes, TestCode(), /*gap_texts=*/true) ==
+        "jump 0x1025->0x0 t=1000 n=1\n"
+        "gap 0x0->0x0 cause=decode error t=1000 n=0\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: no ip at trace offset " + std::to_string(trace.tip + 1) + "\n");
+}
+
+// The exception is that one TIP, nothing else: a difference before it, after it, or a gap that
+// does not follow a suppressed-IP TIP is still a difference.
+TEST_CASE("the differential's exception for a suppressed-IP TIP still catches every other "
+          "difference") {
+  const SuppressedTipTrace trace = SuppressedTipAfter(2);
+  const std::string gap = "no ip at trace offset " + std::to_string(trace.tip + 1);
+  // The walker's output changed when it decodes `size` bytes: one instruction more.
+  auto walker_differs_on = [&](size_t size) {
+    return [size](std::span<const uint8_t> pt) {
+      testing::DecodedPair both = DecodeBoth(pt);
+      if (pt.size() == size) both.walker.instructions += 1;
+      return both;
+    };
+  };
+  const std::string before = testing::CompareDecoders(trace.bytes, walker_differs_on(trace.tip));
+  CHECK(before.rfind("in the trace before the suppressed-IP TIP at trace offset " +
+                         std::to_string(trace.tip) + ": QueryWalker and libipt's block decoder "
+                         "differ:\n",
+                     0) == 0);
+  const std::string after = testing::CompareDecoders(
+      trace.bytes, walker_differs_on(trace.bytes.size() - trace.psb));
+  CHECK(after.rfind("in the trace from the PSB at offset " + std::to_string(trace.psb) +
+                        " after the suppressed-IP TIP at trace offset " +
+                        std::to_string(trace.tip) + " (offsets from that PSB): QueryWalker",
+                    0) == 0);
+  // The walker's gap names another offset: not the exception.
+  auto gap_moved = [&](std::span<const uint8_t> pt) {
+    testing::DecodedPair both = DecodeBoth(pt);
+    const size_t at = both.walker.text.find(gap);
+    if (at != std::string::npos) {
+      both.walker.text.replace(at, gap.size(),
+                               "no ip at trace offset " + std::to_string(trace.tip + 2));
+    }
+    return both;
+  };
+  CHECK(testing::CompareDecoders(trace.bytes, gap_moved).rfind(
+            "QueryWalker and libipt's block decoder differ:\n", 0) == 0);
+  // The same trace with a TIP that has its IP (0x1027): the decoders must agree exactly, and do.
+  PtBuilder pt;
+  pt.Psb(1000, 0x1025);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip, 0x1027);
+  pt.Cyc(3);
+  pt.Ip(ppt_tip, 0x1027);
+  pt.Cyc(3);
+  pt.Ip(ppt_tip, 0x1027);
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(testing::CompareDecoders(pt.bytes(), DecodeBoth) == "");
 }
 
 // A call's length comes from a table keyed by (pid, address) that the decoders of one worker

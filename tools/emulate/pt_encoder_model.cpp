@@ -14,6 +14,11 @@ void PtEncoderModel::Retire(const RetiredInsn& insn, uint64_t tsc) {
   switch (insn.cls) {
     case InsnClass::kOther:
     case InsnClass::kJump:
+      // kOther includes xbegin and xend: hardware writes no TNT bit for them. It writes
+      // MODE.TSX + FUP where the transaction state changes, which this model leaves out (no
+      // decoder here models TSX events). An abort, which sends a stepped program to xbegin's
+      // fallback, is unexpected flow to the stepping loop (tracer_loop.cpp): AsyncBranch, i.e.
+      // FUP + TIP, the packets hardware writes after the abort's MODE.TSX.
       break;
     case InsnClass::kCondBranch:
       encoder_.CondBranch(insn.next_ip != insn.fallthrough, tsc);

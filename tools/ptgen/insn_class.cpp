@@ -26,6 +26,11 @@ bool MustNotExecute(const ZydisDecodedInstruction& insn) {
     case ZYDIS_MNEMONIC_IRETD: case ZYDIS_MNEMONIC_IRETQ: case ZYDIS_MNEMONIC_SYSRET:
     case ZYDIS_MNEMONIC_SYSEXIT: case ZYDIS_MNEMONIC_XBEGIN: case ZYDIS_MNEMONIC_XABORT:
       return true;
+    case ZYDIS_MNEMONIC_XEND:
+      // A walk never runs xbegin, so it is never inside a transaction, and xend outside one
+      // raises #GP: no real program retires it there, and a trace with it would show code that
+      // hardware never traced. (libc reaches xend only after its own xbegin succeeded.)
+      return true;
     default:
       return IsFar(insn) || insn.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
              insn.meta.category == ZYDIS_CATEGORY_SYSRET;
@@ -48,7 +53,15 @@ ClassifiedInsn ClassifyInstruction(const uint8_t* bytes, size_t size, uint64_t i
     out.direct_target = ip + insn.length + static_cast<uint64_t>(insn.raw.imm[0].value.s);
   switch (insn.meta.category) {
     case ZYDIS_CATEGORY_COND_BR:
-      out.cls = InsnClass::kCondBranch;
+      // Zydis files xbegin (c7 f8 rel) and xend (0f 01 d5) here too. For PT they are not
+      // branches: hardware writes no TNT bit for them (only Jcc, JrCXZ and LOOPcc take one;
+      // libipt's pt_instruction_decode makes both ptic_other, as does our walker). On a CPU
+      // with TSX they write MODE.TSX + FUP, and an abort MODE.TSX + FUP + TIP to xbegin's
+      // fallback; we do not write MODE.TSX (the walker does not model TSX events), so the
+      // generators treat them as plain instructions (see pt_encoder_model.cpp for an abort).
+      out.cls = insn.mnemonic == ZYDIS_MNEMONIC_XBEGIN || insn.mnemonic == ZYDIS_MNEMONIC_XEND
+                    ? InsnClass::kOther
+                    : InsnClass::kCondBranch;
       break;
     case ZYDIS_CATEGORY_UNCOND_BR:
       out.cls = IsFar(insn) ? InsnClass::kSyscall

@@ -28,7 +28,8 @@ struct ClassifiedInsn {
   bool is_syscall = false;       // syscall/sysenter/int 0x80: PTRACE_SYSCALL stops at its entry
   bool rip_indirect_jump = false;  // jmp *x(%rip): PLT stubs, tail calls through the GOT
   // Faults, stops the CPU or leaves user mode other than by a plain system call (int3, int n,
-  // ud*, hlt, iret, sysret/sysexit, far transfers, xbegin/xabort): a generated walk never runs it.
+  // ud*, hlt, iret, sysret/sysexit, far transfers, xbegin/xabort/xend): a generated walk never
+  // runs it.
   bool must_not_execute = false;
 };
 

@@ -37,6 +37,13 @@ pt_insn_class ClassOf(const ZydisDecodedInstruction& insn, bool* direct) {
       return ptic_far_return;
     case ZYDIS_MNEMONIC_PTWRITE:
       return ptic_ptwrite;
+    case ZYDIS_MNEMONIC_XBEGIN: case ZYDIS_MNEMONIC_XEND:
+      // Zydis files xbegin (c7 f8 rel) and xend (0f 01 d5) under conditional branches; libipt's
+      // instruction decoder (pt_instruction_decode in pt_ild.c) does not: only Jcc, JrCXZ and
+      // LOOPcc take a TNT bit, both are ptic_other, and xbegin's fallback is reached by an
+      // abort event (MODE.TSX, FUP, TIP), not by a branch bit. Taking a bit for either
+      // desynchronises the TNT stream.
+      return ptic_other;
     case ZYDIS_MNEMONIC_VMLAUNCH: case ZYDIS_MNEMONIC_VMRESUME: case ZYDIS_MNEMONIC_VMCALL:
     case ZYDIS_MNEMONIC_VMMCALL: case ZYDIS_MNEMONIC_UIRET:
       return ptic_error;  // not modelled: the caller refuses

@@ -322,6 +322,47 @@ TEST_CASE("signal-like asynchronous transfer: FUP + TIP decodes as an async bran
   CHECK(d.ips == m.truth);
 }
 
+// xbegin and xend take no TNT bit (Zydis files them as conditional branches; libipt's
+// pt_instruction_decode does not). A committed transaction is plain flow; an abort, which the
+// stepping loop sees as unexpected flow to xbegin's fallback, is FUP + TIP (hardware writes
+// MODE.TSX first, which pt-emulate leaves out). Both must decode exactly with libipt.
+TEST_CASE("xbegin and xend write no TNT bit; an abort to the fallback is an async branch") {
+  auto run = [](bool abort) {
+    Machine m;
+    const uint64_t fallback = kBase + 0x100, join = kBase + 0x40;
+    m.Put(kBase, {0xc7, 0xf8, 0xfa, 0x00, 0x00, 0x00});  // +0   xbegin fallback
+    m.Put(kBase + 7, {0x0f, 0x01, 0xd5});                  // +7   xend (+6 is a nop)
+    m.Je(kBase + 10, join);                                // +10  je join (taken)
+    m.Je(join, join + 0x20);                               // join: je (not taken)
+    m.Put(join + 0x20, {0x0f, 0x05});                      //       nops; exit
+    m.exit_ip = join + 0x20;
+    m.Jmp(fallback, join);                                 // fallback: jmp join
+    m.conds = abort ? std::deque<bool>{false} : std::deque<bool>{true, false};
+    if (abort) m.async_at[kBase + 6] = fallback;  // aborts right after xbegin
+    Sink sink;
+    EncoderConfig ec;
+    PtEncoderModel model(ec, &sink);
+    m.Run(kBase, model);
+    CHECK(m.conds.empty());
+    const Decoded d = DecodeInsn(m, sink.bytes, ec);
+    CHECK(d.errors == 0);
+    CHECK(d.async_branches == (abort ? 1 : 0));
+    CHECK(d.ips == m.truth);
+    CHECK(DecodeBlocks(m, sink.bytes, ec) == m.truth);
+    return m.truth;
+  };
+  const std::vector<uint64_t> committed = run(false);
+  REQUIRE(committed.size() >= 5);
+  CHECK(committed[1] == kBase + 6);
+  CHECK(committed[2] == kBase + 7);
+  CHECK(committed[3] == kBase + 10);
+  CHECK(committed[4] == kBase + 0x40);
+  const std::vector<uint64_t> aborted = run(true);
+  REQUIRE(aborted.size() >= 3);
+  CHECK(aborted[1] == kBase + 0x100);
+  CHECK(aborted[2] == kBase + 0x40);
+}
+
 TEST_CASE("an uncompressed return forgets older calls, so perf and libipt stay in step") {
   // perf pops its return stack on every RET, libipt only on compressed ones. After the handler's
   // RET goes out as a TIP, the outermost `ret` to main (whose call predates the handler) must not
@@ -414,6 +455,14 @@ TEST_CASE("classifier: the instruction classes PT cares about") {
     CHECK_MESSAGE(cls(bad).must_not_execute, "first byte " << int(bad[0]));
   CHECK_FALSE(cls({0xc3}).must_not_execute);
   CHECK_FALSE(cls({0x74, 0x10}).must_not_execute);
+  // TSX: Zydis calls xbegin and xend conditional branches; PT gives them no TNT bit. A walk runs
+  // neither (no transaction is ever begun, and xend outside one faults); xtest is harmless.
+  CHECK(cls({0xc7, 0xf8, 0x10, 0, 0, 0}).cls == InsnClass::kOther);  // xbegin
+  CHECK(cls({0xc7, 0xf8, 0x10, 0, 0, 0}).must_not_execute);
+  CHECK(cls({0x0f, 0x01, 0xd5}).cls == InsnClass::kOther);           // xend
+  CHECK(cls({0x0f, 0x01, 0xd5}).must_not_execute);
+  CHECK(cls({0x0f, 0x01, 0xd6}).cls == InsnClass::kOther);           // xtest
+  CHECK_FALSE(cls({0x0f, 0x01, 0xd6}).must_not_execute);
 }
 
 }  // namespace
