@@ -149,14 +149,18 @@ std::vector<CodeRange> ParseFdeRanges(const llvm::object::ObjectFile& object) {
 
 }  // namespace
 
-std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache* cache) {
+std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache* cache,
+                                     const SectionCache::Source* source) {
   auto owning = Open(path);
   if (!owning || AsElf(*owning) == nullptr) return {};
   const llvm::object::ObjectFile& object = *owning->getBinary();
-  const std::string build_id = cache != nullptr ? BuildIdHex(object) : std::string();
+  // (BuildIdHex reads the note pages: not worth it when nothing is cached)
+  const std::string build_id =
+      cache != nullptr && cache->enabled() ? BuildIdHex(object) : std::string();
   static_assert(sizeof(CodeRange) == 16);
   if (!build_id.empty()) {
-    if (auto hit = cache->Find(build_id, "table.fde_ranges", object.getData());
+    if (auto hit = source != nullptr ? cache->Find(build_id, "table.fde_ranges", *source)
+                                     : cache->Find(build_id, "table.fde_ranges", object.getData());
         hit && hit->bytes.size() % sizeof(CodeRange) == 0) {
       std::vector<CodeRange> ranges(hit->bytes.size() / sizeof(CodeRange));
       if (!ranges.empty()) std::memcpy(ranges.data(), hit->bytes.data(), hit->bytes.size());
@@ -165,9 +169,13 @@ std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache
   }
   std::vector<CodeRange> ranges = ParseFdeRanges(object);
   if (!build_id.empty()) {
-    cache->Store(build_id, "table.fde_ranges", object.getData(),
-                 llvm::StringRef(reinterpret_cast<const char*>(ranges.data()),
-                                 ranges.size() * sizeof(CodeRange)));
+    const llvm::StringRef bytes(reinterpret_cast<const char*>(ranges.data()),
+                                ranges.size() * sizeof(CodeRange));
+    if (source != nullptr) {
+      cache->Store(build_id, "table.fde_ranges", *source, bytes);
+    } else {
+      cache->Store(build_id, "table.fde_ranges", object.getData(), bytes);
+    }
   }
   return ranges;
 }
@@ -272,6 +280,66 @@ std::vector<PltStub> LoadPltStubs(const std::string& path, const std::string& de
   stubs.erase(std::unique(stubs.begin(), stubs.end(),
                           [](const PltStub& a, const PltStub& b) { return a.start == b.start; }),
               stubs.end());
+  return stubs;
+}
+
+namespace {
+
+constexpr uint64_t kPltVersion = 1;
+
+void Put(std::string& out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(value >> (8 * i)));
+}
+bool Get(llvm::StringRef& in, uint64_t* value) {
+  if (in.size() < 8) return false;
+  *value = 0;
+  for (int i = 0; i < 8; ++i) *value |= uint64_t(static_cast<unsigned char>(in[i])) << (8 * i);
+  in = in.drop_front(8);
+  return true;
+}
+
+}  // namespace
+
+std::string PackPltStubs(const std::vector<PltStub>& stubs, SectionCache::Source debug) {
+  std::string out;
+  for (uint64_t value : {kPltVersion, debug.size, debug.hash, uint64_t(stubs.size())}) Put(out, value);
+  for (const PltStub& stub : stubs) {
+    Put(out, stub.start);
+    Put(out, stub.size);
+    Put(out, stub.name.size());
+    out += stub.name;
+  }
+  return out;
+}
+
+std::optional<std::vector<PltStub>> UnpackPltStubs(llvm::StringRef in, SectionCache::Source debug) {
+  uint64_t version = 0, size = 0, hash = 0, count = 0;
+  if (!Get(in, &version) || version != kPltVersion || !Get(in, &size) || !Get(in, &hash) ||
+      size != debug.size || hash != debug.hash || !Get(in, &count) || count > in.size() / 24) {
+    return std::nullopt;
+  }
+  std::vector<PltStub> stubs(count);
+  for (PltStub& stub : stubs) {
+    uint64_t length = 0;
+    if (!Get(in, &stub.start) || !Get(in, &stub.size) || !Get(in, &length) || length > in.size()) {
+      return std::nullopt;
+    }
+    stub.name = in.take_front(length).str();
+    in = in.drop_front(length);
+  }
+  if (!in.empty()) return std::nullopt;
+  return stubs;
+}
+
+std::vector<PltStub> LoadPltStubs(const std::string& path, const std::string& debug_path,
+                                  const SectionCache* cache, const std::string& build_id,
+                                  SectionCache::Source code, SectionCache::Source debug) {
+  if (cache == nullptr || !cache->enabled() || build_id.empty()) return LoadPltStubs(path, debug_path);
+  if (auto hit = cache->Find(build_id, "table.plt_stubs", code)) {
+    if (auto stubs = UnpackPltStubs(hit->bytes, debug)) return std::move(*stubs);
+  }
+  std::vector<PltStub> stubs = LoadPltStubs(path, debug_path);
+  cache->Store(build_id, "table.plt_stubs", code, PackPltStubs(stubs, debug));
   return stubs;
 }
 

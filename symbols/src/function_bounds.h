@@ -4,13 +4,16 @@
 // as NOBITS: read them from the code file.
 #pragma once
 
+#include <llvm/ADT/StringRef.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
-namespace ptscope::symbols {
+#include "section_cache.h"
 
-class SectionCache;
+namespace ptscope::symbols {
 
 struct CodeRange {
   uint64_t start = 0;  // ELF vaddr
@@ -21,7 +24,9 @@ struct CodeRange {
 // file has no readable .eh_frame. A damaged .eh_frame yields the FDEs before the damage.
 // With a `cache`, the ranges of a file with a build id are kept there ("table.fde_ranges"):
 // parsing every CFI program of a libc's .eh_frame was a tenth of a small capture's decode.
-std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache* cache = nullptr);
+// `source`, when given, is the file's size and hash (SectionCache::SourceOf), computed already.
+std::vector<CodeRange> LoadFdeRanges(const std::string& path, const SectionCache* cache = nullptr,
+                                     const SectionCache::Source* source = nullptr);
 
 struct PltStub {
   uint64_t start = 0;
@@ -36,5 +41,20 @@ struct PltStub {
 // else "*ABS*+0x9f1c0@plt"; the lazy-binding header PLT0 ".plt". Stubs are found by LLVM's
 // MCInstrAnalysis::findPltEntries.
 std::vector<PltStub> LoadPltStubs(const std::string& path, const std::string& debug_path);
+
+// The same, kept in `cache` between runs: disassembling a libc's PLT and looking up its IFUNC
+// names was a tenth of a small capture's decode once its DWARF answers were kept. The file is
+// "table.plt_stubs" under the code file's `build_id`; its header holds the code file's size and
+// hash (`code`), and its payload — little-endian uint64s: version (1), the debug file's size and
+// hash (`debug`: IFUNC names come from it), the stub count, then per stub its start, size and
+// name (byte length + bytes) — is used only when it parses exactly and names the same debug
+// file; otherwise the stubs are read again and the file replaced.
+std::vector<PltStub> LoadPltStubs(const std::string& path, const std::string& debug_path,
+                                  const SectionCache* cache, const std::string& build_id,
+                                  SectionCache::Source code, SectionCache::Source debug);
+// The payload above, and its reader (nullopt: not a whole, valid payload for `debug`).
+std::string PackPltStubs(const std::vector<PltStub>& stubs, SectionCache::Source debug);
+std::optional<std::vector<PltStub>> UnpackPltStubs(llvm::StringRef bytes,
+                                                   SectionCache::Source debug);
 
 }  // namespace ptscope::symbols

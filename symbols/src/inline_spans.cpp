@@ -132,6 +132,10 @@ const RangeList& UnitRanges(llvm::DWARFContext& context, std::optional<RangeList
 
 }  // namespace
 
+bool ReadsOtherDebugFile(const llvm::object::ObjectFile& object, const std::string& debug_path) {
+  return HasDebuglink(object) || HasOtherBuildIdDebugFile(object, debug_path);
+}
+
 uint32_t InlineDepthSpan::DepthAt(uint64_t vaddr) const {
   auto next = std::upper_bound(steps.begin(), steps.end(), vaddr,
                                [](uint64_t a, const Step& s) { return a < s.vaddr; });
@@ -142,8 +146,7 @@ void InlineSpanIndex::Adopt(const std::string& debug_path,
                             llvm::object::OwningBinary<llvm::object::ObjectFile> binary,
                             std::unique_ptr<llvm::DWARFContext> context) {
   std::unique_ptr<Module> module;
-  if (!HasDebuglink(*binary.getBinary()) &&
-      !HasOtherBuildIdDebugFile(*binary.getBinary(), debug_path)) {
+  if (!ReadsOtherDebugFile(*binary.getBinary(), debug_path)) {
     llvm::DWARFContext* raw_context = context.get();
     auto symbolizable = llvm::symbolize::SymbolizableObjectFile::create(
         binary.getBinary(), std::move(context), /*UntagAddresses=*/false);
@@ -222,6 +225,13 @@ bool InlineSpanIndex::Symbolize(const std::string& debug_path, uint64_t vaddr,
   if (adopted == modules_.end() || adopted->second == nullptr) return false;
   *info = InlinedFramesLikeLlvm(*adopted->second->symbolizable, vaddr);
   return true;
+}
+
+bool InlineSpanIndex::AnswersFromOwnFile(const std::string& debug_path, uint64_t vaddr) {
+  auto adopted = modules_.find(debug_path);
+  if (adopted == modules_.end() || adopted->second == nullptr) return false;
+  llvm::DWARFCompileUnit* unit = adopted->second->context->getCompileUnitForCodeAddress(vaddr);
+  return unit == nullptr || !unit->getDWOId();
 }
 
 }  // namespace ptscope::symbols

@@ -27,6 +27,10 @@ namespace ptscope::symbols {
 
 using RangeList = std::vector<std::pair<uint64_t, uint64_t>>;
 
+// Whether LLVMSymbolizer would read debug info from a file other than `debug_path` for this
+// object (a .gnu_debuglink, or another file under /usr/lib/debug/.build-id): Adopt declines then.
+bool ReadsOtherDebugFile(const llvm::object::ObjectFile& object, const std::string& debug_path);
+
 class InlineSpanIndex {
  public:
   // Takes the module's binary and DWARF context (built once by the caller), unless LLVMSymbolizer
@@ -42,6 +46,10 @@ class InlineSpanIndex {
   // innermost first, names demangled, as LLVMSymbolizer::symbolizeInlinedCode gives them. False
   // when the module was not adopted (ask LLVMSymbolizer).
   bool Symbolize(const std::string& debug_path, uint64_t vaddr, llvm::DIInliningInfo* info);
+  // Whether Symbolize's answer for `vaddr` comes from the module's own file alone: it was
+  // adopted, and the unit holding `vaddr`, if any, is not a split-DWARF skeleton (whose .dwo LLVM
+  // reads). Only such answers may be kept per debug file (DwarfAnswers).
+  bool AnswersFromOwnFile(const std::string& debug_path, uint64_t vaddr);
 
  private:
   struct Module {

@@ -55,7 +55,7 @@ class LazyDwarfObject final : public llvm::DWARFObject {
   LazyDwarfObject(const llvm::object::ObjectFile& object, const SectionCache* cache,
                   std::function<void(llvm::Error)> on_error)
       : object_(object), cache_(cache), on_error_(std::move(on_error)),
-        build_id_(BuildIdHex(object)) {
+        build_id_(cache != nullptr && cache->enabled() ? BuildIdHex(object) : std::string()) {
     llvm::StringMap<unsigned> name_count;
     for (const llvm::object::SectionRef& section : object.sections()) {
       llvm::StringRef name;

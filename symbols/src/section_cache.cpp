@@ -29,10 +29,10 @@ uint64_t GetU64(const char* in) {
   return value;
 }
 
-void Header(char* out, llvm::StringRef compressed, uint64_t decompressed_size) {
+void Header(char* out, SectionCache::Source source, uint64_t decompressed_size) {
   std::memcpy(out, kMagic, sizeof kMagic);
-  PutU64(out + 8, compressed.size());
-  PutU64(out + 16, llvm::xxh3_64bits(compressed));
+  PutU64(out + 8, source.size);
+  PutU64(out + 16, source.hash);
   PutU64(out + 24, decompressed_size);
 }
 
@@ -122,9 +122,29 @@ std::string SectionCache::PathOf(const std::string& build_id, llvm::StringRef se
   return dir_ + "/" + build_id + "/" + section.str();
 }
 
+SectionCache::Source SectionCache::SourceOf(llvm::StringRef bytes) {
+  return Source{bytes.size(), llvm::xxh3_64bits(bytes)};
+}
+
 std::optional<SectionCache::Hit> SectionCache::Find(const std::string& build_id,
                                                     llvm::StringRef section,
                                                     llvm::StringRef compressed) const {
+  if (!enabled()) return std::nullopt;
+  // (no file: not worth hashing the section)
+  const std::string path = PathOf(build_id, section);
+  if (path.empty() || ::access(path.c_str(), F_OK) != 0) return std::nullopt;
+  return Find(build_id, section, SourceOf(compressed));
+}
+
+void SectionCache::Store(const std::string& build_id, llvm::StringRef section,
+                         llvm::StringRef compressed, llvm::StringRef decompressed) const {
+  if (!enabled()) return;
+  Store(build_id, section, SourceOf(compressed), decompressed);
+}
+
+std::optional<SectionCache::Hit> SectionCache::Find(const std::string& build_id,
+                                                    llvm::StringRef section,
+                                                    Source source) const {
   if (!enabled()) return std::nullopt;
   std::string path = PathOf(build_id, section);
   if (path.empty()) return std::nullopt;
@@ -134,7 +154,7 @@ std::optional<SectionCache::Hit> SectionCache::Find(const std::string& build_id,
   llvm::StringRef bytes = (*file)->getBuffer();
   if (bytes.size() < kHeaderSize) return std::nullopt;
   char expected[kHeaderSize];
-  Header(expected, compressed, GetU64(bytes.data() + 24));
+  Header(expected, source, GetU64(bytes.data() + 24));
   if (std::memcmp(expected, bytes.data(), kHeaderSize) != 0 ||
       bytes.size() - kHeaderSize != GetU64(bytes.data() + 24)) {
     return std::nullopt;
@@ -142,8 +162,8 @@ std::optional<SectionCache::Hit> SectionCache::Find(const std::string& build_id,
   return Hit{std::move(*file), bytes.drop_front(kHeaderSize)};
 }
 
-void SectionCache::Store(const std::string& build_id, llvm::StringRef section,
-                         llvm::StringRef compressed, llvm::StringRef decompressed) const {
+void SectionCache::Store(const std::string& build_id, llvm::StringRef section, Source source,
+                         llvm::StringRef decompressed) const {
   if (!enabled()) return;
   std::string path = PathOf(build_id, section);
   if (path.empty()) return;
@@ -153,7 +173,7 @@ void SectionCache::Store(const std::string& build_id, llvm::StringRef section,
   int fd = ::mkstemp(temp.data());  // 0600
   if (fd < 0) return;
   char header[kHeaderSize];
-  Header(header, compressed, decompressed.size());
+  Header(header, source, decompressed.size());
   bool ok = WriteAll(fd, header, kHeaderSize) &&
             WriteAll(fd, decompressed.data(), decompressed.size());
   ok = ::close(fd) == 0 && ok;

@@ -25,7 +25,10 @@
 // holding the size and xxh3-64 of the entire file they were computed from (so any change to it
 // recomputes them): "table.symbols" (the symbolizer's sorted symbol tables, from the debug file)
 // and "table.fde_ranges" (the .eh_frame FDE ranges, from the code file), as arrays of host-order
-// uint64 pairs. Nothing is ever evicted: delete
+// uint64 pairs; "table.dwarf_answers" (inlined depths, names, lines and inlined frames, from the
+// debug file, filled as code is decoded; a versioned payload, see dwarf_answers.h) and
+// "table.plt_stubs" (the PLT stubs with their names, from the code file and checked against the
+// debug file too; a versioned payload, see function_bounds.h). Nothing is ever evicted: delete
 // the directory to reclaim the space (about 3x the compressed debug files decoded; 10 MB for
 // Debian's libc). Files of modules without a build id are not cached.
 #pragma once
@@ -57,6 +60,14 @@ class SectionCache {
   bool enabled() const { return !dir_.empty(); }
   const std::string& dir() const { return dir_; }
 
+  // What a cached file was computed from: the size and xxh3-64 of those bytes (a compressed
+  // section, or a whole file for the tables). Computed once per file by callers that look up
+  // several tables of it.
+  struct Source {
+    uint64_t size = 0, hash = 0;
+  };
+  static Source SourceOf(llvm::StringRef bytes);
+
   struct Hit {
     std::unique_ptr<llvm::MemoryBuffer> file;  // mapped when large; owns `bytes`
     llvm::StringRef bytes;                     // the decompressed section
@@ -68,6 +79,11 @@ class SectionCache {
   // Stores them; failures (read-only or full disk, a race with another writer) are ignored:
   // the cache only saves time.
   void Store(const std::string& build_id, llvm::StringRef section, llvm::StringRef compressed,
+             llvm::StringRef decompressed) const;
+  // The same, for a source whose size and hash are known.
+  std::optional<Hit> Find(const std::string& build_id, llvm::StringRef section,
+                          Source source) const;
+  void Store(const std::string& build_id, llvm::StringRef section, Source source,
              llvm::StringRef decompressed) const;
 
  private:

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <set>
 
+#include "dwarf_answers.h"
 #include "function_bounds.h"
 #include "inline_spans.h"
 #include "lazy_dwarf.h"
@@ -96,11 +97,23 @@ SymbolTables ReadSymbolTables(const llvm::object::ELFObjectFileBase* elf) {
   return tables;
 }
 
+// A debug file as the cache knows it (see Symbolizer::Impl::IdentityOf).
+struct FileIdentity {
+  std::string build_id;         // "" when it has none or nothing is cached
+  SectionCache::Source source;  // the whole file's size and hash
+  bool own_answers = false;     // its DWARF answers depend on it alone (DwarfAnswers)
+};
+
 // With a `cache`, the tables of a file with a build id are kept there ("table.symbols"): walking
 // a libc's symbol table through LLVM's accessors and sorting it was a tenth of a small capture's
 // decode.
 SymbolTables LoadSymbolTables(const std::string& path, std::string* error,
-                              const SectionCache* cache) {
+                              const SectionCache* cache, const FileIdentity& id) {
+  if (!id.build_id.empty()) {
+    if (auto hit = cache->Find(id.build_id, "table.symbols", id.source)) {
+      if (std::optional<SymbolTables> tables = UnpackTables(hit->bytes)) return std::move(*tables);
+    }
+  }
   auto owning = llvm::object::ObjectFile::createObjectFile(path);
   if (!owning) {
     *error = llvm::toString(owning.takeError());
@@ -108,14 +121,8 @@ SymbolTables LoadSymbolTables(const std::string& path, std::string* error,
   }
   const auto* elf = llvm::dyn_cast<llvm::object::ELFObjectFileBase>(owning->getBinary());
   if (elf == nullptr) return {};
-  const std::string build_id = cache != nullptr ? BuildIdHex(*elf) : std::string();
-  if (!build_id.empty()) {
-    if (auto hit = cache->Find(build_id, "table.symbols", elf->getData())) {
-      if (std::optional<SymbolTables> tables = UnpackTables(hit->bytes)) return std::move(*tables);
-    }
-  }
   SymbolTables tables = ReadSymbolTables(elf);
-  if (!build_id.empty()) cache->Store(build_id, "table.symbols", elf->getData(), PackTables(tables));
+  if (!id.build_id.empty()) cache->Store(id.build_id, "table.symbols", id.source, PackTables(tables));
   return tables;
 }
 
@@ -153,6 +160,36 @@ struct Symbolizer::Impl {
     if (!section_cache) section_cache = SectionCache::FromEnvironment();
     return &*section_cache;
   }
+  // Per debug file, read once: its build id and whole-file hash, which key its cached tables
+  // and DWARF answers (so that the file is hashed once, not per table).
+  std::unordered_map<std::string, FileIdentity> identities;
+  const FileIdentity& IdentityOf(const std::string& path) {
+    auto [it, inserted] = identities.try_emplace(path);
+    if (!inserted || !Cache()->enabled()) return it->second;
+    auto owning = llvm::object::ObjectFile::createObjectFile(path);
+    if (!owning) {
+      llvm::consumeError(owning.takeError());  // Symbols() reports it
+      return it->second;
+    }
+    const llvm::object::ObjectFile& object = *owning->getBinary();
+    if (!llvm::isa<llvm::object::ELFObjectFileBase>(object)) return it->second;
+    it->second.build_id = BuildIdHex(object);
+    if (it->second.build_id.empty()) return it->second;
+    it->second.source = SectionCache::SourceOf(object.getData());
+    it->second.own_answers = !ReadsOtherDebugFile(object, path);
+    return it->second;
+  }
+  // Per debug file: its DWARF answers kept between runs; nullptr when they cannot be kept.
+  // (Declared after section_cache: written back when destroyed, through it.)
+  std::unordered_map<std::string, std::unique_ptr<DwarfAnswers>> answers;
+  DwarfAnswers* Answers(const std::string& path) {
+    auto [it, inserted] = answers.try_emplace(path);
+    if (inserted) {
+      const FileIdentity& id = IdentityOf(path);
+      if (id.own_answers) it->second = std::make_unique<DwarfAnswers>(Cache(), id.build_id, id.source);
+    }
+    return it->second.get();
+  }
 
   // Builds the module's DWARF context once and hands it to the reader that keeps it: the
   // relative-DWO symbolizer when the module needs it, else the inline span index.
@@ -172,11 +209,20 @@ struct Symbolizer::Impl {
     inline_spans.Adopt(path, std::move(*owning), std::move(context));
   }
 
+  // The inlined frames at `vaddr`: kept ones (DwarfAnswers), else from the DWARF (then kept
+  // when they depend on the debug file alone).
   llvm::Expected<llvm::DIInliningInfo> Inlined(const std::string& path, uint64_t vaddr) {
+    DwarfAnswers* kept = Answers(path);
+    if (kept != nullptr) {
+      if (const llvm::DIInliningInfo* frames = kept->FramesAt(vaddr)) return *frames;
+    }
     EnsureDwarf(path);
     llvm::DIInliningInfo info;
     if (relative_dwo.Symbolize(path, vaddr, &info)) return info;
-    if (inline_spans.Symbolize(path, vaddr, &info)) return info;
+    if (inline_spans.Symbolize(path, vaddr, &info)) {
+      if (kept != nullptr && inline_spans.AnswersFromOwnFile(path, vaddr)) kept->AddFrames(vaddr, info);
+      return info;
+    }
     return llvm_symbolizer.symbolizeInlinedCode(
         path, {vaddr, llvm::object::SectionedAddress::UndefSection});
   }
@@ -189,7 +235,7 @@ struct Symbolizer::Impl {
     ModuleTables& t = tables[path];
     if (!t.symbols) {
       std::string error;
-      t.symbols = LoadSymbolTables(path, &error, Cache());
+      t.symbols = LoadSymbolTables(path, &error, Cache(), IdentityOf(path));
       if (!error.empty()) Fail(path, error);
     }
     return *t.symbols;
@@ -199,12 +245,23 @@ struct Symbolizer::Impl {
   }
   const std::vector<PltStub>& Plt(const std::string& path) {
     ModuleTables& t = tables[path];
-    if (!t.plt) t.plt = LoadPltStubs(CodeFileOf(path), path);
+    if (!t.plt) {
+      // Kept under the code file's build id, checked against both files (function_bounds.h).
+      const std::string& code_path = CodeFileOf(path);
+      const FileIdentity& code = IdentityOf(code_path);
+      const FileIdentity& debug = IdentityOf(path);  // (references stay valid on rehashing)
+      t.plt = code.build_id.empty() || debug.build_id.empty()
+                  ? LoadPltStubs(code_path, path)
+                  : LoadPltStubs(code_path, path, Cache(), code.build_id, code.source, debug.source);
+    }
     return *t.plt;
   }
   const std::vector<CodeRange>& Fdes(const std::string& path) {
     ModuleTables& t = tables[path];
-    if (!t.fdes) t.fdes = LoadFdeRanges(CodeFileOf(path), Cache());
+    if (!t.fdes) {
+      const FileIdentity& code = IdentityOf(CodeFileOf(path));  // hashed once for both tables
+      t.fdes = LoadFdeRanges(CodeFileOf(path), Cache(), code.build_id.empty() ? nullptr : &code.source);
+    }
     return *t.fdes;
   }
   void Fail(const std::string& path, const std::string& reason) {
@@ -401,8 +458,15 @@ std::shared_ptr<const InlineDepthSpan> Symbolizer::InlineDepths(const std::strin
     span->steps.push_back({stub->start, 0});
     return span;
   }
+  DwarfAnswers* kept = impl_->Answers(debug_path);
+  if (kept != nullptr) {
+    if (std::shared_ptr<const InlineDepthSpan> span = kept->SpanAt(vaddr)) return span;
+  }
   impl_->EnsureDwarf(debug_path);
-  return impl_->inline_spans.SpanAt(debug_path, vaddr);
+  std::shared_ptr<const InlineDepthSpan> span = impl_->inline_spans.SpanAt(debug_path, vaddr);
+  // (SpanAt answers only from the module's own DWARF, never for split units)
+  if (span != nullptr && kept != nullptr) kept->AddSpan(span);
+  return span;
 }
 
 uint64_t Symbolizer::FunctionStart(const std::string& debug_path, uint64_t vaddr) {

@@ -4,11 +4,17 @@
 // Oracles are binutils (objdump, nm, readelf) on names_lib.so and on the system's libc.
 #include <doctest/doctest.h>
 
+#include <llvm/Object/ObjectFile.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include "function_bounds.h"
@@ -144,6 +150,76 @@ TEST_CASE("PLT stubs of a library with a separate debug file: JUMP_SLOT, GLOB_DA
     symbolizer.SetCodeFile(debug, stripped);
     CHECK(symbolizer.Symbolize(debug, puts_stub + 6).function == "puts@plt");
   }
+}
+
+std::string Describe(const std::vector<PltStub>& stubs) {
+  std::ostringstream out;
+  for (const PltStub& stub : stubs) out << std::hex << stub.start << " " << stub.size << " " << stub.name << "\n";
+  return out.str();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_CASE("PLT stubs kept between runs: cold, warm, another debug file, damaged: the same stubs") {
+  namespace fs = std::filesystem;
+  const std::string code = Env("PTSCOPE_NAMES_LIB"), debug = Env("PTSCOPE_NAMES_LIB_DEBUG");
+  REQUIRE(!code.empty());
+  std::string dir_pattern = (fs::temp_directory_path() / "plt_cache_test.XXXXXX").string();
+  REQUIRE(::mkdtemp(dir_pattern.data()) != nullptr);
+  const fs::path dir = dir_pattern;
+  SectionCache cache(dir.string());
+  auto object = llvm::object::ObjectFile::createObjectFile(code);
+  REQUIRE(static_cast<bool>(object));
+  const std::string build_id = BuildIdHex(*object->getBinary());
+  REQUIRE(build_id.size() == 40);
+  const SectionCache::Source code_source = SectionCache::SourceOf(ReadFile(code));
+  const SectionCache::Source debug_source = SectionCache::SourceOf(ReadFile(debug));
+  const fs::path file = dir / build_id / "table.plt_stubs";
+  const std::string uncached = Describe(LoadPltStubs(code, debug));
+  CHECK(uncached.find(" bump@plt\n") != std::string::npos);  // an IFUNC named from the debug file
+  auto load = [&](SectionCache::Source for_debug) {
+    return Describe(LoadPltStubs(code, debug, &cache, build_id, code_source, for_debug));
+  };
+  CHECK(load(debug_source) == uncached);  // cold: stored
+  REQUIRE(fs::is_regular_file(file));
+  const std::string kept = ReadFile(file);
+  CHECK(load(debug_source) == uncached);  // warm
+  CHECK(ReadFile(file) == kept);
+  // Warm answers come from the file: a name changed there shows...
+  std::string changed = kept;
+  const size_t at = changed.find("puts@plt");
+  REQUIRE(at != std::string::npos);
+  changed[at + 3] = 'z';
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << changed;
+  CHECK(load(debug_source).find(" putz@plt\n") != std::string::npos);
+  // ... but not for another debug file (IFUNC names come from it): read again, file replaced.
+  SectionCache::Source other_debug = debug_source;
+  other_debug.hash ^= 1;
+  CHECK(load(other_debug) == uncached);
+  CHECK(load(debug_source) == uncached);
+  // Cut short, or another version of the payload (its first byte after the 32-byte header).
+  fs::resize_file(file, fs::file_size(file) - 1);
+  CHECK(load(debug_source) == uncached);
+  CHECK(ReadFile(file) == kept);
+  {
+    std::fstream bytes(file, std::ios::in | std::ios::out | std::ios::binary);
+    bytes.seekp(32);
+    bytes.put('\x02');
+  }
+  CHECK(load(debug_source) == uncached);
+  CHECK(ReadFile(file) == kept);
+  // The payload reader: every shorter prefix and one byte more are refused.
+  const llvm::StringRef payload = llvm::StringRef(kept).drop_front(32);
+  REQUIRE(UnpackPltStubs(payload, debug_source).has_value());
+  for (size_t size = 0; size < payload.size(); ++size) {
+    INFO("cut to " << size);
+    REQUIRE_FALSE(UnpackPltStubs(payload.take_front(size), debug_source).has_value());
+  }
+  CHECK_FALSE(UnpackPltStubs(payload.str() + '\0', debug_source).has_value());
+  fs::remove_all(dir);
 }
 
 TEST_CASE("the system libc: __tunable_get_val@plt and its IRELATIVE stubs (strlen@plt)") {

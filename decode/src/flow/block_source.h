@@ -10,6 +10,7 @@
 
 #include "flow/code_images.h"
 #include "flow/query_walker.h"
+#include "flow/query_walker_step.h"
 
 namespace ptscope::decode {
 
@@ -49,8 +50,8 @@ class BlockSource {
   int SyncSet(uint64_t offset) {
     return walker_ ? Refused(walker_->SyncSet(offset)) : pt_blk_sync_set(decoder_, offset);
   }
-  int NextBlock(pt_block* block) {
-    return walker_ ? Refused(walker_->Next(block)) : pt_blk_next(decoder_, block, sizeof *block);
+  [[gnu::always_inline]] int NextBlock(pt_block* block) {
+    return walker_ ? Refused(walker_->NextInline(block)) : pt_blk_next(decoder_, block, sizeof *block);
   }
   int NextEvent(pt_event* event) {
     return walker_ ? Refused(walker_->Event(event)) : pt_blk_event(decoder_, event, sizeof *event);

@@ -3,6 +3,7 @@
 // the next branch that needs trace, tick events when a TNT or TIP moved the time); the
 // differential test (tests/decode/query_walker_diff) checks it block for block against libipt.
 #include "flow/query_walker.h"
+#include "flow/query_walker_step.h"
 
 #include <Zydis/Zydis.h>
 
@@ -11,8 +12,7 @@
 namespace ptscope::decode {
 namespace {
 
-constexpr uint16_t kMaxRunInsns = 0xff00;
-constexpr uint64_t kNowhere = ~uint64_t{0};  // an ip no instruction has  // below pt_block::ninsn's limit (checked: unsupported)
+constexpr uint64_t kNowhere = ~uint64_t{0};  // an ip no instruction has
 
 // libipt's instruction class of a decoded instruction, and its direct target when it has one.
 pt_insn_class ClassOf(const ZydisDecodedInstruction& insn, bool* direct) {
@@ -74,6 +74,8 @@ QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache*
   auto* zydis = new ZydisDecoder;
   ZydisDecoderInit(zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
   zydis_ = zydis;
+  trace_begin_ = config.begin;
+  trace_end_ = config.end;
   skd022_ = config.errata.skd022 != 0;
   skl014_ = config.errata.skl014 != 0 && config.addr_filter.config.addr_cfg != 0;
   Reset();
@@ -92,6 +94,7 @@ void QueryWalker::Reset() {
   std::memset(&event_, 0, sizeof event_);
   return_top_ = return_bottom_ = 0;
   time_offset_ = kNoTimeOffset;
+  tnt_left_ = 0;
 }
 
 int QueryWalker::SyncForward() {
@@ -119,10 +122,13 @@ int QueryWalker::GetSyncOffset(uint64_t* offset) const {
   return pt_qry_get_sync_offset(query_, offset);
 }
 
+int QueryWalker::Next(pt_block* block) { return NextInline(block); }
+
 int QueryWalker::FetchEvent() {
   if (process_event_) return 1;
   if ((status_ & pts_event_pending) == 0) return 0;
   time_offset_ = kNoTimeOffset;  // (pt_qry_event sets the time without moving on, see Tick)
+  tnt_left_ = 0;
   const int status = pt_qry_event(query_, &event_, sizeof event_);
   if (status < 0) return status;
   process_event_ = true;
@@ -130,29 +136,7 @@ int QueryWalker::FetchEvent() {
   return 1;
 }
 
-int QueryWalker::Next(pt_block* __restrict block) {
-  std::memset(block, 0, sizeof *block);
-  block->ip = ip_;
-  block->mode = mode_;
-  if (speculative_) block->speculative = 1;  // (never, while TSX is not modelled)
-  return Proceed(block);
-}
 
-// Proceed, ProceedNoEvent, CondBranch and PushReturn are inlined into Next, the block loop's one
-// call per block: each call between them cost its register saves, a few percent of a decode.
-[[gnu::always_inline]] inline int QueryWalker::Proceed(pt_block* block) {
-  if (EventAhead()) [[unlikely]] {
-    const int fetched = FetchEvent();
-    if (fetched != 0) return fetched < 0 ? fetched : ProceedEvent(block);
-  }
-  if (!enabled_) return (status_ & pts_eos) != 0 ? -pte_eos : -pte_no_enable;
-  const int status = ProceedNoEvent(block);
-  if (status != 0) return status;
-  // ProceedTrailingEvent, knowing that tracing is enabled (only events change that): Status(0)
-  // is the end-of-stream flag then.
-  if (!EventAhead()) [[likely]] return status_ & pts_eos;
-  return ProceedTrailingEventSlow();
-}
 
 const QueryWalker::Run& QueryWalker::RunAtSlow(uint64_t ip) {
   if (ip - last_section_begin_ >= last_section_end_ - last_section_begin_) {
@@ -195,7 +179,7 @@ QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
     run.iclass = static_cast<uint8_t>(insn.iclass);
     run.direct = insn.direct;
     run.target = insn.target;
-    if (insn.iclass != ptic_other || run.ninsn >= kMaxRunInsns) return run;
+    if (insn.iclass != ptic_other || run.ninsn >= QueryWalker::kMaxRunInsns) return run;
     at += insn.size;
     if (at >= run.section_end) {  // libipt ends the block there (see ProceedNoEventSlow)
       run.slow = true;
@@ -257,87 +241,8 @@ int QueryWalker::CachedInsn(uint64_t ip, Insn* insn) {
   return status;
 }
 
-[[gnu::always_inline]] inline void QueryWalker::PushReturn(uint64_t ip) {
-  returns_[return_top_] = ip;
-  return_top_ = static_cast<uint8_t>(return_top_ + 1 == kReturnSlots ? 0 : return_top_ + 1);
-  if (return_top_ == return_bottom_) {  // full: the oldest entry goes
-    return_bottom_ =
-        static_cast<uint8_t>(return_bottom_ + 1 == kReturnSlots ? 0 : return_bottom_ + 1);
-  }
-}
 
-[[gnu::always_inline]] inline int QueryWalker::PopReturn(uint64_t* ip) {
-  if (return_top_ == return_bottom_) return -pte_retstack_empty;
-  return_top_ = static_cast<uint8_t>(return_top_ == 0 ? kReturnSlots - 1 : return_top_ - 1);
-  *ip = returns_[return_top_];
-  return 0;
-}
 
-[[gnu::always_inline]] inline int QueryWalker::ProceedNoEvent(pt_block* block) {
-  const Run& run = RunAt(ip_);
-  // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
-  if (run.slow || run.ninsn >= kMaxRunInsns || run.end_ip >= last_section_end_) [[unlikely]] {
-    if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
-    return ProceedNoEventSlow(block);
-  }
-  block->isid = run.isid;
-  block->ninsn = run.ninsn;
-  block->end_ip = run.end_ip;
-  block->iclass = static_cast<pt_insn_class>(run.iclass);
-  const uint64_t next = run.end_ip + run.size;
-  switch (run.iclass) {
-    case ptic_call:
-      if (!(run.direct && run.target == next)) PushReturn(next);
-      if (run.direct) {
-        ip_ = run.target;
-        return 0;
-      }
-      break;
-    case ptic_jump:
-      if (run.direct) {
-        ip_ = run.target;
-        return 0;
-      }
-      break;
-    case ptic_ptwrite:
-      return kUnsupported;
-    case ptic_return: {  // ProceedWithTrace's case, inlined
-      ip_ = run.end_ip;
-      int taken = 0;
-      int status = CondBranch(&taken);
-      if (status >= 0) {
-        if (!taken) return -pte_bad_retcomp;
-        const int popped = PopReturn(&ip_);
-        if (popped < 0) return popped;
-      } else {
-        if (status != -pte_bad_query) return status;
-        status = IndirectBranch(&ip_);  // not compressed: its TIP
-        if (status < 0) return status;
-      }
-      status_ = status;
-      return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
-    }
-    case ptic_cond_jump: {  // about two blocks in three: ProceedWithTrace's case, inlined
-      ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
-      int taken = 0;
-      const int status = CondBranch(&taken);
-      if (status < 0) return status;
-      ip_ = taken ? run.target : next;
-      status_ = status;
-      return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
-    }
-    default:
-      break;
-  }
-  Insn insn;
-  insn.ip = run.end_ip;
-  insn.size = run.size;
-  insn.iclass = static_cast<pt_insn_class>(run.iclass);
-  insn.direct = run.direct;
-  insn.target = run.target;
-  ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
-  return ProceedWithTrace(insn);
-}
 
 int QueryWalker::ProceedNoEventSlow(pt_block* block) {
   // As libipt's pt_blk_proceed_no_event: a block that starts in a section is walked through that
@@ -445,14 +350,50 @@ int QueryWalker::ProceedWithTrace(const Insn& insn) {
   return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
 }
 
-[[gnu::always_inline]] inline int QueryWalker::CondBranch(int* taken) {
+
+int QueryWalker::CondBranchFill(int* taken) {
+  uint64_t before = 0;
+  unsigned bits = 0, size = 0;
+  if (pt_qry_get_offset(query_, &before) >= 0) bits = TntBitsAt(before, &size);
   const int status = pt_qry_cond_branch(query_, taken);
   if (status < 0) return status;
-  const int tick = Tick(ip_);
+  uint64_t offset = 0;
+  const bool offset_ok = pt_qry_get_offset(query_, &offset) >= 0;
+  // Moved past the TNT packet: this call loaded it and took its first bit.
+  if (offset_ok && bits != 0 && offset >= before + size) {
+    tnt_left_ = bits - 1;
+    tnt_offset_ = offset;
+  }
+  const int tick = Tick(ip_, offset_ok, offset);
   return tick < 0 ? tick : status;
 }
 
+unsigned QueryWalker::TntBitsAt(uint64_t offset, unsigned* size) const {
+  // TNT-8: one byte, bit 0 clear, the payload above it ending in a stop bit (bit 1 alone, 0x02,
+  // is the extended opcode's byte, 0x00 is PAD). TNT-64: 02 a3 and 6 payload bytes with a stop
+  // bit. The oldest branch is the bit below the stop bit.
+  if (offset >= static_cast<uint64_t>(trace_end_ - trace_begin_)) return 0;
+  const uint8_t* at = trace_begin_ + offset;
+  const size_t left = static_cast<size_t>(trace_end_ - at);
+  uint64_t payload = 0;
+  unsigned bits = 0;
+  if ((at[0] & 1) == 0 && at[0] != 0x00 && at[0] != 0x02) {
+    payload = at[0] >> 1;
+    bits = 0;
+    *size = 1;
+  } else if (at[0] == 0x02 && left >= 8 && at[1] == 0xa3) {
+    for (unsigned i = 0; i < 6; ++i) payload |= uint64_t{at[2 + i]} << (8 * i);
+    *size = 8;
+  } else {
+    return 0;
+  }
+  if (payload == 0) return 0;
+  bits = 63 - static_cast<unsigned>(__builtin_clzll(payload));  // below the stop bit
+  return bits;
+}
+
 int QueryWalker::IndirectBranch(uint64_t* ip) {
+  tnt_left_ = 0;  // (it may decode packets)
   const uint64_t at = ip_;
   const int status = pt_qry_indirect_branch(query_, ip);
   if (status < 0) return status;

@@ -104,6 +104,8 @@ class QueryWalker {
  public:
   // Returned by Next and Event for input the walker does not model (see the file comment).
   static constexpr int kUnsupported = 0x10000;
+  // The longest run taken in one step (below pt_block::ninsn's limit; longer: unsupported).
+  static constexpr uint16_t kMaxRunInsns = 0xff00;
 
   // `config` as for pt_blk_alloc_decoder; its block flags are ignored (the walker always behaves
   // as with end_on_call, end_on_jump and enable_tick_events).
@@ -118,6 +120,8 @@ class QueryWalker {
   int SyncForward();
   int SyncSet(uint64_t offset);
   int Next(pt_block* block);
+  // Next, inlined into the caller (include flow/query_walker_step.h): the block loop's form.
+  int NextInline(pt_block* block);
   int Event(pt_event* event);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
@@ -178,16 +182,26 @@ class QueryWalker {
   int IndirectBranch(uint64_t* ip);
   // After a TNT or TIP: a tick event when the time moved. Nearly always it did not, and the
   // trace offset says so (see time_offset_); TickSlow asks libipt otherwise.
-  [[gnu::always_inline]] int Tick(uint64_t ip) {
+  // `offset_ok`/`offset`: pt_qry_get_offset's answer now, when the caller knows it.
+  [[gnu::always_inline]] int Tick(uint64_t ip, bool offset_ok, uint64_t offset) {
     if (!enabled_) return -pte_internal;
     if (process_event_) return 0;  // the event in process has a time of its own
-    uint64_t offset = 0;
-    if (pt_qry_get_offset(query_, &offset) >= 0 && offset == time_offset_ &&
+    if (offset_ok && offset == time_offset_ &&
         (time_status_ >= 0 || time_status_ == -pte_no_time) && time_tsc_ == event_.tsc) {
       return 0;
     }
     return TickSlow(ip);
   }
+  [[gnu::always_inline]] int Tick(uint64_t ip) {
+    uint64_t offset = 0;
+    const bool offset_ok = pt_qry_get_offset(query_, &offset) >= 0;
+    return Tick(ip, offset_ok, offset);
+  }
+  // CondBranch when libipt's TNT cache may be empty: the call that may decode the next packet.
+  int CondBranchFill(int* taken);
+  // The number of TNT bits in the packet at `offset` of the trace, 0 when it holds no TNT
+  // packet; `size`: the packet's length.
+  unsigned TntBitsAt(uint64_t offset, unsigned* size) const;
   int TickSlow(uint64_t ip);
   void PushReturn(uint64_t ip);
   int PopReturn(uint64_t* ip);
@@ -215,6 +229,17 @@ class QueryWalker {
   int time_status_ = 0;
   uint64_t time_tsc_ = 0;
   uint32_t time_lost_mtc_ = 0, time_lost_cyc_ = 0;
+  // How many bits libipt's TNT cache holds for certain (a lower bound; 0: not known), and the
+  // trace offset, which stays put while those are taken: pt_qry_cond_branch pops a cached bit
+  // without decoding a packet (pt_tnt_cache_query), so neither the offset nor the time moves
+  // and Tick needs no offset query. Set when a pt_qry_cond_branch moved the offset (it decoded
+  // a packet, so the cache was empty and it loaded the TNT packet at the offset it started
+  // from: libipt's read-ahead leaves the offset at a TNT, TIP or event packet); dropped by every
+  // other query that can move the offset (indirect branch, event, sync).
+  unsigned tnt_left_ = 0;
+  uint64_t tnt_offset_ = 0;
+  const uint8_t* trace_begin_ = nullptr;
+  const uint8_t* trace_end_ = nullptr;
   // libipt's return stack: 64 entries in a ring of 65, the oldest overwritten.
   static constexpr unsigned kReturnSlots = 65;
   uint64_t returns_[kReturnSlots] = {};

@@ -1,0 +1,126 @@
+// QueryWalker's block step (see query_walker.h): NextInline and what it inlines, in a header so
+// that FlowDecoder's block loop (through BlockSource) takes a block with no call into the walker:
+// the call, with its register saves and the reloads after it, cost ~30 instructions a block.
+// Proceed, ProceedNoEvent, CondBranch and PushReturn are always_inline for the same reason.
+#pragma once
+
+#include <cstring>
+
+#include "flow/query_walker.h"
+
+namespace ptscope::decode {
+
+[[gnu::always_inline]] inline int QueryWalker::NextInline(pt_block* __restrict block) {
+  std::memset(block, 0, sizeof *block);
+  block->ip = ip_;
+  block->mode = mode_;
+  if (speculative_) block->speculative = 1;  // (never, while TSX is not modelled)
+  return Proceed(block);
+}
+
+[[gnu::always_inline]] inline int QueryWalker::Proceed(pt_block* block) {
+  if (EventAhead()) [[unlikely]] {
+    const int fetched = FetchEvent();
+    if (fetched != 0) return fetched < 0 ? fetched : ProceedEvent(block);
+  }
+  if (!enabled_) return (status_ & pts_eos) != 0 ? -pte_eos : -pte_no_enable;
+  const int status = ProceedNoEvent(block);
+  if (status != 0) return status;
+  // ProceedTrailingEvent, knowing that tracing is enabled (only events change that): Status(0)
+  // is the end-of-stream flag then.
+  if (!EventAhead()) [[likely]] return status_ & pts_eos;
+  return ProceedTrailingEventSlow();
+}
+
+[[gnu::always_inline]] inline void QueryWalker::PushReturn(uint64_t ip) {
+  returns_[return_top_] = ip;
+  return_top_ = static_cast<uint8_t>(return_top_ + 1 == kReturnSlots ? 0 : return_top_ + 1);
+  if (return_top_ == return_bottom_) {  // full: the oldest entry goes
+    return_bottom_ =
+        static_cast<uint8_t>(return_bottom_ + 1 == kReturnSlots ? 0 : return_bottom_ + 1);
+  }
+}
+
+[[gnu::always_inline]] inline int QueryWalker::PopReturn(uint64_t* ip) {
+  if (return_top_ == return_bottom_) return -pte_retstack_empty;
+  return_top_ = static_cast<uint8_t>(return_top_ == 0 ? kReturnSlots - 1 : return_top_ - 1);
+  *ip = returns_[return_top_];
+  return 0;
+}
+
+[[gnu::always_inline]] inline int QueryWalker::ProceedNoEvent(pt_block* block) {
+  const Run& run = RunAt(ip_);
+  // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
+  if (run.slow || run.ninsn >= kMaxRunInsns || run.end_ip >= last_section_end_) [[unlikely]] {
+    if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
+    return ProceedNoEventSlow(block);
+  }
+  block->isid = run.isid;
+  block->ninsn = run.ninsn;
+  block->end_ip = run.end_ip;
+  block->iclass = static_cast<pt_insn_class>(run.iclass);
+  const uint64_t next = run.end_ip + run.size;
+  switch (run.iclass) {
+    case ptic_call:
+      if (!(run.direct && run.target == next)) PushReturn(next);
+      if (run.direct) {
+        ip_ = run.target;
+        return 0;
+      }
+      break;
+    case ptic_jump:
+      if (run.direct) {
+        ip_ = run.target;
+        return 0;
+      }
+      break;
+    case ptic_ptwrite:
+      return kUnsupported;
+    case ptic_return: {  // ProceedWithTrace's case, inlined
+      ip_ = run.end_ip;
+      int taken = 0;
+      int status = CondBranch(&taken);
+      if (status >= 0) {
+        if (!taken) return -pte_bad_retcomp;
+        const int popped = PopReturn(&ip_);
+        if (popped < 0) return popped;
+      } else {
+        if (status != -pte_bad_query) return status;
+        status = IndirectBranch(&ip_);  // not compressed: its TIP
+        if (status < 0) return status;
+      }
+      status_ = status;
+      return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
+    }
+    case ptic_cond_jump: {  // about two blocks in three: ProceedWithTrace's case, inlined
+      ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
+      int taken = 0;
+      const int status = CondBranch(&taken);
+      if (status < 0) return status;
+      ip_ = taken ? run.target : next;
+      status_ = status;
+      return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
+    }
+    default:
+      break;
+  }
+  Insn insn;
+  insn.ip = run.end_ip;
+  insn.size = run.size;
+  insn.iclass = static_cast<pt_insn_class>(run.iclass);
+  insn.direct = run.direct;
+  insn.target = run.target;
+  ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
+  return ProceedWithTrace(insn);
+}
+
+[[gnu::always_inline]] inline int QueryWalker::CondBranch(int* taken) {
+  if (tnt_left_ == 0) [[unlikely]] return CondBranchFill(taken);
+  --tnt_left_;  // a cached bit: the offset stays tnt_offset_ (see tnt_left_)
+  const int status = pt_qry_cond_branch(query_, taken);
+  if (status < 0) return status;
+  const int tick = Tick(ip_, true, tnt_offset_);
+  return tick < 0 ? tick : status;
+}
+
+}  // namespace ptscope::decode
