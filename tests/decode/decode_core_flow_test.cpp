@@ -417,7 +417,9 @@ struct SuppressedTipTrace {
   size_t tip = 0;  // the 0x0d's offset
   size_t psb = 0;  // the PSB after it
 };
-SuppressedTipTrace SuppressedTipAfter(int passes) {
+// `cyc_after_tip`: a CYC right behind the 0x0d, which the query decoder reads past before it
+// reports, so the walker's gap names the offset after the CYC (a fuzz input had that shape).
+SuppressedTipTrace SuppressedTipAfter(int passes, bool cyc_after_tip = false) {
   PtBuilder pt;
   pt.Psb(1000, 0x1025);
   for (int i = 0; i < passes; ++i) {
@@ -428,6 +430,7 @@ SuppressedTipTrace SuppressedTipAfter(int passes) {
   SuppressedTipTrace trace;
   trace.tip = pt.bytes().size();
   pt.Ip(ppt_tip, 0);  // jmp *%rax once more: its target suppressed
+  if (cyc_after_tip) pt.Cyc(1);
   pt.Tnt({true});     // what libipt's second query of the same branch meets
   trace.psb = pt.bytes().size();
   pt.Psb(2000, 0x1020);
@@ -476,6 +479,23 @@ TEST_CASE("a suppressed-IP TIP at an indirect branch run before: the walker's ga
         "end 0x1021->0x0 t=2002 n=0\n"
         "gap text: trace stream does not match query at trace offset " +
             std::to_string(trace.psb + 37) + "\n");
+  CHECK(testing::CompareDecoders(trace.bytes, DecodeBoth) == "");
+}
+
+TEST_CASE("a suppressed-IP TIP with a CYC behind it: the gap names the offset after the CYC, "
+          "and the differential finds the TIP before it") {
+  const SuppressedTipTrace trace = SuppressedTipAfter(2, /*cyc_after_tip=*/true);
+  REQUIRE(trace.bytes[trace.tip] == 0x0d);
+  REQUIRE(trace.bytes[trace.tip + 1] == 0x0b);  // CYC 1, one byte (the fuzz input's was 0x7b)
+  const testing::DecodedPair both = DecodeBoth(trace.bytes);
+  const std::string gap = "gap text: no ip at trace offset " + std::to_string(trace.tip + 2);
+  CHECK(both.walker.text.find(gap) != std::string::npos);
+  CHECK(both.libipt.text != both.walker.text);
+  CHECK(testing::SuppressedTipEndingAt(trace.bytes, trace.tip + 2).tip == trace.tip);
+  CHECK(testing::SuppressedTipEndingAt(trace.bytes, trace.tip + 1).tip == trace.tip);
+  // After the TNT behind the CYC, or before the TIP: no suppressed TIP ends there.
+  CHECK(testing::SuppressedTipEndingAt(trace.bytes, trace.tip + 3).gap == 0);
+  CHECK(testing::SuppressedTipEndingAt(trace.bytes, trace.tip).gap == 0);
   CHECK(testing::CompareDecoders(trace.bytes, DecodeBoth) == "");
 }
 

@@ -16,7 +16,8 @@
 // about the trace and cannot be compared.
 //
 // The rule, strict everywhere else: when the two outputs differ, the walker must have a "no ip"
-// gap at trace offset N with the byte at N-1 being 0x0d (the first such gap). Then both decoders
+// gap at trace offset N that follows a suppressed-IP TIP and nothing but timing packets (the
+// first such gap; the query decoder reads past those before it reports). Then both decoders
 // decode the PT before that TIP, and (when there is one) the PT from the first PSB at or after N,
 // each on its own; each pair of outputs must agree by this same rule. Anything else is a
 // difference. Each decode gets fresh libipt sections (the pipeline and DecodeWith build their
@@ -28,6 +29,8 @@
 #include <cstdlib>
 #include <span>
 #include <string>
+
+#include <intel-pt.h>
 
 namespace ptscope::decode::testing {
 
@@ -41,18 +44,81 @@ struct DecodedPair {
   DecodedText libipt, walker;
 };
 
-// The offset N of the walker's first "no ip at trace offset N" gap whose packet just before N is
-// a suppressed-IP TIP (0x0d); 0 when there is none (N is at least 1).
-inline size_t SuppressedTipGap(const std::string& walker_text, std::span<const uint8_t> pt) {
+// Where a suppressed-IP TIP's "no ip" gap points: libipt's query decoder reads ahead past timing
+// packets once it has the TIP (pt_qry_read_ahead stops only at a TNT, TIP, FUP or event packet),
+// so the gap's offset N lies after the TIP and any PAD, CYC, MTC, TSC, TMA, CBR or MNT behind it.
+struct SuppressedTip {
+  size_t tip = 0;  // the 0x0d's offset
+  size_t gap = 0;  // N: the offset the walker's gap names; 0 when there is no such gap
+};
+
+inline bool IsTimingPacket(pt_packet_type type) {
+  switch (type) {
+    case ppt_pad: case ppt_cyc: case ppt_mtc: case ppt_tsc: case ppt_tma: case ppt_cbr:
+    case ppt_mnt:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The suppressed-IP TIP that ends at N after nothing but timing packets, found with libipt's
+// packet decoder from the first PSB, resynchronizing at the next PSB after an undecodable packet
+// as the query decoder does; {0, 0} when no packet boundary at N has one (a TIP and timing
+// packets that end the trace are found too: the decoder's offset is then N = pt.size()).
+inline SuppressedTip SuppressedTipEndingAt(std::span<const uint8_t> pt, size_t n) {
+  if (pt.empty()) return {};
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t*>(pt.data());
+  config.end = config.begin + pt.size();
+  pt_packet_decoder* decoder = pt_pkt_alloc_decoder(&config);
+  if (decoder == nullptr) return {};
+  SuppressedTip found;
+  size_t tip = 0;
+  bool tip_open = false;  // a suppressed TIP, then only timing packets so far
+  int status = pt_pkt_sync_forward(decoder);
+  while (status >= 0) {
+    uint64_t offset = 0;
+    pt_pkt_get_offset(decoder, &offset);
+    if (offset == n && tip_open) {
+      found = {tip, n};
+      break;
+    }
+    if (offset >= n) break;
+    pt_packet packet;
+    status = pt_pkt_next(decoder, &packet, sizeof packet);
+    if (status < 0) {
+      tip_open = false;
+      status = pt_pkt_sync_forward(decoder);
+      continue;
+    }
+    if (packet.type == ppt_tip && packet.payload.ip.ipc == pt_ipc_suppressed) {
+      tip = offset;
+      tip_open = true;
+    } else if (!IsTimingPacket(packet.type)) {
+      tip_open = false;
+    }
+  }
+  pt_pkt_free_decoder(decoder);
+  return found;
+}
+
+// The walker's first "no ip at trace offset N" gap that follows a suppressed-IP TIP (0x0d) and
+// nothing but timing packets; {0, 0} when there is none.
+inline SuppressedTip SuppressedTipGap(const std::string& walker_text,
+                                      std::span<const uint8_t> pt) {
   static constexpr char kNoIp[] = "no ip at trace offset ";
   for (size_t at = walker_text.find(kNoIp); at != std::string::npos;
        at = walker_text.find(kNoIp, at + 1)) {
     const char* digits = walker_text.c_str() + at + sizeof kNoIp - 1;
     char* end = nullptr;
     const unsigned long long n = std::strtoull(digits, &end, 10);
-    if (end != digits && n >= 1 && n <= pt.size() && pt[n - 1] == 0x0d) return n;
+    if (end == digits || n < 1 || n > pt.size()) continue;
+    const SuppressedTip found = SuppressedTipEndingAt(pt, n);
+    if (found.gap != 0) return found;
   }
-  return 0;
+  return {};
 }
 
 // The first PSB (02 82 repeated 8 times) at or after `from`; pt.size() when there is none.
@@ -72,15 +138,17 @@ template <typename DecodeBoth>
 std::string CompareDecoders(std::span<const uint8_t> pt, const DecodeBoth& decode) {
   const DecodedPair both = decode(pt);
   if (both.libipt == both.walker) return {};
-  const size_t gap = SuppressedTipGap(both.walker.text, pt);
+  const SuppressedTip suppressed = SuppressedTipGap(both.walker.text, pt);
+  const size_t gap = suppressed.gap;
   if (gap == 0) {
     return "QueryWalker and libipt's block decoder differ:\n--- libipt (" +
            std::to_string(both.libipt.instructions) + " instructions)\n" + both.libipt.text +
            "--- walker (" + std::to_string(both.walker.instructions) + " instructions)\n" +
            both.walker.text;
   }
-  const std::string where = "the suppressed-IP TIP at trace offset " + std::to_string(gap - 1);
-  std::string before = CompareDecoders(pt.first(gap - 1), decode);
+  const std::string where =
+      "the suppressed-IP TIP at trace offset " + std::to_string(suppressed.tip);
+  std::string before = CompareDecoders(pt.first(suppressed.tip), decode);
   if (!before.empty()) return "in the trace before " + where + ": " + before;
   const size_t psb = NextPsb(pt, gap);
   if (psb == pt.size()) return {};
