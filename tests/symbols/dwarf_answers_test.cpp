@@ -17,35 +17,16 @@
 #include <string>
 
 #include "dwarf_answers.h"
+#include "object_helpers.h"
 #include "ptscope/symbols.h"
 #include "section_cache.h"
 
 namespace ptscope::symbols {
 namespace {
 namespace fs = std::filesystem;
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  REQUIRE_MESSAGE(value != nullptr, name << " is not set (meson sets it)");
-  return value;
-}
-
-llvm::object::OwningBinary<llvm::object::ObjectFile> Open(const std::string& path) {
-  auto binary = llvm::object::ObjectFile::createObjectFile(path);
-  REQUIRE_MESSAGE(static_cast<bool>(binary), path);
-  return std::move(*binary);
-}
-
-std::pair<uint64_t, uint64_t> TextRange(const std::string& path) {
-  auto binary = Open(path);
-  for (const llvm::object::SectionRef& section : binary.getBinary()->sections()) {
-    auto name = section.getName();
-    if (name && *name == ".text") return {section.getAddress(), section.getAddress() + section.getSize()};
-    if (!name) llvm::consumeError(name.takeError());
-  }
-  FAIL("no .text in " << path);
-  return {};
-}
+using testing::Env;
+using testing::Open;
+using testing::TextRange;
 
 struct TempDir {
   fs::path path;
@@ -75,7 +56,7 @@ struct CacheEnv {
 // the inlined depth of InlineDepths' span, and Symbolize's name, start, file, line and inlined
 // frames.
 std::string Answers(const std::string& path, uint64_t step = 1, uint64_t first = 0) {
-  const auto text = TextRange(path);
+  const auto text = TextRange(*Open(path).getBinary());
   Symbolizer symbolizer;
   std::ostringstream out;
   for (uint64_t at = text.first + first; at < text.second; at += step) {

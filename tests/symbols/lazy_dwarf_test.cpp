@@ -17,37 +17,18 @@
 #include <string>
 
 #include "lazy_dwarf.h"
+#include "object_helpers.h"
 #include "ptscope/symbols.h"
 #include "section_cache.h"
 
 namespace ptscope::symbols {
 namespace {
 namespace fs = std::filesystem;
-
-std::string Env(const char* name) {
-  const char* value = std::getenv(name);
-  REQUIRE_MESSAGE(value != nullptr, name << " is not set (meson sets it)");
-  return value;
-}
-
-llvm::object::OwningBinary<llvm::object::ObjectFile> Open(const std::string& path) {
-  auto binary = llvm::object::ObjectFile::createObjectFile(path);
-  REQUIRE_MESSAGE(static_cast<bool>(binary), path);
-  return std::move(*binary);
-}
+using testing::Env;
+using testing::Open;
+using testing::TextRange;
 
 void Quiet(llvm::Error error) { llvm::consumeError(std::move(error)); }
-
-// The [start, end) of .text.
-std::pair<uint64_t, uint64_t> TextRange(const llvm::object::ObjectFile& object) {
-  for (const llvm::object::SectionRef& section : object.sections()) {
-    auto name = section.getName();
-    if (name && *name == ".text") return {section.getAddress(), section.getAddress() + section.getSize()};
-    if (!name) llvm::consumeError(name.takeError());
-  }
-  FAIL("no .text");
-  return {};
-}
 
 std::string Describe(const llvm::DIInliningInfo& info) {
   std::string text;
