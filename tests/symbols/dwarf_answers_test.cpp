@@ -27,16 +27,7 @@ namespace fs = std::filesystem;
 using testing::Env;
 using testing::Open;
 using testing::TextRange;
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "dwarf_answers_test.XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using testing::TempDir;
 
 // Restores PTSCOPE_DEBUG_CACHE as the test found it.
 struct CacheEnv {
@@ -157,7 +148,7 @@ void CheckModule(const std::string& path, const fs::path& cache, CacheEnv& env) 
 }
 
 TEST_CASE("DWARF answers: kept per debug file, cold, warm, lazily filled and damaged, answer the same") {
-  TempDir temp;
+  TempDir temp("dwarf_answers_test");
   CacheEnv env;
   CheckModule(Env("PTSCOPE_SYMBOLS_PROG"), temp.path / "cache", env);
   // ... also when the debug sections are compressed (as distributions ship them).
@@ -165,7 +156,7 @@ TEST_CASE("DWARF answers: kept per debug file, cold, warm, lazily filled and dam
 }
 
 TEST_CASE("DWARF answers: the payload reader takes a whole, valid payload only") {
-  TempDir temp;
+  TempDir temp("dwarf_answers_test");
   CacheEnv env;
   const std::string path = Env("PTSCOPE_SYMBOLS_PROG");
   const fs::path cache = temp.path / "cache";

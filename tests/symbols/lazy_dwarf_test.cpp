@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 using testing::Env;
 using testing::Open;
 using testing::TextRange;
+using testing::TempDir;
 
 void Quiet(llvm::Error error) { llvm::consumeError(std::move(error)); }
 
@@ -65,16 +66,6 @@ std::set<std::string> Files(const fs::path& dir) {
   return names;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "lazy_dwarf_test.XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 TEST_CASE("lazy DWARF context: the same answers as LLVM's, compressed sections or not") {
   auto plain = Open(Env("PTSCOPE_SYMBOLS_PROG"));
   auto compressed = Open(Env("PTSCOPE_SYMBOLS_PROG_ZLIB"));
@@ -96,7 +87,7 @@ TEST_CASE("lazy DWARF context: the same answers as LLVM's, compressed sections o
 }
 
 TEST_CASE("section cache: stores what was decompressed, serves it, replaces a stale file") {
-  TempDir temp;
+  TempDir temp("lazy_dwarf_test");
   SectionCache cache((temp.path / "cache").string());
   fs::create_directory(temp.path / "cache", temp.path);
   fs::permissions(temp.path / "cache", fs::perms::owner_all);
@@ -219,7 +210,7 @@ void CheckTable(const std::string& path, const fs::path& cache, const std::strin
 }
 
 TEST_CASE("section cache: symbol tables and FDE ranges, cold, warm and stale, answer the same") {
-  TempDir temp;
+  TempDir temp("lazy_dwarf_test");
   const char* old = std::getenv("PTSCOPE_DEBUG_CACHE");
   std::string saved = old != nullptr ? old : "";
   // Functions bounded by the symbol table...
@@ -234,7 +225,7 @@ TEST_CASE("section cache: symbol tables and FDE ranges, cold, warm and stale, an
 }
 
 TEST_CASE("section cache: the directory from the environment, private or not at all") {
-  TempDir temp;
+  TempDir temp("lazy_dwarf_test");
   const char* old = std::getenv("PTSCOPE_DEBUG_CACHE");
   std::string saved = old != nullptr ? old : "";
   fs::path dir = temp.path / "made" / "here";

@@ -1,13 +1,16 @@
-// Helpers the symbols/ tests share for reading the test programs: the environment meson sets,
-// an opened object file, and its .text range.
+// Helpers the symbols/ tests share: the environment meson sets, an opened object file, its .text
+// range, and a temporary directory removed with everything in it.
 #pragma once
 
 #include <doctest/doctest.h>
 
 #include <llvm/Object/ObjectFile.h>
 
+#include <stdlib.h>
+
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -37,5 +40,18 @@ inline std::pair<uint64_t, uint64_t> TextRange(const llvm::object::ObjectFile& o
   FAIL("no .text in " << object.getFileName().str());
   return {};
 }
+
+// A fresh directory under the system's temporary directory, named `<prefix>.XXXXXX`.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& prefix) {
+    std::string pattern = (std::filesystem::temp_directory_path() / (prefix + ".XXXXXX")).string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
 
 }  // namespace ptscope::symbols::testing
