@@ -20,12 +20,44 @@ namespace ptscope::decode {
 
 // a * b / c without overflow; 64-bit arithmetic when the product fits (nearly always: a is a
 // time step in ns, b an instruction count), which is several times cheaper than 128-bit division.
-// (A double reciprocal per interval with an exact integer correction, instead of a division per
-// event, measured no faster on AMD Zen 3: the division is not what limits these loops.)
+// (Per event, UnitClock divides by a reciprocal instead: Divider below. A double reciprocal had
+// measured no faster on AMD Zen 3; on the Xeon the benchmarks run on, the `div` was a quarter of
+// FlowDecoder::Anchor's time.)
 inline uint64_t MulDiv(uint64_t a, uint64_t b, uint64_t c) {
   if ((a >> 32) == 0 && (b >> 32) == 0) return a * b / c;
   return static_cast<uint64_t>(static_cast<unsigned __int128>(a) * b / c);
 }
+
+// x / divisor, rounded down, for many x and one divisor: a multiplication by a reciprocal made
+// once, and one exact correction. Every waiting event of an interval is divided by the same
+// instruction count, and a 64-bit division was most of UnitClock's time (perf annotate on
+// pt-decode: the instruction after the `div` held a quarter of FlowDecoder::Anchor's samples;
+// on this Xeon a `div r64` issues about once every 10 cycles, the multiplications every cycle).
+//
+// Why exact: reciprocal_ = floor((2^64-1)/d) >= 2^64/d - 1, so x * reciprocal_ / 2^64 >
+// x/d - x/2^64 > x/d - 1, and the product's high half q0 is floor(x/d) or one less (never more,
+// as reciprocal_ <= 2^64/d). Then r = x - q0*d (<= x, so no overflow) is >= d exactly when q0
+// is one short.
+class Divider {
+ public:
+  explicit Divider(uint64_t divisor) : divisor_(divisor), reciprocal_(UINT64_MAX / divisor) {}
+  uint64_t Divide(uint64_t x) const {
+    const uint64_t q =
+        static_cast<uint64_t>((static_cast<unsigned __int128>(x) * reciprocal_) >> 64);
+    return q + (x - q * divisor_ >= divisor_ ? 1 : 0);
+  }
+  // MulDiv(a, b, divisor), the same value for every input: the product, when it fits in 64 bits
+  // (then MulDiv's 64-bit and 128-bit forms agree), through Divide; otherwise MulDiv's 128-bit
+  // division.
+  uint64_t MulDiv(uint64_t a, uint64_t b) const {
+    uint64_t product;
+    if (!__builtin_mul_overflow(a, b, &product)) [[likely]] return Divide(product);
+    return static_cast<uint64_t>(static_cast<unsigned __int128>(a) * b / divisor_);
+  }
+
+ private:
+  uint64_t divisor_, reciprocal_;
+};
 
 class UnitClock {
  public:
@@ -41,8 +73,9 @@ class UnitClock {
     const uint64_t span = position - anchor_position_;
     if (have_anchor_ && span != 0) {
       const uint64_t step_ns = ns - anchor_ns_, from_position = anchor_position_, from_ns = anchor_ns_;
+      const Divider per_span(span);
       TimeWaiting(events, stats, [=](uint64_t at) {
-        return from_ns + MulDiv(step_ns, at - from_position, span);
+        return from_ns + per_span.MulDiv(step_ns, at - from_position);
       });
     } else {
       TimeWaiting(events, stats, [=](uint64_t) { return ns; });
@@ -60,9 +93,10 @@ class UnitClock {
   void Extrapolate(EventBuffer& events, FlowStats& stats) {
     const uint64_t from_ns = anchor_ns_;
     if (have_anchor_ && rate_insns_ != 0) {
-      const uint64_t rate_ns = rate_ns_, rate_insns = rate_insns_, from_position = anchor_position_;
+      const uint64_t rate_ns = rate_ns_, from_position = anchor_position_;
+      const Divider per_rate(rate_insns_);
       TimeWaiting(events, stats, [=](uint64_t at) {
-        return from_ns + MulDiv(rate_ns, at - from_position, rate_insns);
+        return from_ns + per_rate.MulDiv(rate_ns, at - from_position);
       });
     } else {
       TimeWaiting(events, stats, [=](uint64_t) { return from_ns; });
