@@ -314,6 +314,82 @@ TEST_CASE("xbegin and xend are not conditional branches: they take no TNT bit") 
         "end 0x1020->0x0 t=1002 n=0\n");
 }
 
+// TestCode() and, past it, 0x1040: four nops; 0x1044: call 0x1010; 0x1049: jmp 0x1020; nops up
+// to 0x107f (so no run here ends at the mapping's end).
+std::vector<uint8_t> RunToIpCode() {
+  std::vector<uint8_t> code = TestCode();
+  code.resize(0x80, 0x90);
+  const std::vector<uint8_t> call_jmp = {0xe8, 0xc7, 0xff, 0xff, 0xff,   // call 0x1010
+                                         0xe9, 0xd2, 0xff, 0xff, 0xff};  // jmp 0x1020
+  std::copy(call_jmp.begin(), call_jmp.end(), code.begin() + 0x44);
+  return code;
+}
+
+std::string ToHex(uint64_t value) {
+  std::ostringstream out;
+  out << std::hex << value;
+  return out.str();
+}
+
+// The walk to an event's ip from a block's start (QueryWalker::ProceedToIp): a run that does not
+// hold the ip is taken in one step (ProceedRunToIp), one that does instruction by instruction.
+// Decode() checks every case against libipt's block decoder.
+TEST_CASE("a disable at a direct call's target (an untraced callee): the run is walked to it") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1040);
+  pt.Cyc(5);                    // the call retires at 1005
+  pt.Ip(ppt_tip_pgd, 0x1010);  // tracing stops as the call enters 0x1010
+  CHECK(Decode(pt.bytes(), RunToIpCode()) ==
+        "call 0x1044->0x1010 ret=0x1049 t=1005 n=5\n"
+        "disable 0x1044->0x1010 t=1005 n=0\n"
+        "end 0x1044->0x0 t=1005 n=0\n");
+}
+
+TEST_CASE("a disable at an ip the first run does not reach: the walk goes on in the next block") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1040);
+  pt.Cyc(7);                    // the call at 1005, then nop and jz at 0x1010
+  pt.Ip(ppt_tip_pgd, 0x1023);  // not on the way: the disable binds at the jz, which needs trace
+  CHECK(Decode(pt.bytes(), RunToIpCode()) ==
+        "call 0x1044->0x1010 ret=0x1049 t=1005 n=5\n"
+        "disable 0x1011->0x1023 t=1007 n=2\n"
+        "end 0x1011->0x0 t=1007 n=0\n");
+}
+
+TEST_CASE("an interrupt inside a run, and at its last instruction: walked instruction by "
+          "instruction") {
+  for (const uint64_t from : {uint64_t{0x1042}, uint64_t{0x1044}}) {
+    PtBuilder pt;
+    pt.Psb(1000, 0x1040);
+    pt.Cyc(4);
+    pt.Ip(ppt_fup, from);
+    pt.Ip(ppt_tip, 0x1020);  // to the nop before the syscall
+    pt.Cyc(2);
+    pt.Ip(ppt_tip_pgd, 0);
+    CAPTURE(from);
+    const uint64_t before = from - 0x1040;  // the nops before it (as many as its offset)
+    CHECK(Decode(pt.bytes(), RunToIpCode()) ==
+          "async 0x" + ToHex(from) + "->0x1020 t=1004 n=" + std::to_string(before) + "\n" +
+          "syscall 0x1021->0x0 t=1006 n=2\n"
+          "end 0x1021->0x0 t=1006 n=0\n");
+  }
+}
+
+TEST_CASE("an interrupt at an ip before the run (not among its addresses): the run is taken") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1040);
+  pt.Cyc(7);
+  pt.Ip(ppt_fup, 0x1011);  // after the call to 0x1010: its nop, then the interrupt at the jz
+  pt.Ip(ppt_tip, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), RunToIpCode()) ==
+        "call 0x1044->0x1010 ret=0x1049 t=1005 n=5\n"
+        "async 0x1011->0x1020 t=1007 n=1\n"
+        "syscall 0x1021->0x0 t=1009 n=2\n"
+        "end 0x1021->0x0 t=1009 n=0\n");
+}
+
 TEST_CASE("bytes that are not PT give one decode-error gap, never a crash") {
   std::vector<uint8_t> garbage(64, 0xd9);
   CHECK(Decode(garbage) == "gap 0x0->0x0 cause=decode error t=0 n=0\nend 0x0->0x0 t=0 n=0\n");

@@ -174,6 +174,8 @@ class QueryWalker {
   // Proceeds without trace until ip_ == ip (1), a block end (0) or an instruction that needs
   // trace (-pte_bad_query).
   int ProceedToIp(pt_block* block, Insn* insn, uint64_t ip);
+  // ProceedToIp from a block's start when `ip` is none of the addresses of `run`, the run there.
+  int ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, const Run& run);
   // The next ip after `insn` without trace, or -pte_bad_query when it needs trace.
   int NextIpWithoutTrace(const Insn& insn, uint64_t* ip);
   // The next ip after `insn` from trace (TNT or TIP), with a tick event when time moved.
