@@ -250,7 +250,7 @@ TEST_CASE("with a spill file, reconciled records come back in the same order") {
   const std::vector<FlowEvent> events = ProgramEvents(9, 8000);
   StackTrackerOptions options;
   options.max_depth = 8;
-  RecordSpill serial_spill(16), spill(16);
+  RecordSpill serial_spill(16, 0), spill(16, 0);
   options.spill = &serial_spill;
   const Result serial = Serial(events, options, 9);
   options.spill = &spill;

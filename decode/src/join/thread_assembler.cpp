@@ -6,9 +6,15 @@
 
 namespace ptscope::decode {
 namespace {
-// Held-back records kept in memory per tracker: 2^15 of 40 bytes, 1.25 MiB (the bound on held-back
-// records, StackTrackerOptions::max_buffered_events, is 32 times that).
+// Held-back records kept as SliceRecords per tracker: 2^15 of 40 bytes, 1.25 MiB (the bound on
+// held-back records, StackTrackerOptions::max_buffered_events, is 32 times that). Past it they
+// go to the RecordSpill in blocks of that many.
 constexpr size_t kResidentRecords = size_t{1} << 15;
+// Encoded blocks the RecordSpill keeps in memory, all threads together, before it uses its file:
+// one thread held at the bound takes about 4 MB of them (2^20 records at 3 to 4 bytes), so a
+// per-thread capture never needs the file, and a per-CPU one with many threads waiting at once
+// stays within the peak-memory target (64 MB at -j1).
+constexpr size_t kSpillMemoryBytes = size_t{16} << 20;
 
 // A speculating tracker's sink: it flushes nothing (StackTracker::Speculate).
 class UnusedSink : public SliceSink {
@@ -38,7 +44,7 @@ ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSe
       sinks_(sinks),
       joins_(streams.size()),
       summary_(summary),
-      spill_(kResidentRecords),
+      spill_(kResidentRecords, kSpillMemoryBytes),
       tracker_options_(TrackerOptions(&spill_)),
       cpu_threads_(archive, setup, timeline, code, sinks, selected, tracker_options_) {
   // One worker gains nothing: its tracker would run beside the join's, on the same thread. A
