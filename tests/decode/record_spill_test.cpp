@@ -140,31 +140,55 @@ std::vector<SliceRecord> ManyRecords(size_t count, const std::string* text) {
 
 std::vector<SliceRecord> ReadBlock(RecordSpill& spill, int64_t handle, size_t run) {
   RecordSpill::Reader reader;
-  std::vector<SliceRecord> out, part(run);
+  std::vector<SliceRecord> out, scratch(run);
   REQUIRE(reader.Open(spill, handle));
-  while (size_t n = reader.Read(part.data(), run)) out.insert(out.end(), part.begin(), part.begin() + n);
+  const SliceRecord* records = nullptr;
+  while (size_t n = reader.Read(&records, scratch.data(), run)) {
+    CHECK(n <= run);
+    out.insert(out.end(), records, records + n);
+  }
   return out;
+}
+
+// Stores records [first, first + count) through a buffer, as a tracker does.
+int64_t StoreCopy(RecordSpill& spill, const std::vector<SliceRecord>& records, size_t first,
+                  size_t count) {
+  std::vector<SliceRecord> buffer(records.begin() + static_cast<ptrdiff_t>(first),
+                                  records.begin() + static_cast<ptrdiff_t>(first + count));
+  const int64_t handle = spill.Store(buffer, count);
+  CHECK(buffer.size() == count);  // the caller's buffer keeps its size, kept or not
+  return handle;
 }
 
 TEST_CASE("blocks come back exactly from memory within the budget and from the file past it") {
   const std::string text = "[trigger] mark";
   const size_t block = 37;  // not a multiple of the read runs below, nor of EdgeRecords
   const std::vector<SliceRecord> records = ManyRecords(block * 6, &text);
-  for (size_t budget : {size_t{0}, size_t{300}, SIZE_MAX}) {
-    CAPTURE(budget);
-    RecordSpill spill(block, budget);
+  const size_t raw2 = 2 * block * sizeof(SliceRecord);
+  // Where the 6 blocks wait: the file; encoded in memory, then the file; encoded in memory; as
+  // they are (raw); 2 raw and 4 in the file; 2 raw, then encoded, then the file.
+  for (auto [raw, encoded] : {std::pair<size_t, size_t>{0, 0}, {0, 300}, {0, SIZE_MAX},
+                              {SIZE_MAX, 0}, {raw2, 0}, {raw2, 300}}) {
+    CAPTURE(raw);
+    CAPTURE(encoded);
+    RecordSpill spill(block, raw, encoded);
     std::vector<int64_t> handles;
-    for (size_t i = 0; i < 6; ++i) handles.push_back(spill.Store(records.data() + i * block, block));
+    for (size_t i = 0; i < 6; ++i) handles.push_back(StoreCopy(spill, records, i * block, block));
     CHECK(spill.blocks_stored() == 6);
     CHECK(spill.peak_blocks() == 6);
-    if (budget == 0) CHECK(spill.blocks_in_file() == 6);
-    if (budget == 300) CHECK((spill.blocks_in_file() > 0 && spill.blocks_in_file() < 6));
-    if (budget == SIZE_MAX) CHECK(spill.blocks_in_file() == 0);
-    // Freed slots are reused: release two, store two others, and everything still reads back.
+    const uint64_t raw_blocks = raw == SIZE_MAX ? 6 : raw == raw2 ? 2 : 0;
+    CHECK(spill.blocks_raw() == raw_blocks);
+    if (encoded == 0) CHECK(spill.blocks_in_file() == 6 - raw_blocks);
+    if (encoded == 300) CHECK((spill.blocks_in_file() > 0 && spill.blocks_in_file() < 6 - raw_blocks));
+    if (encoded == SIZE_MAX || raw == SIZE_MAX) CHECK(spill.blocks_in_file() == 0);
+    // Freed slots and raw blocks are reused: release two, store two others, and everything
+    // still reads back.
     spill.Release(handles[1]);
     spill.Release(handles[4]);
-    handles[1] = spill.Store(records.data() + 4 * block, block);
-    handles[4] = spill.Store(records.data() + 1 * block, block);
+    handles[1] = StoreCopy(spill, records, 4 * block, block);
+    handles[4] = StoreCopy(spill, records, 1 * block, block);
+    // All raw: both again. Two raw: handles[1]'s vector serves one, none is left for the other.
+    CHECK(spill.blocks_raw() == (raw == SIZE_MAX ? 8 : raw == raw2 ? 3 : 0));
     const size_t source[6] = {0, 4, 2, 3, 1, 5};
     for (size_t i = 0; i < 6; ++i) {
       CAPTURE(i);
@@ -221,9 +245,9 @@ TEST_CASE("a block the file cannot give back is an error naming the directory") 
   SpillDir dir;
   const std::string text = "x";
   const std::vector<SliceRecord> records = ManyRecords(64, &text);
-  RecordSpill spill(32, 0);
-  const int64_t first = spill.Store(records.data(), 32);
-  const int64_t second = spill.Store(records.data() + 32, 32);
+  RecordSpill spill(32, 0, 0);
+  const int64_t first = StoreCopy(spill, records, 0, 32);
+  const int64_t second = StoreCopy(spill, records, 32, 32);
   CHECK(spill.blocks_in_file() == 2);
   CheckSame(ReadBlock(spill, first, 8), {records.begin(), records.begin() + 32});
   CHECK(spill.error().empty());
@@ -233,8 +257,9 @@ TEST_CASE("a block the file cannot give back is an error naming the directory") 
   REQUIRE(ftruncate(fd, 0) == 0);
   RecordSpill::Reader reader;
   CHECK_FALSE(reader.Open(spill, second));
-  SliceRecord out[4];
-  CHECK(reader.Read(out, 4) == 0);  // nothing of it comes back
+  SliceRecord scratch[4];
+  const SliceRecord* run = nullptr;
+  CHECK(reader.Read(&run, scratch, 4) == 0);  // nothing of it comes back
   CHECK(spill.error().find("cannot read held-back slice records back") != std::string::npos);
   CHECK(spill.error().find(dir.path) != std::string::npos);
   spill.Release(first);
@@ -246,7 +271,7 @@ TEST_CASE("a tracker whose held-back records cannot be read back leaves them out
   // the file (no memory budget). The file loses its bytes before the flush at the end.
   SpillDir dir;
   testing::FakeNamer namer({{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}});
-  RecordSpill spill(8, 0);
+  RecordSpill spill(8, 0, 0);
   StackTrackerOptions options;
   options.spill = &spill;
   auto run = [&](bool truncate) {

@@ -10,11 +10,14 @@ namespace {
 // held-back records, StackTrackerOptions::max_buffered_events, is 32 times that). Past it they
 // go to the RecordSpill in blocks of that many.
 constexpr size_t kResidentRecords = size_t{1} << 15;
-// Encoded blocks the RecordSpill keeps in memory, all threads together, before it uses its file:
-// one thread held at the bound takes about 4 MB of them (2^20 records at 3 to 4 bytes), so a
-// per-thread capture never needs the file, and a per-CPU one with many threads waiting at once
-// stays within the peak-memory target (64 MB at -j1).
-constexpr size_t kSpillMemoryBytes = size_t{16} << 20;
+// What the RecordSpill keeps in memory, all threads together, before it uses its file: blocks as
+// they are (no copy, no encoding: the cheapest) up to 12 MiB (9 blocks), then encoded ones up
+// to 12 MiB more (about 3.4 bytes a record: one thread at the bound takes about 4 MB). So a
+// per-thread capture never needs the file (synth-100M holds at most 6 blocks at once), and a
+// per-CPU one with many threads waiting at once stays within the peak-memory target (64 MB at
+// -j1: about 33 MB without held-back records).
+constexpr size_t kSpillRawBytes = size_t{12} << 20;
+constexpr size_t kSpillEncodedBytes = size_t{12} << 20;
 
 // A speculating tracker's sink: it flushes nothing (StackTracker::Speculate).
 class UnusedSink : public SliceSink {
@@ -44,7 +47,7 @@ ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSe
       sinks_(sinks),
       joins_(streams.size()),
       summary_(summary),
-      spill_(kResidentRecords, kSpillMemoryBytes),
+      spill_(kResidentRecords, kSpillRawBytes, kSpillEncodedBytes),
       tracker_options_(TrackerOptions(&spill_)),
       cpu_threads_(archive, setup, timeline, code, sinks, selected, tracker_options_) {
   // One worker gains nothing: its tracker would run beside the join's, on the same thread. A

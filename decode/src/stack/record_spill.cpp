@@ -162,8 +162,10 @@ const uint8_t* RecordSpill::Decode(const uint8_t* p, size_t count, SliceRecord* 
   return p;
 }
 
-RecordSpill::RecordSpill(size_t block_records, size_t memory_bytes)
-    : block_records_(std::max<size_t>(1, block_records)), memory_bytes_(memory_bytes) {}
+RecordSpill::RecordSpill(size_t block_records, size_t raw_bytes, size_t encoded_bytes)
+    : block_records_(std::max<size_t>(1, block_records)),
+      raw_bytes_(raw_bytes),
+      encoded_bytes_(encoded_bytes) {}
 
 RecordSpill::~RecordSpill() {
   if (fd_ >= 0) close(fd_);
@@ -185,43 +187,60 @@ bool RecordSpill::OpenFile() {
   return fd_ >= 0;
 }
 
-int64_t RecordSpill::Store(const SliceRecord* records, size_t count) {
+int64_t RecordSpill::Store(std::vector<SliceRecord>& buffer, size_t count) {
   std::lock_guard<std::mutex> lock(mutex_);
-  // Encoded here, under the lock: one scratch block for all trackers (the trackers of a decode
-  // run on the join's thread; a per-CPU capture has many).
-  if (!scratch_) scratch_ = std::make_unique_for_overwrite<uint8_t[]>(SlotBytes());
-  const bool fits_slot = count <= block_records_;
+  const SliceRecord* records = buffer.data();
   Block block;
   block.records = count;
-  std::unique_ptr<uint8_t[]> oversized;  // more records than a block: encoded apart, in memory
-  uint8_t* encoded = scratch_.get();
-  if (!fits_slot) {
-    oversized = std::make_unique_for_overwrite<uint8_t[]>(count * kMaxRecordBytes);
-    encoded = oversized.get();
-  }
-  block.size = Encode(records, count, encoded);
-  if (fits_slot && in_memory_ + block.size > memory_bytes_ && OpenFile()) {
-    int64_t slot;
-    if (!free_slots_.empty()) {
-      slot = free_slots_.back();
-      free_slots_.pop_back();
+  const size_t raw_block_bytes = block_records_ * sizeof(SliceRecord);
+  if (count == block_records_ && buffer.size() == block_records_ &&
+      (!raw_pool_.empty() || raw_allocated_ + raw_block_bytes <= raw_bytes_)) {
+    // Kept as it is: the cheapest place (no copy, no encoding), while the budget allows.
+    block.raw.swap(buffer);
+    if (!raw_pool_.empty()) {
+      buffer.swap(raw_pool_.back());
+      raw_pool_.pop_back();
     } else {
-      slot = slots_++;
+      buffer.resize(block_records_);
+      raw_allocated_ += raw_block_bytes;
     }
-    if (WriteAll(fd_, encoded, block.size,
-                 static_cast<off_t>(slot) * static_cast<off_t>(SlotBytes()))) {
-      block.slot = slot;
-      ++in_file_;
-    } else {
-      // Disk full or the like: blocks stay in memory from now on, past the budget.
-      free_slots_.push_back(slot);
-      unusable_ = true;
+    ++raw_;
+  } else {
+    // Encoded here, under the lock: one scratch block for all trackers (the trackers of a
+    // decode run on the join's thread; a per-CPU capture has many).
+    if (!scratch_) scratch_ = std::make_unique_for_overwrite<uint8_t[]>(SlotBytes());
+    const bool fits_slot = count <= block_records_;
+    std::unique_ptr<uint8_t[]> oversized;  // more records than a block: encoded apart, in memory
+    uint8_t* encoded = scratch_.get();
+    if (!fits_slot) {
+      oversized = std::make_unique_for_overwrite<uint8_t[]>(count * kMaxRecordBytes);
+      encoded = oversized.get();
     }
-  }
-  if (block.slot < 0) {
-    block.bytes = std::make_unique_for_overwrite<uint8_t[]>(block.size);
-    std::memcpy(block.bytes.get(), encoded, block.size);
-    in_memory_ += block.size;
+    block.size = Encode(records, count, encoded);
+    bytes_ += block.size;
+    if (fits_slot && in_memory_ + block.size > encoded_bytes_ && OpenFile()) {
+      int64_t slot;
+      if (!free_slots_.empty()) {
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+      } else {
+        slot = slots_++;
+      }
+      if (WriteAll(fd_, encoded, block.size,
+                   static_cast<off_t>(slot) * static_cast<off_t>(SlotBytes()))) {
+        block.slot = slot;
+        ++in_file_;
+      } else {
+        // Disk full or the like: blocks stay in memory from now on, past the budget.
+        free_slots_.push_back(slot);
+        unusable_ = true;
+      }
+    }
+    if (block.slot < 0) {
+      block.bytes = std::make_unique_for_overwrite<uint8_t[]>(block.size);
+      std::memcpy(block.bytes.get(), encoded, block.size);
+      in_memory_ += block.size;
+    }
   }
   int64_t handle;
   if (!free_blocks_.empty()) {
@@ -233,7 +252,6 @@ int64_t RecordSpill::Store(const SliceRecord* records, size_t count) {
     blocks_.push_back(std::move(block));
   }
   ++stored_;
-  bytes_ += blocks_[static_cast<size_t>(handle)].size;
   peak_in_use_ = std::max(peak_in_use_, ++in_use_);
   return handle;
 }
@@ -241,7 +259,9 @@ int64_t RecordSpill::Store(const SliceRecord* records, size_t count) {
 void RecordSpill::Release(int64_t handle) {
   std::lock_guard<std::mutex> lock(mutex_);
   Block& block = blocks_[static_cast<size_t>(handle)];
-  if (block.slot >= 0) {
+  if (!block.raw.empty()) {
+    raw_pool_.push_back(std::move(block.raw));  // for the next Store: no new pages to touch
+  } else if (block.slot >= 0) {
     free_slots_.push_back(block.slot);
   } else {
     in_memory_ -= block.size;
@@ -255,7 +275,13 @@ bool RecordSpill::Reader::Open(RecordSpill& spill, int64_t handle) {
   std::lock_guard<std::mutex> lock(spill.mutex_);
   const Block& block = spill.blocks_[static_cast<size_t>(handle)];
   prev_ = SliceRecord{};
+  raw_ = nullptr;
   left_ = 0;
+  if (!block.raw.empty()) {
+    raw_ = block.raw.data();  // stays where it is until Release, as do the bytes below
+    left_ = block.records;
+    return true;
+  }
   if (block.bytes) {
     // Stays where it is until Release (blocks_ may grow meanwhile: the bytes do not move).
     next_ = block.bytes.get();
@@ -278,9 +304,15 @@ bool RecordSpill::Reader::Open(RecordSpill& spill, int64_t handle) {
   return true;
 }
 
-size_t RecordSpill::Reader::Read(SliceRecord* out, size_t max) {
+size_t RecordSpill::Reader::Read(const SliceRecord** run, SliceRecord* scratch, size_t max) {
   const size_t count = std::min(max, left_);
-  next_ = Decode(next_, count, &prev_, out);
+  if (raw_ != nullptr) {
+    *run = raw_;
+    raw_ += count;
+  } else {
+    next_ = Decode(next_, count, &prev_, scratch);
+    *run = scratch;
+  }
   left_ -= count;
   return count;
 }
@@ -288,6 +320,11 @@ size_t RecordSpill::Reader::Read(SliceRecord* out, size_t max) {
 uint64_t RecordSpill::blocks_stored() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stored_;
+}
+
+uint64_t RecordSpill::blocks_raw() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return raw_;
 }
 
 uint64_t RecordSpill::blocks_in_file() const {

@@ -55,18 +55,21 @@ class RecordSpill {
   // inline_index and a pointer.
   static constexpr size_t kMaxRecordBytes = 1 + 1 + 3 * 10 + 5 + 8;
 
-  // `block_records`: the records of every block (at most; StackTracker stores full blocks).
-  // `memory_bytes`: the encoded bytes of all blocks kept in memory at once; past it, the file.
-  RecordSpill(size_t block_records, size_t memory_bytes);
+  // `block_records`: the records of every block. `raw_bytes`: blocks kept as they are (as
+  // SliceRecords, handed over without a copy), all trackers together; `encoded_bytes`: the
+  // encoded bytes of the blocks kept in memory past those; past both, the file.
+  RecordSpill(size_t block_records, size_t raw_bytes, size_t encoded_bytes);
   ~RecordSpill();
   RecordSpill(const RecordSpill&) = delete;
   RecordSpill& operator=(const RecordSpill&) = delete;
 
   size_t block_records() const { return block_records_; }
-  size_t memory_bytes() const { return memory_bytes_; }
-  // Encodes `count` (<= block_records()) records and keeps them as one block; returns the
-  // block's handle. Never fails: what the file cannot take stays in memory.
-  int64_t Store(const SliceRecord* records, size_t count);
+  // Keeps the first `count` records of `buffer` as one block and returns its handle. While the
+  // raw budget allows and `buffer` is exactly one block, `buffer` itself is kept and replaced by
+  // another vector of the same size (one that a released block left, or a new one); else the
+  // records are encoded and `buffer` is left as it was. Never fails: what the file cannot take
+  // stays in memory.
+  int64_t Store(std::vector<SliceRecord>& buffer, size_t count);
   // Frees a block (read or not).
   void Release(int64_t block);
 
@@ -76,20 +79,23 @@ class RecordSpill {
     // False when the block is in the file and cannot be read (error() then says why); the
     // block is still the caller's to Release.
     bool Open(RecordSpill& spill, int64_t block);
-    // Decodes the next records of the open block into out[0, max); returns how many (0: none
-    // left).
-    size_t Read(SliceRecord* out, size_t max);
+    // The next run of at most `max` records of the open block: *run points into the block when
+    // it was kept as it is, else to `scratch`, where they are decoded. Returns how many (0: none
+    // left). A run stays valid until the next Read or the block's Release.
+    size_t Read(const SliceRecord** run, SliceRecord* scratch, size_t max);
 
    private:
     std::vector<uint8_t> file_bytes_;  // a block read back from the file
-    const uint8_t* next_ = nullptr;
-    size_t left_ = 0;    // records not yet decoded
+    const SliceRecord* raw_ = nullptr;  // a block kept as it is
+    const uint8_t* next_ = nullptr;     // else its encoded bytes
+    size_t left_ = 0;    // records not yet read
     SliceRecord prev_;   // the last record decoded
   };
 
-  // Blocks stored (in memory or the file), those written to the file, the most held at once,
-  // and the encoded bytes of all blocks stored (for tests and benches).
+  // Blocks stored, those kept as they were, those written to the file, the most held at once,
+  // and the encoded bytes of all blocks encoded (for tests and benches).
   uint64_t blocks_stored() const;
+  uint64_t blocks_raw() const;
   uint64_t blocks_in_file() const;
   size_t peak_blocks() const;
   uint64_t bytes_stored() const;
@@ -106,7 +112,8 @@ class RecordSpill {
 
  private:
   struct Block {
-    std::unique_ptr<uint8_t[]> bytes;  // in memory, else null
+    std::vector<SliceRecord> raw;      // kept as it was, else empty
+    std::unique_ptr<uint8_t[]> bytes;  // encoded in memory, else null
     size_t size = 0;                   // encoded bytes
     size_t records = 0;
     int64_t slot = -1;                 // in the file
@@ -115,10 +122,14 @@ class RecordSpill {
   size_t SlotBytes() const { return block_records_ * kMaxRecordBytes; }
 
   const size_t block_records_;
-  const size_t memory_bytes_;
+  const size_t raw_bytes_, encoded_bytes_;
   mutable std::mutex mutex_;
   std::unique_ptr<uint8_t[]> scratch_;  // a block being encoded (its pages touched as written)
   std::vector<Block> blocks_;  // by handle
+  // Vectors of a block that released raw blocks left, for the next Store to hand out; with
+  // those in blocks_, raw_allocated_ of them exist beside the trackers' own.
+  std::vector<std::vector<SliceRecord>> raw_pool_;
+  size_t raw_allocated_ = 0;
   std::vector<int64_t> free_blocks_, free_slots_;
   int fd_ = -1;
   bool unusable_ = false;  // creating or writing failed: no more blocks to the file
@@ -126,7 +137,7 @@ class RecordSpill {
   int64_t slots_ = 0;      // slots in the file
   size_t in_memory_ = 0;   // encoded bytes of the blocks in memory
   size_t in_use_ = 0, peak_in_use_ = 0;
-  uint64_t stored_ = 0, in_file_ = 0, bytes_ = 0;
+  uint64_t stored_ = 0, raw_ = 0, in_file_ = 0, bytes_ = 0;
   std::string error_;
 };
 

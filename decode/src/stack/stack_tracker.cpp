@@ -499,16 +499,12 @@ void StackTracker::GrowBuffer() {
 }
 
 void StackTracker::SpillBuffer() {
-  // buffer_ holds one full block (GrowBuffer grows it to no more with a RecordSpill).
-  const size_t block = options_.spill->block_records();
-  size_t stored = 0;
-  for (; stored + block <= buffer_size_; stored += block) {
-    spilled_blocks_.push_back(options_.spill->Store(buffer_.data() + stored, block));
-  }
-  std::copy(buffer_.begin() + static_cast<ptrdiff_t>(stored),
-            buffer_.begin() + static_cast<ptrdiff_t>(buffer_size_), buffer_.begin());
-  buffer_size_ -= stored;
-  spilled_ += stored;
+  // buffer_ is one full block (GrowBuffer grows it to no more with a RecordSpill). The spill may
+  // keep buffer_ itself and give back another vector of the same size.
+  spilled_blocks_.push_back(options_.spill->Store(buffer_, buffer_size_));
+  buffer_slots_ = buffer_.size();
+  spilled_ += buffer_size_;
+  buffer_size_ = 0;
   flush_at_ = spilled_ < options_.max_buffered_events ? options_.max_buffered_events - spilled_ : 0;
 }
 
@@ -519,8 +515,9 @@ void StackTracker::ForEachHeld(Out&& out) {
     for (int64_t handle : spilled_blocks_) {
       // A block that cannot be read back is left out; RecordSpill::error() fails the decode.
       if (spill_reader_.Open(*options_.spill, handle)) {
-        while (size_t count = spill_reader_.Read(spill_scratch_.data(), spill_scratch_.size())) {
-          out(spill_scratch_.data(), count);
+        const Record* run = nullptr;
+        while (size_t count = spill_reader_.Read(&run, spill_scratch_.data(), kBatchSize)) {
+          out(run, count);
         }
       }
       options_.spill->Release(handle);
