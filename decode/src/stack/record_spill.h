@@ -1,16 +1,23 @@
-// RecordSpill: where held-back slice records wait, compactly encoded, in memory up to a byte
-// budget and past it in an unlinked temporary file.
+// RecordSpill: where held-back slice records wait: as they are, then compactly encoded, in
+// memory up to two byte budgets, and past them in an unlinked temporary file.
 //
 // A StackTracker holds a thread's slice records back until an inferred caller can no longer wrap
 // them (stack_tracker.h "Buffering"), up to max_buffered_events records (2^20, 40 MB as
 // SliceRecords): a thread whose bottom frame never returns (a worker's loop, main) reaches that
 // bound, and so does every thread of a per-CPU capture. With a RecordSpill the tracker keeps at
-// most block_records() of them as SliceRecords and hands each full block here, where it is
-// encoded (below: 3 to 4 bytes a record instead of 40: 3.4 on synth-100M) and kept in memory
-// while all the blocks held in memory fit in memory_bytes(); a block past that goes to the file.
-// At its next flush the tracker reads its blocks back in order (Reader). The records and their
-// order are exactly those stored: only where they wait changes, so peak memory no longer depends
-// on how long a frame stays open, and the output stays byte for byte what it was.
+// most block_records() of them in its buffer and hands each full block here, which keeps it
+//   1. as it is (the tracker's vector itself, swapped for an empty one of a released block: no
+//      copy, no encoding) while such blocks fit in the raw budget; else
+//   2. encoded (below: 3 to 4 bytes a record instead of 40; 3.4 on synth-100M) in memory while
+//      the encoded blocks fit in the encoded budget; else
+//   3. encoded in the file.
+// The cheapest place comes first: encoding a record and decoding it again costs about 110
+// instructions (callgrind, synth-10M: +3.8% of the decode), the file's write and read-back
+// kernel time and page cache (about 45 ms of sys time and 108 MB on synth-100M when every block
+// went there). At its next flush the tracker reads its blocks back in order (Reader). The
+// records and their order are exactly those stored: only where they wait changes, so peak
+// memory no longer depends on how long a frame stays open, and the output stays byte for byte
+// what it was.
 //
 // Encoding (private to this process, never on disk past its end: no format to keep stable; a
 // kInstant's text goes as its pointer, valid until the tracker's flush that reads it back). Per
@@ -27,14 +34,14 @@
 //   [inline_index varint]; for kInstant (or kExtraText) the text pointer, 8 raw bytes.
 // At most kMaxRecordBytes a record, so a block's bytes are bounded before it is encoded.
 //
-// One file for all trackers of a decode (created at the first block past the budget, in $TMPDIR
+// One file for all trackers of a decode (created at the first block past the budgets, in $TMPDIR
 // or /tmp, and unlinked at once: nothing is left behind, even after a crash). Each block has a
 // slot of block_records() * kMaxRecordBytes bytes in it, of which it writes only its encoded
 // length (the rest stays a hole); a freed slot is reused, so the file spans at most the blocks
 // held there at one time. A file that cannot be created or written is no error: its blocks stay
-// in memory, past the budget, as if there were no file. A block that cannot be read back is (the
-// output would lack its records): error() says so, and the pipeline fails the decode, as for an
-// output write error.
+// in memory, encoded, past the budget, as if there were no file. A block that cannot be read
+// back is (the output would lack its records): error() says so, and the pipeline fails the
+// decode, as for an output write error.
 // Thread-safe (a mutex): trackers on several threads may share it.
 #pragma once
 
