@@ -396,6 +396,54 @@ TEST_CASE("inlined frames at the call site wrap the callee") {
   CHECK(h.tracker.stats()[Stat::kInlinedSlices] == 2);
 }
 
+// The tracker remembers per call site its function and last callee, and the last jump target:
+// a site or target seen again must still get its wrappers, its new callee, its correction, and
+// a jump to the same target from another function must still unwind.
+TEST_CASE("a call site seen before still wraps, takes a new callee and corrects its caller") {
+  Harness h;
+  h.namer.AddInlined(0x1010, {{"helper", "h.h", 3}});
+  CHECK(h.Run({Enable(0, 0x1000),
+               Call(10, 0x1010, 0x2000), Ret(20, 0x2050, 0x1015),    // wrapped
+               Call(30, 0x1010, 0x2000), Ret(40, 0x2050, 0x1015),    // wrapped again
+               Call(50, 0x1020, 0x2000), Ret(60, 0x2050, 0x1025),
+               Call(70, 0x1020, 0x3000), Ret(80, 0x3050, 0x1025),    // same site, new callee
+               Call(90, 0x1020, 0x3000), Ret(100, 0x3050, 0x1025),
+               Call(110, 0x1040, 0x2000), Call(112, 0x2010, 0x3000), Ret(114, 0x3050, 0x2015),
+               Jmp(120, 0x2030, 0x4000),                             // tail call: a -> c
+               Call(130, 0x2010, 0x3000),                            // a's site, c on top
+               Ret(140, 0x3050, 0x2015), Ret(150, 0x2050, 0x1045), End(160)}) ==
+        "main* 0-160\n"
+        "  helper (inlined) 10-20\n"
+        "    a 10-20\n"
+        "  helper (inlined) 30-40\n"
+        "    a 30-40\n"
+        "  a 50-60\n"
+        "  b 70-80\n"
+        "  b 90-100\n"
+        "  a 110-120\n"
+        "    b 112-114\n"
+        "  c 120-130\n"
+        "  a* 130-150\n"
+        "    b 130-140\n");
+  CHECK(h.tracker.stats()[Stat::kCalls] == 8);
+  CHECK(h.tracker.stats()[Stat::kReturns] == 8);
+  CHECK(h.tracker.stats()[Stat::kInlinedSlices] == 2);
+  CHECK(h.tracker.stats()[Stat::kCorrectedCallers] == 1);
+  CHECK(h.tracker.stats()[Stat::kTailCalls] == 1);
+}
+
+TEST_CASE("a jump to the last jump's target from another function unwinds to it") {
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Jmp(20, 0x2030, 0x2010),
+               Jmp(30, 0x2030, 0x2010), Call(40, 0x2040, 0x3000), Jmp(50, 0x3020, 0x2010),
+               Ret(60, 0x2050, 0x1015), End(70)}) ==
+        "main* 0-70\n"
+        "  a 10-60\n"
+        "    b 40-50\n");
+  CHECK(h.tracker.stats()[Stat::kUnwinds] == 1);
+  CHECK(h.tracker.stats()[Stat::kUnwoundFrames] == 1);
+}
+
 FlowEvent Inline(uint64_t t, uint64_t at, uint32_t depth) {
   FlowEvent e = Ev(K::kInlineChange, t, at, at);
   e.inline_depth = depth;

@@ -52,8 +52,13 @@ uint32_t StackTracker::CallSiteDepth(uint64_t call_site) {
 
 inline void StackTracker::Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
                                const std::string* text) {
-  // Every field is set: the slot may hold a record of an earlier flush.
   if (buffer_size_ == buffer_slots_) [[unlikely]] GrowBuffer();
+  EmitInSlot(type, t, frame, inferred, text);
+}
+
+inline void StackTracker::EmitInSlot(RecordType type, uint64_t t, const FrameId& frame,
+                                     bool inferred, const std::string* text) {
+  // Every field is set: the slot may hold a record of an earlier flush.
   Record& r = buffer_.data()[buffer_size_++];
   r.type = type;
   r.inferred = inferred;
@@ -207,6 +212,34 @@ void StackTracker::Finish(uint64_t end_time_ns) {
 }
 
 void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
+  // The common case, as OnCallSlow would handle it: a traced caller on the stack, a call site
+  // seen before whose function is the caller's (no correction) and whose last callee is this one,
+  // no inlined call-site slices to open, and room for the frame and its record.
+  if (stack_.empty() || e.to == 0 || buffer_size_ == buffer_slots_ || !stack_.HasRoom())
+      [[unlikely]] {
+    return OnCallSlow(e, t);
+  }
+  const Frame& top = stack_.back();
+  const AddressFacts* site = address_facts_.Find(e.from);
+  if (top.type == FrameType::kSynthetic || site == nullptr || !site->has_start ||
+      site->callee != e.to) [[unlikely]] {
+    return OnCallSlow(e, t);
+  }
+  const bool corrected = site->start != 0 && top.function_start != 0 &&
+                         site->start != top.function_start;
+  const bool wraps = options_.inlined_frames && top.inline_open == 0 &&
+                     !(site->has_inline_depth && site->inline_depth == 0);
+  if (corrected || wraps) [[unlikely]] return OnCallSlow(e, t);
+  ++stats_[Stat::kCalls];
+  const uint64_t start = site->callee_start;
+  Frame& f = stack_.PushInRoom();
+  f.id = FunctionFrame(e.to, start);
+  f.function_start = start;
+  f.return_ip = e.return_ip();
+  EmitInSlot(RecordType::kBegin, t, f.id, false);
+}
+
+void StackTracker::OnCallSlow(const FlowEvent& e, uint64_t t) {
   CloseSyntheticTop(t);
   ++stats_[Stat::kCalls];
   EnsureCurrent(e.from);
@@ -250,6 +283,28 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
 }
 
 void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
+  // The common case, as OnReturnSlow would handle it: the top frame (a traced function with a
+  // frame below it) returns to its return address with no inlined slices open in or around it,
+  // the frame below has none open either (CloseInlineDeeperThan does nothing), and the frame was
+  // not written out before (NoteClosed flushes nothing).
+  const size_t size = stack_.size();
+  if (size < 2 || e.to == 0 || buffer_size_ == buffer_slots_) [[unlikely]] {
+    return OnReturnSlow(e, t);
+  }
+  const Frame& top = stack_.back();
+  const Frame& below = stack_[size - 2];
+  if (top.return_ip != e.to || top.type == FrameType::kSynthetic || top.inline_open != 0 ||
+      top.inlined_wrappers != 0 || (below.inline_open != 0 && options_.inlined_frames &&
+                                    below.type != FrameType::kSynthetic)) [[unlikely]] {
+    return OnReturnSlow(e, t);
+  }
+  ++stats_[Stat::kReturns];
+  EmitInSlot(RecordType::kEnd, t, top.id, false);
+  stack_.pop_back();
+  if (size - 1 < written_open_) written_open_ = size - 1;  // NoteClosed, which flushes at 0
+}
+
+void StackTracker::OnReturnSlow(const FlowEvent& e, uint64_t t) {
   CloseSyntheticTop(t);
   ++stats_[Stat::kReturns];
   EnsureCurrent(e.from);
@@ -296,6 +351,19 @@ void StackTracker::OnReturn(const FlowEvent& e, uint64_t t) {
 }
 
 void StackTracker::OnJump(const FlowEvent& e, uint64_t t) {
+  // The common case, as OnJumpSlow would handle it: a loop's jump to the last target again, inside
+  // the traced top frame's function (or to unknown code).
+  if (stack_.empty() || e.to != last_jump_.to || !last_jump_.valid ||
+      stack_.back().type == FrameType::kSynthetic) [[unlikely]] {
+    return OnJumpSlow(e, t);
+  }
+  const uint64_t to_start = last_jump_.start;
+  if (to_start != 0 && to_start != stack_.back().function_start) [[unlikely]] {
+    return OnJumpSlow(e, t);
+  }
+}
+
+void StackTracker::OnJumpSlow(const FlowEvent& e, uint64_t t) {
   CloseSyntheticTop(t);
   EnsureCurrent(e.from);
   // Most jumps are a loop's, taken again and again: the last target's start saves the look-up.

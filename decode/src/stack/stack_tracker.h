@@ -70,6 +70,7 @@
 #include "events.h"
 #include "flat_map.h"
 #include "stack/record_spill.h"
+#include "stack/slot_stack.h"
 
 namespace ptscope::decode {
 
@@ -176,9 +177,16 @@ class StackTracker {
   // no registers per event. The handlers stay out of line (noinline) so that it keeps so.
   void Dispatch(const FlowEvent& e, uint64_t t);
   void FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t);
+  // OnCall, OnReturn and OnJump handle the common case (a known call site calling its usual callee; a
+  // return to the top frame's return address) without a call of their own, so that they save no
+  // registers; anything else goes on (a tail call) to the general handler (OnCallSlow ...), which
+  // does exactly what it would have done.
   [[gnu::noinline]] void OnCall(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnCallSlow(const FlowEvent& e, uint64_t t);
   [[gnu::noinline]] void OnReturn(const FlowEvent& e, uint64_t t);
-  [[gnu::noinline]] void OnJump(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnReturnSlow(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void OnJump(const FlowEvent& e, uint64_t t);  // and OnJumpSlow likewise
+  [[gnu::noinline]] void OnJumpSlow(const FlowEvent& e, uint64_t t);
   [[gnu::noinline]] void OnLeave(const FlowEvent& e, uint64_t t);  // kSyscall, kDisable
   [[gnu::noinline]] void OnTrigger(const FlowEvent& e, uint64_t t);
   [[gnu::noinline]] void OnEnd(uint64_t t);
@@ -238,6 +246,9 @@ class StackTracker {
 
   void Emit(RecordType type, uint64_t t, const FrameId& frame, bool inferred,
             const std::string* text = nullptr);
+  // Emit into a slot known to exist (buffer_size_ < buffer_slots_).
+  [[gnu::always_inline]] void EmitInSlot(RecordType type, uint64_t t, const FrameId& frame,
+                                         bool inferred, const std::string* text = nullptr);
   void AddInstant(uint64_t t, std::string text);
   void Flush();
   // Hands out(records, count) the held-back records in order: the spilled blocks (decoded in
@@ -260,7 +271,7 @@ class StackTracker {
   StackTrackerOptions options_;
   DecodeStats stats_;
 
-  std::vector<Frame> stack_;
+  SlotStack<Frame> stack_;
   uint64_t last_time_ = 0;
   uint64_t anchor_time_ = 0;     // where inferred bottom frames start
   uint64_t position_ = 0;        // instructions retired so far (sum of FlowEvent::insn_count)
