@@ -10,14 +10,16 @@ namespace {
 // held-back records, StackTrackerOptions::max_buffered_events, is 32 times that). Past it they
 // go to the RecordSpill in blocks of that many.
 constexpr size_t kResidentRecords = size_t{1} << 15;
-// What the RecordSpill keeps in memory, all threads together, before it uses its file: blocks as
-// they are (no copy, no encoding: the cheapest) up to 12 MiB (9 blocks), then encoded ones up
-// to 12 MiB more (about 3.4 bytes a record: one thread at the bound takes about 4 MB). So a
-// per-thread capture never needs the file (synth-100M holds at most 6 blocks at once), and a
-// per-CPU one with many threads waiting at once stays within the peak-memory target (64 MB at
-// -j1: about 33 MB without held-back records).
-constexpr size_t kSpillRawBytes = size_t{12} << 20;
-constexpr size_t kSpillEncodedBytes = size_t{12} << 20;
+// What the RecordSpill keeps in memory, all threads together, before it uses its file: 3 blocks
+// as they are (no copy, no encoding: the cheapest; 3.75 MiB), and no encoded ones: past those
+// blocks, held-back records go to the file encoded (about 3.4 bytes a record, 12 times fewer
+// bytes than as SliceRecords). So peak memory stays flat however long the capture and however
+// many threads wait at once: a 2-thread recursion of 430 K calls held 31 blocks at once, and
+// with 12 MiB of raw and 12 MiB of encoded blocks kept here its peak grew from 28 to 37 MB over
+// a 10x longer capture (from 28.3 to 29.2 MB as set; 1 MiB of encoded blocks: to 29.7). The
+// most synth-100M holds at once is 6 blocks: 3 of them stay as they are.
+constexpr size_t kSpillRawBytes = 3 * kResidentRecords * sizeof(SliceRecord);
+constexpr size_t kSpillEncodedBytes = 0;
 
 // A speculating tracker's sink: it flushes nothing (StackTracker::Speculate).
 class UnusedSink : public SliceSink {
