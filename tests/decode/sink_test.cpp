@@ -64,6 +64,90 @@ TEST_CASE("a full disk is reported by OutputError, not printed or ignored") {
                                    "system is full: free space or write elsewhere)");
 }
 
+// PerfettoSink writes runs of common records (begins of frames already encoded, ends) straight
+// into its output buffer: the bytes must be those of the same records given one call at a time.
+TEST_CASE("Perfetto: records written in runs give the bytes of one call per record") {
+  testing::FakeNamer namer({{"main", 0x1000}, {"a", 0x2000}, {"b", 0x3000}});
+  namer.AddInlined(0x1010, {{"helper", "h.h", 3}});
+  const std::string gap = "[gap] lost data", trigger = "[trigger] usr2";
+  const ThreadKey threads[2] = {{1, 1}, {1, 2}};
+  auto fn = [](uint64_t address) {
+    return FrameId{.address = address, .kind = FrameId::Kind::kFunction};
+  };
+  std::vector<SliceRecord> records[2];
+  uint64_t seed = 12345;
+  for (int thread = 0; thread < 2; ++thread) {
+    uint64_t t = 1000;
+    int open = 0;
+    for (int i = 0; i < 5000; ++i) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      const uint64_t r = seed >> 33;
+      // Mostly small steps, sometimes a long one (multi-byte deltas), sometimes back in time.
+      t = r % 97 == 0 ? t + (r % 5000000) : r % 89 == 0 ? t - std::min<uint64_t>(t, 7) : t + r % 50;
+      SliceRecord rec;
+      rec.time_ns = t;
+      if (r % 41 == 0) {
+        rec.type = SliceRecord::Type::kInstant;
+        rec.text = r % 2 ? &gap : &trigger;
+      } else if ((r >> 12) % 2 == 0 || open > 20) {
+        rec.type = SliceRecord::Type::kEnd;  // past the open ones sometimes: unmatched
+        open = std::max(0, open - 1);
+      } else {
+        rec.type = SliceRecord::Type::kBegin;
+        const uint64_t pick = (r >> 4) % 8;
+        rec.frame = pick < 3   ? fn(0x1000 + 0x1000 * pick)
+                    : pick < 5 ? FrameId{.address = 0x1010, .kind = FrameId::Kind::kInlined}
+                    : pick < 6 ? FrameId{.address = 0, .kind = FrameId::Kind::kSyscall}
+                               : fn(0x2000 + 0x1000 * (pick & 1));
+        rec.inferred = (r >> 8) % 17 == 0;
+        ++open;
+      }
+      records[thread].push_back(rec);
+    }
+  }
+  const std::string runs_path = TempPath("runs.pftrace"), single_path = TempPath("single.pftrace");
+  {
+    auto runs = CreateSink("perfetto", runs_path, namer);
+    auto single = CreateSink("perfetto", single_path, namer);
+    REQUIRE(runs);
+    REQUIRE(single);
+    for (int thread = 0; thread < 2; ++thread) {
+      (*runs)->BeginThread(threads[thread], "p", "t");
+      (*single)->BeginThread(threads[thread], "p", "t");
+    }
+    // The threads interleaved in runs of varying length, one of them the whole rest.
+    size_t next[2] = {0, 0};
+    const size_t lengths[] = {1, 2, 700, 3, 4096, 31, 5000};
+    for (size_t k = 0; next[0] < 5000 || next[1] < 5000; ++k) {
+      const int thread = static_cast<int>(k % 2);
+      const size_t count = std::min(lengths[k % 7], 5000 - next[thread]);
+      const SliceRecord* first = records[thread].data() + next[thread];
+      (*runs)->WriteRecords(threads[thread], first, count);
+      for (const SliceRecord* r = first; r != first + count; ++r) {
+        switch (r->type) {
+          case SliceRecord::Type::kBegin:
+            (*single)->Begin(threads[thread], r->time_ns, r->frame, r->inferred);
+            break;
+          case SliceRecord::Type::kEnd: (*single)->End(threads[thread], r->time_ns); break;
+          case SliceRecord::Type::kInstant:
+            (*single)->Instant(threads[thread], r->time_ns, *r->text);
+            break;
+        }
+      }
+      next[thread] += count;
+    }
+    (*runs)->Finish();
+    (*single)->Finish();
+    CHECK((*runs)->OutputError() == "");
+    CHECK((*single)->OutputError() == "");
+  }
+  const std::string runs = ReadFile(runs_path), single = ReadFile(single_path);
+  CHECK(single.size() > 100000);
+  CHECK(runs == single);
+  std::filesystem::remove(runs_path);
+  std::filesystem::remove(single_path);
+}
+
 TEST_CASE("tracker into TextSink: threads in (pid, tid) order, flags and locations") {
   testing::FakeNamer namer({{"main", 0x1000}, {"a", 0x2000}});
   std::string path = TempPath("tree.txt");

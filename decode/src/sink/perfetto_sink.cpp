@@ -105,6 +105,7 @@ PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
     tail.PutVarint(2);
     tail.Varint(event::kType, event::kSliceEnd);
     state.end_tail = std::string(tail.view()) + std::string(kTailPadding, '\0');
+    state.max_tail = std::max(state.max_tail, tail.size());
   }
   ProtoBuffer thread_desc;
   thread_desc.Varint(track::kPid, thread.pid);
@@ -249,13 +250,65 @@ void PerfettoSink::WriteRecords(const ThreadKey& thread, const SliceRecord* reco
                                 size_t count) {
   std::lock_guard lock(mutex_);
   ThreadState& state = StateFor(thread);
-  for (const SliceRecord* r = records; r != records + count; ++r) {
+  const SliceRecord* const end = records + count;
+  for (const SliceRecord* r = records; r != end; ++r) {
+    r = WriteCommonRun(state, r, end);
+    if (r == end) break;
     switch (r->type) {
       case SliceRecord::Type::kBegin: BeginLocked(state, r->time_ns, r->frame, r->inferred); break;
       case SliceRecord::Type::kEnd: EndLocked(state, r->time_ns); break;
       case SliceRecord::Type::kInstant: InstantLocked(state, r->time_ns, *r->text); break;
     }
   }
+}
+
+const SliceRecord* PerfettoSink::WriteCommonRun(ThreadState& state, const SliceRecord* r,
+                                                const SliceRecord* end) {
+  // What BeginLocked + WriteTail and EndLocked + WriteFastEnd do for these records, with the
+  // output position, times and open count in registers: stored once per run, not per record.
+  if (!state.sequence_started || !state.clock_started) return r;
+  const size_t room = kMaxTailPacketHead + state.max_tail + kTailPadding;  // per record
+  // Runs of a bounded size keep the reservation a small part of the output buffer.
+  const size_t per_run = std::max<size_t>(1, (size_t{32} << 10) / room);
+  const char* const field_bytes = state.field_bytes.data();
+  const char* const end_tail = state.end_tail.data();
+  const size_t end_tail_size = state.end_tail.size() - kTailPadding;
+  uint64_t last_time = state.last_time;
+  uint64_t clock_ns = state.clock_ns;
+  uint32_t open = state.open_slices;
+  while (r != end) {
+    const SliceRecord* const run_end = r + std::min<size_t>(per_run, end - r);
+    char* p = out_->Extend(room * static_cast<size_t>(run_end - r));
+    for (; r != run_end; ++r) {
+      const char* tail;
+      size_t tail_size;
+      if (r->type == SliceRecord::Type::kBegin) {
+        if (r->inferred) break;
+        const FieldSpan* fields = state.frame_fields.Find(r->frame);
+        if (fields == nullptr) break;
+        tail = field_bytes + fields->offset;
+        tail_size = fields->size;
+        ++open;
+      } else if (r->type == SliceRecord::Type::kEnd) {
+        if (open == 0) continue;  // never write an unmatched END
+        tail = end_tail;
+        tail_size = end_tail_size;
+        --open;
+      } else {
+        break;
+      }
+      const uint64_t time_ns = std::max(r->time_ns, last_time);
+      last_time = time_ns;
+      p = PutTailPacket(p, time_ns - clock_ns, tail, tail_size);  // time never goes back
+      clock_ns = time_ns;
+    }
+    out_->Commit(p);
+    if (r != run_end) break;
+  }
+  state.last_time = last_time;
+  state.clock_ns = clock_ns;
+  state.open_slices = open;
+  return r;
 }
 
 inline void PerfettoSink::BeginLocked(ThreadState& state, uint64_t time_ns,
@@ -305,13 +358,19 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
                    static_cast<uint32_t>(tail.size()), static_cast<uint32_t>(encoded.size())};
   state.field_bytes += tail.view();
   state.field_bytes.append(kTailPadding, '\0');
+  state.max_tail = std::max(state.max_tail, tail.size());
   *state.frame_fields.TryEmplace(frame).first = fields;
   return fields;
 }
 
 inline void PerfettoSink::WriteTail(uint64_t delta_ns, const char* tail, size_t tail_size) {
+  char* p = out_->Extend(kMaxTailPacketHead + tail_size + kTailPadding);
+  out_->Commit(PutTailPacket(p, delta_ns, tail, tail_size));
+}
+
+inline char* PerfettoSink::PutTailPacket(char* p, uint64_t delta_ns, const char* tail,
+                                         size_t tail_size) {
   const size_t packet_size = 1 + ProtoBuffer::VarintSize(delta_ns) + tail_size;
-  char* p = out_->Extend(1 + 10 + 1 + 10 + tail_size + kTailPadding);
   *p++ = (1 << 3) | 2;  // Trace.packet = 1, length-delimited
   p = ProtoBuffer::PutVarintTo(p, packet_size);
   *p++ = packet::kTimestamp << 3;
@@ -322,7 +381,7 @@ inline void PerfettoSink::WriteTail(uint64_t delta_ns, const char* tail, size_t 
   std::memcpy(p, tail, 16);
   std::memcpy(p + 16, tail + 16, 16);
   for (size_t i = 32; i < tail_size; i += 16) std::memcpy(p + i, tail + i, 16);
-  out_->Commit(p + tail_size);
+  return p + tail_size;
 }
 
 void PerfettoSink::WriteInferredBegin(ThreadState& state, uint64_t time_ns, FieldSpan fields) {

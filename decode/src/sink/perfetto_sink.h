@@ -63,6 +63,7 @@ class PerfettoSink : public SliceSink {
     FlatMap<FrameId, FieldSpan, FrameIdHash> frame_fields;
     std::string field_bytes = std::string(kTailPadding, '\0');
     std::string end_tail;  // the tail of every end packet, padded likewise
+    size_t max_tail = 0;   // the longest tail in field_bytes or end_tail (without padding)
     uint64_t next_name_iid = 1, next_location_iid = 1;
     std::unordered_map<std::string, uint64_t> string_iids;
     // Encoded once: the TracePacket.trusted_packet_sequence_id field.
@@ -97,6 +98,15 @@ class PerfettoSink : public SliceSink {
   // A packet whose bytes after the timestamp (`tail`, followed by kTailPadding readable bytes)
   // were encoded once, in one block copy.
   void WriteTail(uint64_t delta_ns, const char* tail, size_t tail_size);
+  // WriteTail's packet at `p` (room for kMaxTailPacketHead + tail_size + kTailPadding bytes);
+  // returns its end.
+  static char* PutTailPacket(char* p, uint64_t delta_ns, const char* tail, size_t tail_size);
+  static constexpr size_t kMaxTailPacketHead = 1 + 10 + 1 + 10;
+  // Writes records from `r` on for as long as each is a common packet (a non-inferred begin of a
+  // frame encoded on the sequence, an end) on a started clock, straight into the output buffer
+  // with the thread's state in locals; returns the first record it did not write.
+  const SliceRecord* WriteCommonRun(ThreadState& state, const SliceRecord* r,
+                                    const SliceRecord* end);
   // Writes `packet` framed as one Trace.packet.
   void WriteFramed(std::string_view packet);
   // The frame's fields, encoded (and interned) on first use, with its begin-packet tail.
