@@ -584,7 +584,7 @@ namespace {
 TEST_CASE("held-back records in the spill file come back in order under a caller found late") {
   // Blocks of 2 records: the calls of b and c go to the file before the return that reveals a,
   // whose inferred slice must still start at the trace start and wrap them.
-  RecordSpill spill(2);
+  RecordSpill spill(2, 0, 0);
   StackTrackerOptions options;
   options.spill = &spill;
   Harness h(options);
@@ -643,17 +643,36 @@ TEST_CASE("spilling held-back records changes no slice, instant or count") {
       options.max_buffered_events = bound;
       const auto [tree, stats] = TreeOf(events, options, end);
       for (size_t block : {size_t{1}, size_t{3}, size_t{64}}) {
-        CAPTURE(max_depth);
-        CAPTURE(bound);
-        CAPTURE(block);
-        RecordSpill spill(block);
-        options.spill = &spill;
-        const auto [spilled_tree, spilled_stats] = TreeOf(events, options, end);
-        CHECK(spilled_tree == tree);
-        CHECK(spilled_stats.counts == stats.counts);
-        CHECK(spill.error().empty());
-        if (block < bound) CHECK(spill.blocks_stored() > 0);
-        if (2 * block < bound) CHECK(spill.peak_blocks() > 1);
+        // Where blocks wait: all in the file; encoded, a few blocks' worth in memory, the rest
+        // in the file; all encoded in memory; as they are (raw), two blocks' worth, the rest in
+        // the file; all raw.
+        const size_t raw2 = 2 * block * sizeof(SliceRecord);
+        for (auto [raw, encoded] : {std::pair<size_t, size_t>{0, 0}, {0, 200}, {0, SIZE_MAX},
+                                    {raw2, 0}, {SIZE_MAX, 0}}) {
+          CAPTURE(max_depth);
+          CAPTURE(bound);
+          CAPTURE(block);
+          CAPTURE(raw);
+          CAPTURE(encoded);
+          RecordSpill spill(block, raw, encoded);
+          options.spill = &spill;
+          const auto [spilled_tree, spilled_stats] = TreeOf(events, options, end);
+          CHECK(spilled_tree == tree);
+          CHECK(spilled_stats.counts == stats.counts);
+          CHECK(spill.error().empty());
+          if (block < bound) CHECK(spill.blocks_stored() > 0);
+          if (block < bound && raw == 0 && encoded == 0) {
+            CHECK(spill.blocks_in_file() == spill.blocks_stored());
+          }
+          if (raw == SIZE_MAX) CHECK(spill.blocks_raw() == spill.blocks_stored());
+          if (raw == 0) CHECK(spill.blocks_raw() == 0);
+          if (encoded == SIZE_MAX || raw == SIZE_MAX) CHECK(spill.blocks_in_file() == 0);
+          if (raw == raw2 && 3 * block < bound) {
+            CHECK(spill.blocks_raw() > 0);
+            CHECK(spill.blocks_in_file() > 0);
+          }
+          if (2 * block < bound) CHECK(spill.peak_blocks() > 1);
+        }
       }
     }
   }
@@ -668,7 +687,7 @@ TEST_CASE("a spill file that cannot be created keeps the records in memory, same
   const char* before = std::getenv("TMPDIR");
   const std::string saved = before != nullptr ? before : "";
   setenv("TMPDIR", "/nonexistent/ptscope-spill-test", 1);
-  RecordSpill spill(4);
+  RecordSpill spill(4, 0, 0);
   options.spill = &spill;
   const auto [kept_tree, kept_stats] = TreeOf(events, options, end);
   if (before != nullptr) {
@@ -677,7 +696,9 @@ TEST_CASE("a spill file that cannot be created keeps the records in memory, same
     unsetenv("TMPDIR");
   }
   CHECK(kept_tree == tree);
-  CHECK(spill.blocks_stored() == 0);
+  CHECK(spill.blocks_stored() > 0);  // encoded, kept in memory past the budget of 0 bytes
+  CHECK(spill.blocks_raw() == 0);
+  CHECK(spill.blocks_in_file() == 0);
   CHECK(spill.error().empty());
 }
 

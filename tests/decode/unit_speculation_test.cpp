@@ -250,7 +250,8 @@ TEST_CASE("with a spill file, reconciled records come back in the same order") {
   const std::vector<FlowEvent> events = ProgramEvents(9, 8000);
   StackTrackerOptions options;
   options.max_depth = 8;
-  RecordSpill serial_spill(16), spill(16);
+  // The serial run's blocks all go to the file; the reconciled run keeps two as they are.
+  RecordSpill serial_spill(16, 0, 0), spill(16, 2 * 16 * sizeof(SliceRecord), 0);
   options.spill = &serial_spill;
   const Result serial = Serial(events, options, 9);
   options.spill = &spill;

@@ -6,9 +6,20 @@
 
 namespace ptscope::decode {
 namespace {
-// Held-back records kept in memory per tracker: 2^15 of 40 bytes, 1.25 MiB (the bound on held-back
-// records, StackTrackerOptions::max_buffered_events, is 32 times that).
+// Held-back records kept as SliceRecords per tracker: 2^15 of 40 bytes, 1.25 MiB (the bound on
+// held-back records, StackTrackerOptions::max_buffered_events, is 32 times that). Past it they
+// go to the RecordSpill in blocks of that many.
 constexpr size_t kResidentRecords = size_t{1} << 15;
+// What the RecordSpill keeps in memory, all threads together, before it uses its file: 3 blocks
+// as they are (no copy, no encoding: the cheapest; 3.75 MiB), and no encoded ones: past those
+// blocks, held-back records go to the file encoded (about 3.4 bytes a record, 12 times fewer
+// bytes than as SliceRecords). So peak memory stays flat however long the capture and however
+// many threads wait at once: a 2-thread recursion of 430 K calls held 31 blocks at once, and
+// with 12 MiB of raw and 12 MiB of encoded blocks kept here its peak grew from 28 to 37 MB over
+// a 10x longer capture (from 28.3 to 29.2 MB as set; 1 MiB of encoded blocks: to 29.7). The
+// most synth-100M holds at once is 6 blocks: 3 of them stay as they are.
+constexpr size_t kSpillRawBytes = 3 * kResidentRecords * sizeof(SliceRecord);
+constexpr size_t kSpillEncodedBytes = 0;
 
 // A speculating tracker's sink: it flushes nothing (StackTracker::Speculate).
 class UnusedSink : public SliceSink {
@@ -38,7 +49,7 @@ ThreadAssembler::ThreadAssembler(const format::Archive& archive, const DecoderSe
       sinks_(sinks),
       joins_(streams.size()),
       summary_(summary),
-      spill_(kResidentRecords),
+      spill_(kResidentRecords, kSpillRawBytes, kSpillEncodedBytes),
       tracker_options_(TrackerOptions(&spill_)),
       cpu_threads_(archive, setup, timeline, code, sinks, selected, tracker_options_) {
   // One worker gains nothing: its tracker would run beside the join's, on the same thread. A

@@ -72,8 +72,8 @@ class ThreadAssembler {
   size_t feed_stream_ = SIZE_MAX, feed_piece_ = SIZE_MAX;
   uint64_t last_end_ip_ = 0, last_end_ns_ = 0;
   DecodeSummary& summary_;
-  // Every thread's held-back slice records past a block wait here, not in memory; declared
-  // before the trackers that use it.
+  // Every thread's held-back slice records past a block wait here (as they are or encoded in
+  // memory up to budgets, then in a file); declared before the trackers that use it.
   RecordSpill spill_;
   StackTrackerOptions tracker_options_;
   CpuThreads cpu_threads_;

@@ -1,4 +1,4 @@
-// Held-back slice records in a temporary file (see record_spill.h).
+// Held-back slice records, compactly encoded, in memory or a temporary file (see record_spill.h).
 #include "stack/record_spill.h"
 
 #include <fcntl.h>
@@ -13,11 +13,57 @@
 namespace ptscope::decode {
 namespace {
 
-// Records go to the file as their bytes and come back in the same process: a kInstant's text
-// pointer stays valid (the tracker keeps the texts until the flush that reads the block).
-static_assert(std::is_trivially_copyable_v<SliceRecord>);
+using Type = SliceRecord::Type;
 
-bool WriteAll(int fd, const char* data, size_t size, off_t offset) {
+// Tag byte (record_spill.h "Encoding").
+constexpr uint8_t kTypeMask = 0x03;
+constexpr uint8_t kInferred = 0x04;
+constexpr unsigned kKindShift = 3;
+constexpr uint8_t kSameFrame = 7;  // in the kind bits
+constexpr uint8_t kSameClock = 0x40;
+constexpr uint8_t kHasExtra = 0x80;
+// The flags byte.
+constexpr uint8_t kExtraInlineIndex = 0x01;
+constexpr uint8_t kExtraText = 0x02;
+
+static_assert(static_cast<uint8_t>(FrameId::Kind::kInlined) < kSameFrame,
+              "every frame kind needs a value in the tag besides 'same frame'");
+static_assert(static_cast<uint8_t>(Type::kInstant) <= kTypeMask);
+// Text pointers go into the bytes and come back in the same process (record_spill.h).
+static_assert(sizeof(const std::string*) == 8);
+
+inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
+  while (v >= 0x80) {
+    *p++ = static_cast<uint8_t>(v) | 0x80;
+    v >>= 7;
+  }
+  *p++ = static_cast<uint8_t>(v);
+  return p;
+}
+
+inline const uint8_t* GetVarint(const uint8_t* p, uint64_t* v) {
+  uint64_t b = *p++;
+  if (b < 0x80) [[likely]] {
+    *v = b;
+    return p;
+  }
+  uint64_t result = b & 0x7f;
+  for (unsigned shift = 7; shift < 64; shift += 7) {  // at most 10 bytes, even in bad bytes
+    b = *p++;
+    result |= (b & 0x7f) << shift;
+    if (b < 0x80) break;
+  }
+  *v = result;
+  return p;
+}
+
+// Addresses go up and down: the sign in the low bit keeps small steps either way small.
+inline uint64_t Zigzag(uint64_t delta) {
+  return (delta << 1) ^ static_cast<uint64_t>(static_cast<int64_t>(delta) >> 63);
+}
+inline uint64_t Unzigzag(uint64_t v) { return (v >> 1) ^ (~(v & 1) + 1); }
+
+bool WriteAll(int fd, const uint8_t* data, size_t size, off_t offset) {
   while (size > 0) {
     ssize_t n = pwrite(fd, data, size, offset);
     if (n < 0 && errno == EINTR) continue;
@@ -29,7 +75,7 @@ bool WriteAll(int fd, const char* data, size_t size, off_t offset) {
   return true;
 }
 
-bool ReadAll(int fd, char* data, size_t size, off_t offset) {
+bool ReadAll(int fd, uint8_t* data, size_t size, off_t offset) {
   while (size > 0) {
     ssize_t n = pread(fd, data, size, offset);
     if (n < 0 && errno == EINTR) continue;
@@ -44,13 +90,88 @@ bool ReadAll(int fd, char* data, size_t size, off_t offset) {
 
 }  // namespace
 
-RecordSpill::RecordSpill(size_t block_records) : block_records_(std::max<size_t>(1, block_records)) {}
+size_t RecordSpill::Encode(const SliceRecord* records, size_t count, uint8_t* out) {
+  SliceRecord prev;
+  uint8_t* p = out;
+  for (const SliceRecord* r = records; r != records + count; ++r) {
+    const bool same_frame = r->frame == prev.frame;
+    const bool same_clock = r->time_ns == prev.time_ns && r->instructions == prev.instructions;
+    uint8_t extra = 0;
+    if (!same_frame && r->frame.inline_index != 0) extra |= kExtraInlineIndex;
+    if (r->type != Type::kInstant && r->text != nullptr) extra |= kExtraText;
+    const uint8_t kind = same_frame ? kSameFrame : static_cast<uint8_t>(r->frame.kind);
+    *p++ = static_cast<uint8_t>(static_cast<uint8_t>(r->type) | (r->inferred ? kInferred : 0) |
+                                (kind << kKindShift) | (same_clock ? kSameClock : 0) |
+                                (extra != 0 ? kHasExtra : 0));
+    if (extra != 0) *p++ = extra;
+    if (!same_clock) {
+      p = PutVarint(p, r->time_ns - prev.time_ns);  // modulo 2^64: exact both ways
+      p = PutVarint(p, r->instructions - prev.instructions);
+    }
+    if (!same_frame) p = PutVarint(p, Zigzag(r->frame.address - prev.frame.address));
+    if ((extra & kExtraInlineIndex) != 0) p = PutVarint(p, r->frame.inline_index);
+    if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
+      std::memcpy(p, &r->text, sizeof(r->text));
+      p += sizeof(r->text);
+    }
+    prev = *r;
+  }
+  return static_cast<size_t>(p - out);
+}
+
+const uint8_t* RecordSpill::Decode(const uint8_t* p, size_t count, SliceRecord* prev_io,
+                                   SliceRecord* out) {
+  SliceRecord prev = *prev_io;
+  for (SliceRecord* r = out; r != out + count; ++r) {
+    const uint8_t tag = *p++;
+    const uint8_t extra = (tag & kHasExtra) != 0 ? *p++ : 0;
+    uint64_t v;
+    if ((tag & kSameClock) != 0) {
+      r->time_ns = prev.time_ns;
+      r->instructions = prev.instructions;
+    } else {
+      p = GetVarint(p, &v);
+      r->time_ns = prev.time_ns + v;
+      p = GetVarint(p, &v);
+      r->instructions = prev.instructions + v;
+    }
+    // The frame before type and inferred: they sit in its tail padding (events.h).
+    const uint8_t kind = (tag >> kKindShift) & 7;
+    if (kind == kSameFrame) {
+      r->frame = prev.frame;
+    } else {
+      p = GetVarint(p, &v);
+      r->frame.address = prev.frame.address + Unzigzag(v);
+      r->frame.kind = static_cast<FrameId::Kind>(kind);
+      r->frame.inline_index = 0;
+      if ((extra & kExtraInlineIndex) != 0) {
+        p = GetVarint(p, &v);
+        r->frame.inline_index = static_cast<uint32_t>(v);
+      }
+    }
+    r->type = static_cast<Type>(tag & kTypeMask);
+    r->inferred = (tag & kInferred) != 0;
+    r->text = nullptr;
+    if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
+      std::memcpy(&r->text, p, sizeof(r->text));
+      p += sizeof(r->text);
+    }
+    prev = *r;
+  }
+  *prev_io = prev;
+  return p;
+}
+
+RecordSpill::RecordSpill(size_t block_records, size_t raw_bytes, size_t encoded_bytes)
+    : block_records_(std::max<size_t>(1, block_records)),
+      raw_bytes_(raw_bytes),
+      encoded_bytes_(encoded_bytes) {}
 
 RecordSpill::~RecordSpill() {
   if (fd_ >= 0) close(fd_);
 }
 
-bool RecordSpill::Open() {
+bool RecordSpill::OpenFile() {
   if (fd_ >= 0) return true;
   if (unusable_) return false;
   const char* dir = std::getenv("TMPDIR");
@@ -66,47 +187,134 @@ bool RecordSpill::Open() {
   return fd_ >= 0;
 }
 
-int64_t RecordSpill::Store(const SliceRecord* records) {
+int64_t RecordSpill::Store(std::vector<SliceRecord>& buffer, size_t count) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!Open()) return -1;
-  int64_t slot;
-  if (!free_slots_.empty()) {
-    slot = free_slots_.back();
-    free_slots_.pop_back();
+  const SliceRecord* records = buffer.data();
+  Block block;
+  block.records = count;
+  const size_t raw_block_bytes = block_records_ * sizeof(SliceRecord);
+  if (count == block_records_ && buffer.size() == block_records_ &&
+      (!raw_pool_.empty() || raw_allocated_ + raw_block_bytes <= raw_bytes_)) {
+    // Kept as it is: the cheapest place (no copy, no encoding), while the budget allows.
+    block.raw.swap(buffer);
+    if (!raw_pool_.empty()) {
+      buffer.swap(raw_pool_.back());
+      raw_pool_.pop_back();
+    } else {
+      buffer.resize(block_records_);
+      raw_allocated_ += raw_block_bytes;
+    }
+    ++raw_;
   } else {
-    slot = slots_++;
+    // Encoded here, under the lock: one scratch block for all trackers (the trackers of a
+    // decode run on the join's thread; a per-CPU capture has many).
+    if (!scratch_) scratch_ = std::make_unique_for_overwrite<uint8_t[]>(SlotBytes());
+    const bool fits_slot = count <= block_records_;
+    std::unique_ptr<uint8_t[]> oversized;  // more records than a block: encoded apart, in memory
+    uint8_t* encoded = scratch_.get();
+    if (!fits_slot) {
+      oversized = std::make_unique_for_overwrite<uint8_t[]>(count * kMaxRecordBytes);
+      encoded = oversized.get();
+    }
+    block.size = Encode(records, count, encoded);
+    bytes_ += block.size;
+    if (fits_slot && in_memory_ + block.size > encoded_bytes_ && OpenFile()) {
+      int64_t slot;
+      if (!free_slots_.empty()) {
+        slot = free_slots_.back();
+        free_slots_.pop_back();
+      } else {
+        slot = slots_++;
+      }
+      if (WriteAll(fd_, encoded, block.size,
+                   static_cast<off_t>(slot) * static_cast<off_t>(SlotBytes()))) {
+        block.slot = slot;
+        ++in_file_;
+      } else {
+        // Disk full or the like: blocks stay in memory from now on, past the budget.
+        free_slots_.push_back(slot);
+        unusable_ = true;
+      }
+    }
+    if (block.slot < 0) {
+      block.bytes = std::make_unique_for_overwrite<uint8_t[]>(block.size);
+      std::memcpy(block.bytes.get(), encoded, block.size);
+      in_memory_ += block.size;
+    }
   }
-  const size_t bytes = block_records_ * sizeof(SliceRecord);
-  if (!WriteAll(fd_, reinterpret_cast<const char*>(records), bytes,
-                static_cast<off_t>(slot) * static_cast<off_t>(bytes))) {
-    // Disk full or the like: the trackers keep what they hold in memory from now on.
-    free_slots_.push_back(slot);
-    unusable_ = true;
-    return -1;
+  int64_t handle;
+  if (!free_blocks_.empty()) {
+    handle = free_blocks_.back();
+    free_blocks_.pop_back();
+    blocks_[static_cast<size_t>(handle)] = std::move(block);
+  } else {
+    handle = static_cast<int64_t>(blocks_.size());
+    blocks_.push_back(std::move(block));
   }
   ++stored_;
   peak_in_use_ = std::max(peak_in_use_, ++in_use_);
-  return slot;
+  return handle;
 }
 
-bool RecordSpill::Load(int64_t slot, size_t first, size_t count, SliceRecord* out) {
+void RecordSpill::Release(int64_t handle) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const off_t offset = (static_cast<off_t>(slot) * static_cast<off_t>(block_records_) +
-                        static_cast<off_t>(first)) * static_cast<off_t>(sizeof(SliceRecord));
-  const bool ok = fd_ >= 0 && first + count <= block_records_ &&
-                  ReadAll(fd_, reinterpret_cast<char*>(out), count * sizeof(SliceRecord), offset);
-  if (!ok && error_.empty()) {
-    error_ = "cannot read held-back slice records back from the temporary file in " + path_ +
-             " (" + std::strerror(errno) + "): the output would lack them; set TMPDIR to a "
-             "directory on a working disk, or decode a shorter --time-range";
+  Block& block = blocks_[static_cast<size_t>(handle)];
+  if (!block.raw.empty()) {
+    raw_pool_.push_back(std::move(block.raw));  // for the next Store: no new pages to touch
+  } else if (block.slot >= 0) {
+    free_slots_.push_back(block.slot);
+  } else {
+    in_memory_ -= block.size;
   }
-  return ok;
+  block = Block{};
+  free_blocks_.push_back(handle);
+  --in_use_;
 }
 
-void RecordSpill::Release(int64_t slot) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  free_slots_.push_back(slot);
-  --in_use_;
+bool RecordSpill::Reader::Open(RecordSpill& spill, int64_t handle) {
+  std::lock_guard<std::mutex> lock(spill.mutex_);
+  const Block& block = spill.blocks_[static_cast<size_t>(handle)];
+  prev_ = SliceRecord{};
+  raw_ = nullptr;
+  left_ = 0;
+  if (!block.raw.empty()) {
+    raw_ = block.raw.data();  // stays where it is until Release, as do the bytes below
+    left_ = block.records;
+    return true;
+  }
+  if (block.bytes) {
+    // Stays where it is until Release (blocks_ may grow meanwhile: the bytes do not move).
+    next_ = block.bytes.get();
+    left_ = block.records;
+    return true;
+  }
+  if (file_bytes_.size() < block.size) file_bytes_.resize(block.size);
+  const off_t offset = static_cast<off_t>(block.slot) * static_cast<off_t>(spill.SlotBytes());
+  if (spill.fd_ < 0 || !ReadAll(spill.fd_, file_bytes_.data(), block.size, offset)) {
+    if (spill.error_.empty()) {
+      spill.error_ = "cannot read held-back slice records back from the temporary file in " +
+                     spill.path_ + " (" + std::strerror(errno) + "): the output would lack "
+                     "them; set TMPDIR to a directory on a working disk, or decode a shorter "
+                     "--time-range";
+    }
+    return false;
+  }
+  next_ = file_bytes_.data();
+  left_ = block.records;
+  return true;
+}
+
+size_t RecordSpill::Reader::Read(const SliceRecord** run, SliceRecord* scratch, size_t max) {
+  const size_t count = std::min(max, left_);
+  if (raw_ != nullptr) {
+    *run = raw_;
+    raw_ += count;
+  } else {
+    next_ = Decode(next_, count, &prev_, scratch);
+    *run = scratch;
+  }
+  left_ -= count;
+  return count;
 }
 
 uint64_t RecordSpill::blocks_stored() const {
@@ -114,9 +322,24 @@ uint64_t RecordSpill::blocks_stored() const {
   return stored_;
 }
 
+uint64_t RecordSpill::blocks_raw() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return raw_;
+}
+
+uint64_t RecordSpill::blocks_in_file() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return in_file_;
+}
+
 size_t RecordSpill::peak_blocks() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return peak_in_use_;
+}
+
+uint64_t RecordSpill::bytes_stored() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_;
 }
 
 std::string RecordSpill::error() const {

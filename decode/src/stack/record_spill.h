@@ -1,25 +1,53 @@
-// RecordSpill: held-back slice records kept in an unlinked temporary file instead of memory.
+// RecordSpill: where held-back slice records wait: as they are, then compactly encoded, in
+// memory up to two byte budgets, and past them in an unlinked temporary file.
 //
 // A StackTracker holds a thread's slice records back until an inferred caller can no longer wrap
-// them (stack_tracker.h "Buffering"), up to max_buffered_events records (2^20, 40 MB): a thread
-// whose bottom frame never returns (a worker's loop, main) reaches that bound, and so did every
-// thread of a per-CPU capture sharing it. With a RecordSpill the tracker keeps at most
-// StackTrackerOptions::resident_records of them in memory and moves each full resident block
-// here; at its next flush it reads the blocks back in order. The records written and their order
-// are the same: only where they wait changes, so peak memory no longer depends on how long a
-// frame stays open, and output stays byte for byte what it was.
+// them (stack_tracker.h "Buffering"), up to max_buffered_events records (2^20, 40 MB as
+// SliceRecords): a thread whose bottom frame never returns (a worker's loop, main) reaches that
+// bound, and so does every thread of a per-CPU capture. With a RecordSpill the tracker keeps at
+// most block_records() of them in its buffer and hands each full block here, which keeps it
+//   1. as it is (the tracker's vector itself, swapped for an empty one of a released block: no
+//      copy, no encoding) while such blocks fit in the raw budget; else
+//   2. encoded (below: 3 to 4 bytes a record instead of 40; 3.4 on synth-100M) in memory while
+//      the encoded blocks fit in the encoded budget; else
+//   3. encoded in the file.
+// The cheapest place comes first: encoding a record and decoding it again costs about 110
+// instructions (callgrind, synth-10M: +3.8% of the decode), the file's write and read-back
+// kernel time and page cache (about 45 ms of sys time and 108 MB on synth-100M when every block
+// went there). At its next flush the tracker reads its blocks back in order (Reader). The
+// records and their order are exactly those stored: only where they wait changes, so peak
+// memory no longer depends on how long a frame stays open, and the output stays byte for byte
+// what it was.
 //
-// One file for all trackers of a decode (created at the first spill, in $TMPDIR or /tmp, and
-// unlinked at once: nothing is left behind, even after a crash). Blocks have one size, so a
-// freed block's slot is reused: the file holds at most the records held back at one time.
-// A file that cannot be created or written is no error: the trackers keep their records in
-// memory, as without a RecordSpill. A block that cannot be read back is (the output would lack
-// its records): error() says so, and the pipeline fails the decode, as for an output write error.
+// Encoding (private to this process, never on disk past its end: no format to keep stable; a
+// kInstant's text goes as its pointer, valid until the tracker's flush that reads it back). Per
+// record, relative to the previous record of the block (the first: to an all-zero record):
+//   tag byte: bits 0-1 type, bit 2 inferred, bits 3-5 frame kind or 7 = the previous record's
+//             frame (kind, address and inline index), bit 6 = the previous record's time and
+//             instruction count, bit 7 = a flags byte follows (kExtra*)
+//   [flags]   kExtraInlineIndex: an inline_index varint follows; kExtraText: a text pointer
+//             follows (a record other than kInstant with a text)
+//   unless bit 6: time_ns - previous, then instructions - previous, as LEB128 varints modulo 2^64
+//             (both never decrease inside a tracker, so they are small; a decrease still comes
+//             back exactly, in 10 bytes)
+//   unless frame kind 7: address - previous address, zigzag LEB128 varint (modulo 2^64)
+//   [inline_index varint]; for kInstant (or kExtraText) the text pointer, 8 raw bytes.
+// At most kMaxRecordBytes a record, so a block's bytes are bounded before it is encoded.
+//
+// One file for all trackers of a decode (created at the first block past the budgets, in $TMPDIR
+// or /tmp, and unlinked at once: nothing is left behind, even after a crash). Each block has a
+// slot of block_records() * kMaxRecordBytes bytes in it, of which it writes only its encoded
+// length (the rest stays a hole); a freed slot is reused, so the file spans at most the blocks
+// held there at one time. A file that cannot be created or written is no error: its blocks stay
+// in memory, encoded, past the budget, as if there were no file. A block that cannot be read
+// back is (the output would lack its records): error() says so, and the pipeline fails the
+// decode, as for an output write error.
 // Thread-safe (a mutex): trackers on several threads may share it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -30,40 +58,93 @@ namespace ptscope::decode {
 
 class RecordSpill {
  public:
-  // `block_records`: the records of every block (StackTrackerOptions::resident_records).
-  explicit RecordSpill(size_t block_records);
+  // The most bytes one record takes encoded: tag, flags, 3 varints of 10 bytes, a 5-byte
+  // inline_index and a pointer.
+  static constexpr size_t kMaxRecordBytes = 1 + 1 + 3 * 10 + 5 + 8;
+
+  // `block_records`: the records of every block. `raw_bytes`: blocks kept as they are (as
+  // SliceRecords, handed over without a copy), all trackers together; `encoded_bytes`: the
+  // encoded bytes of the blocks kept in memory past those; past both, the file.
+  RecordSpill(size_t block_records, size_t raw_bytes, size_t encoded_bytes);
   ~RecordSpill();
   RecordSpill(const RecordSpill&) = delete;
   RecordSpill& operator=(const RecordSpill&) = delete;
 
   size_t block_records() const { return block_records_; }
-  // Stores block_records() records; returns the block's slot, or -1 when the file cannot be
-  // created or written (the caller keeps the records: spilling stops for everyone).
-  int64_t Store(const SliceRecord* records);
-  // Reads records [first, first + count) of block `slot` into `out`. False when the read fails
-  // (error() then says why).
-  bool Load(int64_t slot, size_t first, size_t count, SliceRecord* out);
-  // Frees a block's slot (read or not).
-  void Release(int64_t slot);
+  // Keeps the first `count` records of `buffer` as one block and returns its handle. While the
+  // raw budget allows and `buffer` is exactly one block, `buffer` itself is kept and replaced by
+  // another vector of the same size (one that a released block left, or a new one); else the
+  // records are encoded and `buffer` is left as it was. Never fails: what the file cannot take
+  // stays in memory.
+  int64_t Store(std::vector<SliceRecord>& buffer, size_t count);
+  // Frees a block (read or not).
+  void Release(int64_t block);
 
-  // Blocks written and read back, and the most in the file at once (for tests and benches).
+  // Reads one block's records back, in runs (one per tracker, reused from block to block).
+  class Reader {
+   public:
+    // False when the block is in the file and cannot be read (error() then says why); the
+    // block is still the caller's to Release.
+    bool Open(RecordSpill& spill, int64_t block);
+    // The next run of at most `max` records of the open block: *run points into the block when
+    // it was kept as it is, else to `scratch`, where they are decoded. Returns how many (0: none
+    // left). A run stays valid until the next Read or the block's Release.
+    size_t Read(const SliceRecord** run, SliceRecord* scratch, size_t max);
+
+   private:
+    std::vector<uint8_t> file_bytes_;  // a block read back from the file
+    const SliceRecord* raw_ = nullptr;  // a block kept as it is
+    const uint8_t* next_ = nullptr;     // else its encoded bytes
+    size_t left_ = 0;    // records not yet read
+    SliceRecord prev_;   // the last record decoded
+  };
+
+  // Blocks stored, those kept as they were, those written to the file, the most held at once,
+  // and the encoded bytes of all blocks encoded (for tests and benches).
   uint64_t blocks_stored() const;
+  uint64_t blocks_raw() const;
+  uint64_t blocks_in_file() const;
   size_t peak_blocks() const;
+  uint64_t bytes_stored() const;
   // Empty unless a block could not be read back.
   std::string error() const;
 
+  // The encoding alone (also for tests): writes the records' bytes to `out` (room for
+  // count * kMaxRecordBytes) and returns how many; decodes `count` records from `data` after
+  // *prev (an all-zero SliceRecord before a block's first), leaving the last in *prev, and
+  // returns the position after them.
+  static size_t Encode(const SliceRecord* records, size_t count, uint8_t* out);
+  static const uint8_t* Decode(const uint8_t* data, size_t count, SliceRecord* prev,
+                               SliceRecord* out);
+
  private:
-  bool Open();  // with mutex_ held
+  struct Block {
+    std::vector<SliceRecord> raw;      // kept as it was, else empty
+    std::unique_ptr<uint8_t[]> bytes;  // encoded in memory, else null
+    size_t size = 0;                   // encoded bytes
+    size_t records = 0;
+    int64_t slot = -1;                 // in the file
+  };
+  bool OpenFile();  // with mutex_ held
+  size_t SlotBytes() const { return block_records_ * kMaxRecordBytes; }
 
   const size_t block_records_;
+  const size_t raw_bytes_, encoded_bytes_;
   mutable std::mutex mutex_;
+  std::unique_ptr<uint8_t[]> scratch_;  // a block being encoded (its pages touched as written)
+  std::vector<Block> blocks_;  // by handle
+  // Vectors of a block that released raw blocks left, for the next Store to hand out; with
+  // those in blocks_, raw_allocated_ of them exist beside the trackers' own.
+  std::vector<std::vector<SliceRecord>> raw_pool_;
+  size_t raw_allocated_ = 0;
+  std::vector<int64_t> free_blocks_, free_slots_;
   int fd_ = -1;
-  bool unusable_ = false;  // creating or writing failed: no more spilling
+  bool unusable_ = false;  // creating or writing failed: no more blocks to the file
   std::string path_;       // the directory, for messages
-  std::vector<int64_t> free_slots_;
   int64_t slots_ = 0;      // slots in the file
+  size_t in_memory_ = 0;   // encoded bytes of the blocks in memory
   size_t in_use_ = 0, peak_in_use_ = 0;
-  uint64_t stored_ = 0;
+  uint64_t stored_ = 0, raw_ = 0, in_file_ = 0, bytes_ = 0;
   std::string error_;
 };
 

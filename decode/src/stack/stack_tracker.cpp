@@ -551,54 +551,44 @@ void StackTracker::CloseAll(uint64_t t) { PopTo(0, t); }
 
 void StackTracker::GrowBuffer() {
   const RecordSpill* spill = options_.spill;
-  if (spill != nullptr && buffer_size_ >= spill->block_records() && SpillBuffer()) return;
+  if (spill != nullptr && buffer_size_ >= spill->block_records()) {
+    SpillBuffer();
+    return;
+  }
   // resize() writes the new slots: double up to the bound (plus one event's records, checked
   // between events), and past it grow only by what a long unwind needs.
   const size_t size = buffer_.size(), bound = options_.max_buffered_events;
   size_t grown = size < bound ? std::min(std::max<size_t>(256, 2 * size), bound + 256)
                               : size + size / 8 + 256;
-  // With a spill file it stops at one block, which then goes to the file (unless the file
-  // refuses it: then it grows on as without one).
-  if (spill != nullptr && size < spill->block_records()) {
-    grown = std::min(grown, spill->block_records());
-  }
+  // With a RecordSpill it stops at one block, which then goes there.
+  if (spill != nullptr) grown = std::min(grown, spill->block_records());
   buffer_.resize(grown);
   buffer_slots_ = buffer_.size();
 }
 
-bool StackTracker::SpillBuffer() {
-  const size_t block = options_.spill->block_records();
-  size_t stored = 0;
-  for (; stored + block <= buffer_size_; stored += block) {
-    const int64_t slot = options_.spill->Store(buffer_.data() + stored);
-    if (slot < 0) break;  // the records stay here: buffer_ grows as without a spill file
-    spilled_blocks_.push_back(slot);
-  }
-  if (stored == 0) return false;
-  // What is left of a partial block (the buffer may have grown past a block before a failure, or
-  // past the bound without spilling) moves to the front.
-  std::copy(buffer_.begin() + static_cast<ptrdiff_t>(stored),
-            buffer_.begin() + static_cast<ptrdiff_t>(buffer_size_), buffer_.begin());
-  buffer_size_ -= stored;
-  spilled_ += stored;
+void StackTracker::SpillBuffer() {
+  // buffer_ is one full block (GrowBuffer grows it to no more with a RecordSpill). The spill may
+  // keep buffer_ itself and give back another vector of the same size.
+  spilled_blocks_.push_back(options_.spill->Store(buffer_, buffer_size_));
+  buffer_slots_ = buffer_.size();
+  spilled_ += buffer_size_;
+  buffer_size_ = 0;
   flush_at_ = spilled_ < options_.max_buffered_events ? options_.max_buffered_events - spilled_ : 0;
-  return buffer_size_ < buffer_slots_;
 }
 
 template <typename Out>
 void StackTracker::ForEachHeld(Out&& out) {
   if (!spilled_blocks_.empty()) {
-    const size_t block = options_.spill->block_records();
-    spill_scratch_.resize(std::min(block, kBatchSize));
-    for (int64_t slot : spilled_blocks_) {
-      for (size_t first = 0; first < block; first += spill_scratch_.size()) {
-        const size_t count = std::min(spill_scratch_.size(), block - first);
-        // A failed read leaves the records out; RecordSpill::error() fails the decode.
-        if (options_.spill->Load(slot, first, count, spill_scratch_.data())) {
-          out(spill_scratch_.data(), count);
+    spill_scratch_.resize(kBatchSize);
+    for (int64_t handle : spilled_blocks_) {
+      // A block that cannot be read back is left out; RecordSpill::error() fails the decode.
+      if (spill_reader_.Open(*options_.spill, handle)) {
+        const Record* run = nullptr;
+        while (size_t count = spill_reader_.Read(&run, spill_scratch_.data(), kBatchSize)) {
+          out(run, count);
         }
       }
-      options_.spill->Release(slot);
+      options_.spill->Release(handle);
     }
   }
   out(buffer_.data(), buffer_size_);

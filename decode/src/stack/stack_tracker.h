@@ -43,7 +43,9 @@
 // later then start at the time the last written-out frame closed (not at the trace start), so they
 // no longer wrap what was written. Memory per thread is bounded by max_buffered_events records,
 // and with a RecordSpill (options.spill) by its block of records: each full block goes to the
-// spill file and comes back, in order, at the flush (record_spill.h); the output is the same.
+// RecordSpill, which keeps it as it is, or encoded (3 to 4 bytes a record instead of 40), in
+// memory up to its byte budgets, past them in a temporary file; the blocks come back, in order,
+// at the flush (record_spill.h). The output is the same.
 //
 // Depth: nesting is capped at options.max_depth emitted levels; deeper frames are tracked (so
 // returns stay correct) but not emitted, and when the stack comes back an instant says how many
@@ -249,13 +251,13 @@ class StackTracker {
                                          bool inferred, const std::string* text = nullptr);
   void AddInstant(uint64_t t, std::string text);
   void Flush();
-  // Hands out(records, count) the held-back records in order: the spilled blocks (read back in
+  // Hands out(records, count) the held-back records in order: the spilled blocks (decoded in
   // runs of kBatchSize), then buffer_.
   template <typename Out>
   void ForEachHeld(Out&& out);
   void GrowBuffer();
-  // Moves buffer_'s whole blocks to the spill file; false when it cannot take them.
-  bool SpillBuffer();
+  // Moves buffer_'s whole blocks to the RecordSpill (which always takes them).
+  void SpillBuffer();
   // Whether writing buffer_ (after the inferred prefix) would neither fold nor drop a record.
   bool BufferPassesDepthCap() const;
   // Applies the depth cap and queues the record for the sink.
@@ -282,11 +284,12 @@ class StackTracker {
   std::vector<Record> buffer_;
   size_t buffer_size_ = 0;
   size_t buffer_slots_ = 0;  // buffer_.size(), which would cost a division by sizeof(Record)
-  // Held-back records before buffer_, in the spill file (options_.spill), oldest first.
+  // Held-back records before buffer_, in the RecordSpill (options_.spill), oldest first.
   std::vector<int64_t> spilled_blocks_;
   size_t spilled_ = 0;       // records in them
   size_t flush_at_ = 0;      // buffer_size_ at which the bound is reached (after spilled_)
-  std::vector<Record> spill_scratch_;  // a run of a block read back
+  RecordSpill::Reader spill_reader_;
+  std::vector<Record> spill_scratch_;  // a run of a block decoded
   std::vector<Record> inferred_prefix_;  // Begins that precede buffer_, innermost first
   std::deque<std::string> texts_;  // the instants' texts in buffer_ (a deque: they never move)
   // Nesting across buffer_ (Begin +1, End -1) relative to its start: now, highest and lowest.
