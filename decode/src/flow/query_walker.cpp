@@ -154,24 +154,24 @@ const QueryWalker::Run& QueryWalker::RunAtSlow(uint64_t ip) {
     last_section_end_ = end;
     last_isid_ = isid;
   }
-  auto [run, inserted] = cache_->runs.TryEmplace(WalkerCache::Key{ip, last_isid_});
-  if (inserted) *run = DecodeRun(ip);
-  return *run;
+  if (const Run* run = cache_->runs.Find(ip, last_isid_)) return *run;
+  return cache_->runs.Insert(ip, last_isid_, DecodeRun(ip));
 }
 
 QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
   Run run;
   Insn insn;
+  uint64_t section_end = 0;
   for (uint64_t at = ip;;) {
     const int status = cached ? CachedInsn(at, &insn) : DecodeInsn(at, &insn);
     if (status != 0) {
       run.slow = true;
-      run.error = status;
+      run.unsupported = status == kUnsupported;
       return run;
     }
     if (run.ninsn == 0) {
       run.isid = insn.isid;
-      run.section_end = insn.section_end;
+      section_end = insn.section_end;
     }
     ++run.ninsn;
     run.end_ip = at;
@@ -181,7 +181,7 @@ QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
     run.target = insn.target;
     if (insn.iclass != ptic_other || run.ninsn >= QueryWalker::kMaxRunInsns) return run;
     at += insn.size;
-    if (at >= run.section_end) {  // libipt ends the block there (see ProceedNoEventSlow)
+    if (at >= section_end) {  // libipt ends the block there (see ProceedNoEventSlow)
       run.slow = true;
       return run;
     }
@@ -339,7 +339,7 @@ int QueryWalker::ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, const 
   insn->direct = run.direct;
   insn->target = run.target;
   insn->isid = run.isid;
-  insn->section_end = run.section_end;
+  insn->section_end = last_section_end_;  // (RunAt's section: the run ends before its end)
   block->isid = run.isid;
   block->ninsn = run.ninsn;
   block->end_ip = run.end_ip;

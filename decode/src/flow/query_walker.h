@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "flat_map.h"
+#include "flow/run_table.h"
 
 namespace ptscope::decode {
 
@@ -54,22 +55,6 @@ struct WalkerInsn {
   int isid = 0;
   uint64_t section_end = 0;
 };
-// From an address: the instructions up to and including the next branch (or up to the end of
-// the section), decoded once.
-struct WalkerRun {
-  uint64_t end_ip = 0;  // the last instruction
-  uint64_t target = 0;  // direct branch: its target
-  uint64_t section_end = 0;
-  int isid = 0;
-  uint16_t ninsn = 0;
-  uint8_t size = 0;  // the last instruction's length
-  uint8_t iclass = ptic_error;
-  bool direct = false;  // the last instruction is a direct call or jump
-  // The run cannot be taken in one step: it ends at a section's end, or in code that cannot be
-  // read or decoded (`error`; 0 for a section end). Next steps through it instead, as libipt.
-  bool slow = false;
-  int error = 0;
-};
 // Decoded code by (section, address): code in a section never changes, so a worker's walkers
 // share one cache across decode units and image epochs. Callback code (isid 0) is cached by
 // (version, address) instead (WalkerCode::CallbackVersion): a JIT function is decoded once per
@@ -85,7 +70,7 @@ struct WalkerCache {
       return (key.ip ^ (static_cast<uint64_t>(key.isid) << 48)) * 0x9E3779B97F4A7C15ull;
     }
   };
-  FlatMap<Key, WalkerRun, KeyHash> runs;
+  RunTable runs;
   FlatMap<Key, WalkerInsn, KeyHash> insns;  // stepped one by one (to an event's ip)
   struct CallbackKey {
     uint64_t ip;
@@ -140,7 +125,7 @@ class QueryWalker {
   // block loop (the call and its register saves cost more than the probe); RunAtSlow otherwise.
   [[gnu::always_inline]] const Run& RunAt(uint64_t ip) {
     if (ip - last_section_begin_ < last_section_end_ - last_section_begin_) [[likely]] {
-      if (const Run* run = cache_->runs.Find(WalkerCache::Key{ip, last_isid_})) return *run;
+      if (const Run* run = cache_->runs.Find(ip, last_isid_)) return *run;
     }
     return RunAtSlow(ip);
   }

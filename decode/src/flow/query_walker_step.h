@@ -52,7 +52,7 @@ namespace ptscope::decode {
   const Run& run = RunAt(ip_);
   // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
   if (run.slow || run.ninsn >= kMaxRunInsns || run.end_ip >= last_section_end_) [[unlikely]] {
-    if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
+    if (run.unsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
     return ProceedNoEventSlow(block);
   }
   block->isid = run.isid;
