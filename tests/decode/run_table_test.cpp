@@ -19,6 +19,7 @@ WalkerRun MakeRun(uint64_t ip, int isid) {
   run.iclass = (ip & 1) != 0 ? ptic_call : ptic_cond_jump;
   run.direct = (ip & 2) != 0;
   run.target = run.direct ? ip * 7 + static_cast<uint64_t>(isid) : 0;
+  run.call_size = run.iclass == ptic_call ? run.size : 0;
   return run;
 }
 
@@ -34,6 +35,7 @@ void CheckSame(const WalkerRun* found, uint64_t ip, int isid, const WalkerRun& s
   CHECK(found->direct == stored.direct);
   CHECK(found->slow == stored.slow);
   CHECK(found->unsupported == stored.unsupported);
+  CHECK(found->call_size == stored.call_size);
 }
 
 TEST_CASE("runs at one address in several sections, and many colliding runs, through growth") {

@@ -4,6 +4,7 @@
 // differential test (tests/decode/query_walker_diff) checks it block for block against libipt.
 #include "flow/query_walker.h"
 #include "flow/query_walker_step.h"
+#include "flow/x86_branch.h"
 
 #include <Zydis/Zydis.h>
 
@@ -179,13 +180,26 @@ QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
     run.iclass = static_cast<uint8_t>(insn.iclass);
     run.direct = insn.direct;
     run.target = insn.target;
-    if (insn.iclass != ptic_other || run.ninsn >= QueryWalker::kMaxRunInsns) return run;
+    if (insn.iclass != ptic_other || run.ninsn >= QueryWalker::kMaxRunInsns) {
+      if (insn.iclass == ptic_call && !cached) run.call_size = CallSize(at);
+      return run;
+    }
     at += insn.size;
     if (at >= section_end) {  // libipt ends the block there (see ProceedNoEventSlow)
       run.slow = true;
       return run;
     }
   }
+}
+
+uint8_t QueryWalker::CallSize(uint64_t ip) {
+  // The bytes FlowDecoder::ClassifyLast would read (its section's, or fewer: then ClassifyBranch
+  // answers the same or 0, never another length).
+  uint8_t bytes[15];
+  int isid = 0;
+  uint64_t section_end = 0;
+  const int read = code_.Read(ip, bytes, sizeof bytes, &isid, &section_end);
+  return read <= 0 ? 0 : ClassifyBranch(bytes, static_cast<size_t>(read)).size;
 }
 
 int QueryWalker::DecodeInsn(uint64_t ip, Insn* insn) {

@@ -111,6 +111,9 @@ class QueryWalker {
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
   int GetSyncOffset(uint64_t* offset) const;
+  // The length of the call that ended the last block (WalkerRun::call_size), when the block was
+  // one cached run; else 0 (not known here).
+  uint8_t last_call_size() const { return last_call_size_; }
   // The code changed its epoch (another image): forget which section was looked up last. Both
   // bounds: the range checks are unsigned (ip - begin < end - begin), so [begin, 0) would hold
   // every address from begin up, with no look-up in the new image (and ProceedNoEventSlow would
@@ -133,6 +136,7 @@ class QueryWalker {
   // Decodes the run at `ip`, its instructions with DecodeInsn, or with CachedInsn when `cached`.
   Run DecodeRun(uint64_t ip, bool cached = false);
   int DecodeInsn(uint64_t ip, Insn* insn);
+  uint8_t CallSize(uint64_t ip);  // WalkerRun::call_size of the call at `ip`
   int CachedInsn(uint64_t ip, Insn* insn);  // DecodeInsn, remembered when it succeeds
   void Reset();
   int Start(int status);
@@ -237,6 +241,7 @@ class QueryWalker {
   uint64_t last_section_begin_ = 0, last_section_end_ = 0;
   int last_isid_ = 0;
   void* zydis_ = nullptr;  // ZydisDecoder (kept out of this header)
+  uint8_t last_call_size_ = 0;
 };
 
 }  // namespace ptscope::decode

@@ -35,6 +35,10 @@ struct WalkerRun {
   // has end_ip 0, and its first address in a RunTable.)
   bool slow = false;
   bool unsupported = false;  // (slow) in code the walker does not model: it refuses it
+  // A call: its length as ClassifyBranch reads it (0: not known), which the FlowDecoder needs
+  // for the return address. Carried here, the run's look-up answers it too: the FlowDecoder's
+  // own table of call lengths was a second probe per block (see FlowDecoder::HandleBlock).
+  uint8_t call_size = 0;
 };
 static_assert(sizeof(WalkerRun) == 32);
 
