@@ -8,6 +8,10 @@
 // --walker decodes with pt-decode's QueryWalker instead (libipt's query decoder with our own
 // instruction walk, in the decoder's configuration); --compare-walker runs libipt's block decoder
 // and the walker side by side and fails at the first block, event or status that differs.
+// --compare-query runs libipt's query decoder and our PacketQuery in lockstep (query_lockstep.h),
+// each stream with the capture's errata and again with BDM70, SKD007 and SKL168 forced on;
+// --compare-query-raw BASE.ptar INPUT... does the same on decode fuzz inputs (u32 PT length, PT),
+// with BASE's configuration.
 #include <intel-pt.h>
 #include <sys/mman.h>
 
@@ -25,7 +29,9 @@
 #include "ptscope/capture.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
+#include "capture/decoder_setup.h"
 #include "flow/query_walker.h"
+#include "query_lockstep.h"
 
 namespace {
 
@@ -70,7 +76,24 @@ struct Totals {
   uint64_t unsupported = 0;  // --walker: stretches the walker refused (decoded by nobody here)
   uint64_t compared_blocks = 0, compared_events = 0;  // --compare-walker
   uint64_t joined_blocks = 0;  // --compare-walker: libipt blocks joined to the one before
+  ptscope::tools::LockstepTotals queries;  // --compare-query
 };
+
+// --compare-query: the lockstep of PacketQuery against libipt's query decoder on one trace,
+// with the configuration's errata and with those PacketQuery models forced on.
+bool CompareQuery(const pt_config& config, Totals& totals) {
+  for (int forced = 0; forced < 2; ++forced) {
+    pt_config run = config;
+    if (forced != 0) run.errata.bdm70 = run.errata.skd007 = run.errata.skl168 = 1;
+    std::string difference;
+    if (!ptscope::tools::CompareQueries(run, totals.queries, &difference)) {
+      std::fprintf(stderr, "ipt-block-loop: query decoders differ%s: %s\n",
+                   forced != 0 ? " (errata forced)" : "", difference.c_str());
+      return false;
+    }
+  }
+  return true;
+}
 
 // One process's executable sections, as added to its image (later ones win where they overlap).
 struct Section {
@@ -128,7 +151,7 @@ int DecodeFromSync(pt_block_decoder* decoder, int status, Totals& totals) {
 // --flow-config: the block-ending options pt-decode's flow decoder needs (blocks end at calls and
 // jumps, tick events for time), to tell libipt's own cost in that configuration from ours.
 bool g_flow_config = false;
-enum class WalkerMode { kNone, kDecode, kCompare };
+enum class WalkerMode { kNone, kDecode, kCompare, kQuery };
 WalkerMode g_walker = WalkerMode::kNone;
 // --damage SEED (with --compare-walker): one byte in 4 KiB of each stream overwritten at random,
 // so that both decoders meet errors and resynchronize alike.
@@ -307,6 +330,11 @@ bool DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image*
   config.cpuid_0x15_ebx = static_cast<uint32_t>(MetadataNumber(archive, "pt.cpuid15_ebx"));
   config.mtc_freq = static_cast<uint8_t>(MetadataNumber(archive, "pt.mtc_period"));
   config.nom_freq = static_cast<uint8_t>(MetadataNumber(archive, "pt.max_nonturbo_ratio"));
+  if (g_walker == WalkerMode::kQuery) {
+    auto setup = ptscope::decode::SetupFromMetadata(archive);
+    if (setup.has_value()) setup.value().Apply(config);
+    return CompareQuery(config, totals);
+  }
   if (g_walker == WalkerMode::kDecode) {
     DecodeWithWalker(config, code, totals);
     return true;
@@ -329,7 +357,47 @@ bool DecodeStream(const Archive& archive, std::vector<uint8_t>& bytes, pt_image*
 
 }  // namespace
 
+// --compare-query-raw: decode fuzz inputs (u32 little-endian PT length N, N bytes of PT, the
+// sideband after it ignored), with the configuration of the capture they were cut from.
+int CompareQueryRaw(int argc, char** argv) {
+  auto base = ptscope::format::OpenCapture(argv[2]);
+  if (!base.has_value()) {
+    std::fprintf(stderr, "ipt-block-loop: %s\n", base.error().message.c_str());
+    return 2;
+  }
+  auto setup = ptscope::decode::SetupFromMetadata(base.value());
+  Totals totals;
+  for (int i = 3; i < argc; ++i) {
+    std::FILE* file = std::fopen(argv[i], "rb");
+    if (file == nullptr) {
+      std::fprintf(stderr, "ipt-block-loop: cannot read %s\n", argv[i]);
+      return 2;
+    }
+    std::vector<uint8_t> input;
+    for (int c; (c = std::fgetc(file)) != EOF;) input.push_back(static_cast<uint8_t>(c));
+    std::fclose(file);
+    if (input.size() < 4) continue;
+    const uint32_t size = input[0] | input[1] << 8 | input[2] << 16 | uint32_t{input[3]} << 24;
+    std::vector<uint8_t> bytes(input.begin() + 4, input.begin() + 4 + std::min<size_t>(size, input.size() - 4));
+    pt_config config;
+    pt_config_init(&config);
+    if (setup.has_value()) setup.value().Apply(config);
+    config.begin = bytes.data();
+    config.end = bytes.data() + bytes.size();
+    if (!CompareQuery(config, totals)) {
+      std::fprintf(stderr, "  in %s\n", argv[i]);
+      return 1;
+    }
+    ++totals.streams;
+  }
+  std::printf("query inputs=%" PRIu64 " compared_queries=%" PRIu64 " compared_events=%" PRIu64
+              " syncs=%" PRIu64 " refused=%" PRIu64 "\n", totals.streams, totals.queries.calls,
+              totals.queries.events, totals.queries.syncs, totals.queries.refusals);
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--compare-query-raw") return CompareQueryRaw(argc, argv);
   if (argc == 5 && std::string(argv[1]) == "--damage") {
     g_damage_seed = std::strtoull(argv[2], nullptr, 0);
     argv += 2;
@@ -340,6 +408,7 @@ int main(int argc, char** argv) {
     if (option == "--flow-config") g_flow_config = true;
     if (option == "--walker") g_walker = WalkerMode::kDecode;
     if (option == "--compare-walker") g_walker = WalkerMode::kCompare;
+    if (option == "--compare-query") g_walker = WalkerMode::kQuery;
     if (g_flow_config || g_walker != WalkerMode::kNone) {
       argv[1] = argv[2];
       argc = 2;
@@ -347,8 +416,9 @@ int main(int argc, char** argv) {
   }
   if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
-                 "usage: ipt-block-loop [--damage SEED] [--flow-config | --walker | --compare-walker] "
-                 "ARCHIVE.ptar\n");
+                 "usage: ipt-block-loop [--damage SEED] [--flow-config | --walker | --compare-walker | "
+                 "--compare-query] ARCHIVE.ptar\n"
+                 "       ipt-block-loop --compare-query-raw BASE.ptar INPUT...\n");
     return 2;
   }
   auto archive_or = ptscope::format::OpenCapture(argv[1]);
@@ -396,7 +466,7 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   for (auto& [pid, bytes] : inputs) {
     auto image = images.find(pid);
-    if (bytes.empty() || image == images.end()) continue;
+    if (bytes.empty() || (image == images.end() && g_walker != WalkerMode::kQuery)) continue;
     SectionCode code(iscache, sections[pid]);
     if (g_damage_seed != 0) {
       uint64_t state = g_damage_seed;
@@ -405,7 +475,7 @@ int main(int argc, char** argv) {
         bytes[(state >> 17) % bytes.size()] = static_cast<uint8_t>(state >> 56);
       }
     }
-    if (!DecodeStream(archive, bytes, image->second, code, totals)) return 1;
+    if (!DecodeStream(archive, bytes, image == images.end() ? nullptr : image->second, code, totals)) return 1;
     totals.bytes += bytes.size();
     ++totals.streams;
   }
@@ -417,7 +487,11 @@ int main(int argc, char** argv) {
   std::printf("ipt-block-loop instructions=%" PRIu64 " seconds=%.3f insns_per_s=%.0f pt_bytes=%" PRIu64
               " pt_mb_per_s=%.2f streams=%" PRIu64 " errors=%" PRIu64 "\n",
               totals.instructions, seconds, rate, totals.bytes, mbps, totals.streams, totals.errors);
-  if (g_walker != WalkerMode::kNone) {
+  if (g_walker == WalkerMode::kQuery) {
+    std::printf("query compared_queries=%" PRIu64 " compared_events=%" PRIu64 " syncs=%" PRIu64
+                " refused=%" PRIu64 "\n", totals.queries.calls, totals.queries.events,
+                totals.queries.syncs, totals.queries.refusals);
+  } else if (g_walker != WalkerMode::kNone) {
     std::printf("walker unsupported=%" PRIu64 " compared_blocks=%" PRIu64 " compared_events=%" PRIu64
                 " joined_blocks=%" PRIu64 "\n", totals.unsupported, totals.compared_blocks,
                 totals.compared_events, totals.joined_blocks);

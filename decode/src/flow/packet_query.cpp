@@ -1,0 +1,975 @@
+// PacketQuery (see packet_query.h). Written from libipt 2.0.5's documented query-decoder behaviour
+// (pt_query_decoder.c, pt_time.c, pt_event_queue.c, pt_last_ip.c, pt_tnt_cache.c, pt_sync.c as
+// the specification); the structure follows it where the order of side effects decides an
+// answer: what a failing query has already consumed, when an event shows as pending, which time
+// an event and pt_qry_time see.
+#include "flow/packet_query.h"
+
+#include <cstddef>
+#include <cstring>
+
+namespace ptscope::decode {
+namespace {
+
+constexpr unsigned kPsbSize = 16;  // 02 82, seven more times
+constexpr unsigned kTmaSize = 7;
+constexpr unsigned kTscSize = 8;
+constexpr unsigned kCbrSize = 4;
+constexpr unsigned kPipSize = 8;
+constexpr unsigned kTnt64Size = 8;
+constexpr unsigned kCycBits = 64;
+constexpr unsigned kFcrShift = 8;  // the fixed-point shift of libipt's fcr
+
+uint64_t ReadLittle(const uint8_t* at, unsigned size) {
+  uint64_t value = 0;
+  for (unsigned i = 0; i < size; ++i) value |= uint64_t{at[i]} << (8 * i);
+  return value;
+}
+
+// The payload of a TNT packet to the bits and the index of the oldest one (0: no bits, a bad
+// packet: the stop bit is the highest set bit, the oldest branch the bit below it).
+uint64_t TntIndex(uint64_t payload, uint64_t* bits) {
+  if (payload < 2) return 0;
+  const unsigned stop = 63 - static_cast<unsigned>(__builtin_clzll(payload));
+  *bits = payload & ~(uint64_t{1} << stop);
+  return uint64_t{1} << (stop - 1);
+}
+
+bool IsPsbAt(const uint8_t* at, const uint8_t* end) {
+  if (end - at < static_cast<std::ptrdiff_t>(kPsbSize)) return false;
+  for (unsigned i = 0; i < kPsbSize; i += 2) {
+    if (at[i] != 0x02 || at[i + 1] != 0x82) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PacketQuery::PacketQuery(const pt_config& config)
+    : begin_(config.begin),
+      end_(config.end),
+      mtc_freq_(config.mtc_freq),
+      nom_freq_(config.nom_freq),
+      cpuid15_eax_(config.cpuid_0x15_eax),
+      cpuid15_ebx_(config.cpuid_0x15_ebx),
+      bdm70_(config.errata.bdm70 != 0),
+      skd007_(config.errata.skd007 != 0),
+      skl168_(config.errata.skl168 != 0) {
+  // Configurations whose packets mean more than modelled here: a decode callback for unknown
+  // packets, errata handled at the packet level beyond BDM70/SKD007 (their packets are refused
+  // anyway: OVF for SKD010/APL11/APL12, TMA damage for SKZ84).
+  if (config.decode.callback != nullptr || config.errata.skz84 != 0) refused_ = true;
+  Reset();
+}
+
+void PacketQuery::Reset() {
+  enabled_ = consume_packet_ = false;
+  event_ = nullptr;
+  last_ip_ = 0;
+  have_ip_ = ip_suppressed_ = false;
+  tnt_bits_ = tnt_index_ = 0;
+  clock_ = Clock{};
+  last_clock_ = Clock{};
+  calibration_ = Calibration{};
+  for (Queue& queue : queues_) queue.begin = queue.end = 0;
+}
+
+// ---- Synchronisation -------------------------------------------------------------------------
+
+int PacketQuery::SyncForward(uint64_t* ip) {
+  if (refused_) return kRefused;
+  // As pt_qry_sync_forward: from the current position (past the PSB synchronised at), backed up
+  // by up to 15 bytes to find a PSB a previous packet ran into; then the first 8-byte-aligned
+  // word (by address) of PSB pattern, and the PSB that pattern belongs to, at or after `start`.
+  const uint8_t* pos = pos_ != nullptr ? pos_ : begin_;
+  if (pos == sync_) pos += kPsbSize;
+  if (pos < begin_) return Refuse();
+  const std::ptrdiff_t back = pos - begin_ < static_cast<std::ptrdiff_t>(kPsbSize)
+                             ? pos - begin_
+                             : static_cast<std::ptrdiff_t>(kPsbSize) - 1;
+  pos -= back;
+  if (pos > end_) return Refuse();
+  const uint8_t* start = pos;
+  const auto address = reinterpret_cast<uintptr_t>(pos);
+  const uint8_t* word = pos + ((8 - address % 8) % 8);
+  for (;; word += 8) {
+    if (end_ - word < 8) return -pte_eos;
+    uint64_t value;
+    std::memcpy(&value, word, 8);
+    if (value != 0x8202820282028202ull && value != 0x0282028202820282ull) continue;
+    // The PSB: after the run of 02 82 pairs that includes this word, 16 bytes back.
+    const uint8_t* at = word + 8;
+    if (at == end_ || *at != 0x02) ++at;  // (libipt reads the byte at the end here)
+    while (at + 1 < end_ && at[0] == 0x02 && at[1] == 0x82) at += 2;
+    if (at - begin_ < static_cast<std::ptrdiff_t>(kPsbSize)) continue;
+    at -= kPsbSize;
+    if (!IsPsbAt(at, end_) || at < start) continue;
+    return Start(at, ip);
+  }
+}
+
+int PacketQuery::SyncSet(uint64_t* ip, uint64_t offset) {
+  if (refused_) return kRefused;
+  if (offset > static_cast<uint64_t>(end_ - begin_)) return -pte_eos;
+  const uint8_t* pos = begin_ + offset;
+  if (end_ - pos < 2) return -pte_eos;
+  if (pos[0] != 0x02 || pos[1] != 0x82) return -pte_nosync;
+  if (end_ - pos < static_cast<std::ptrdiff_t>(kPsbSize)) return -pte_eos;
+  if (!IsPsbAt(pos, end_)) return Refuse();
+  return Start(pos, ip);
+}
+
+int PacketQuery::Start(const uint8_t* pos, uint64_t* ip) {
+  Reset();
+  sync_ = pos_ = pos;
+  int status = Fetch();
+  if (status != 0) return status;
+  if (next_ != Kind::kPsb) return -pte_nosync;
+  status = DecodePsb();
+  if (status < 0) return status;
+  // The start address before reading ahead: an adjacent PSB+ could change the last ip.
+  bool have_start = false;
+  if (ip != nullptr) have_start = LastIp(ip) == 0;
+  status = ReadAhead();
+  if (status < 0) return status;
+  int flags = StatusFlags();
+  if (ip != nullptr && !have_start && LastIp(ip) < 0) flags |= pts_ip_suppressed;
+  return flags;
+}
+
+// ---- The query loop ------------------------------------------------------------------------
+
+int PacketQuery::FetchAt(const uint8_t* pos, Kind* kind) const {
+  *kind = Kind::kNone;
+  if (pos == end_) return -pte_eos;
+  const uint8_t opc = pos[0];
+  switch (opc) {
+    case 0x00: *kind = Kind::kPad; return 0;
+    case 0x99: *kind = Kind::kMode; return 0;
+    case 0x19: *kind = Kind::kTsc; return 0;
+    case 0x59: *kind = Kind::kMtc; return 0;
+    case 0x02:
+      if (pos + 1 == end_) return -pte_eos;
+      switch (pos[1]) {
+        case 0x82: *kind = Kind::kPsb; return 0;
+        case 0xa3: *kind = Kind::kTnt64; return 0;
+        case 0x23: *kind = Kind::kPsbend; return 0;
+        case 0x03: *kind = Kind::kCbr; return 0;
+        case 0x73: *kind = Kind::kTma; return 0;
+        case 0x43: *kind = Kind::kPip; return 0;
+        default: return kRefused;  // OVF, STOP, VMCS, MNT, power, PTW, unknown
+      }
+    default:
+      break;
+  }
+  if ((opc & 0x01) == 0) *kind = Kind::kTnt8;
+  else if ((opc & 0x03) == 0x03) *kind = Kind::kCyc;
+  else if ((opc & 0x1f) == 0x0d) *kind = Kind::kTip;
+  else if ((opc & 0x1f) == 0x1d) *kind = Kind::kFup;
+  else if ((opc & 0x1f) == 0x11) *kind = Kind::kTipPge;
+  else if ((opc & 0x1f) == 0x01) *kind = Kind::kTipPgd;
+  else return kRefused;  // unknown opcode
+  return 0;
+}
+
+int PacketQuery::Fetch() {
+  const int status = FetchAt(pos_, &next_);
+  return status == kRefused ? Refuse() : status;
+}
+
+bool PacketQuery::WillEvent() const {
+  switch (next_) {
+    case Kind::kTipPge: case Kind::kTipPgd: case Kind::kMode: case Kind::kCbr: case Kind::kPip:
+      return true;
+    case Kind::kPsbend: return Pending(kAtPsbend);
+    case Kind::kTip: return Pending(kAtTip);
+    default: return false;  // (FUP events: none modelled bind to a FUP)
+  }
+}
+
+bool PacketQuery::WillEos() const {
+  if (next_ != Kind::kNone) return false;
+  Kind kind;
+  return FetchAt(pos_, &kind) == -pte_eos;
+}
+
+int PacketQuery::StatusFlags() const {
+  // Events and the end show only once the cached TNT bits are used up: the user first walks to
+  // where those bits lead.
+  if (tnt_index_ != 0) return 0;
+  int flags = 0;
+  if (WillEvent()) flags |= pts_event_pending;
+  if (WillEos()) flags |= pts_eos;
+  return flags;
+}
+
+int PacketQuery::ReadAhead() {
+  for (;;) {
+    const int status = Fetch();
+    if (status != 0) return status;
+    if (next_ == Kind::kTnt8 || next_ == Kind::kTnt64 || next_ == Kind::kTip) return 0;
+    if (WillEvent()) return 0;
+    const int decoded = Decode();
+    if (decoded != 0) {
+      if (decoded == -pte_eos) {  // a status packet cut off at the end
+        pos_ = end_;
+        next_ = Kind::kNone;
+      }
+      return decoded;
+    }
+  }
+}
+
+int PacketQuery::CondBranchSlow(int* taken) {
+  if (refused_) return kRefused;
+  if (tnt_index_ == 0) {
+    const int status = CacheTnt();
+    if (status < 0) return status;
+  }
+  *taken = (tnt_bits_ & tnt_index_) != 0;
+  tnt_index_ >>= 1;
+  return StatusFlags();
+}
+
+int PacketQuery::CacheTnt() {
+  for (;;) {
+    if (next_ == Kind::kNone) {  // pt_qry_provoke_fetch_error
+      const int status = Fetch();
+      return status < 0 ? status : Refuse();
+    }
+    if (WillEvent() || next_ == Kind::kTip) return -pte_bad_query;
+    event_ = nullptr;
+    const Kind kind = next_;
+    const int status = Decode();
+    if (status != 0) return status;
+    if (event_ != nullptr) return Refuse();  // (-pte_event_ignored)
+    if (kind == Kind::kTnt8 || kind == Kind::kTnt64) break;
+    const int ahead = ReadAhead();
+    if (ahead != 0) return ahead;
+  }
+  last_clock_ = clock_;
+  const int ahead = ReadAhead();
+  if (ahead < 0 && ahead != -pte_eos) return ahead;
+  return 0;
+}
+
+int PacketQuery::IndirectBranch(uint64_t* ip) {
+  if (refused_) return kRefused;
+  int flags = 0;
+  for (;;) {
+    if (next_ == Kind::kNone) {
+      const int status = Fetch();
+      return status < 0 ? status : Refuse();
+    }
+    if (WillEvent()) return -pte_bad_query;
+    event_ = nullptr;
+    const Kind kind = next_;
+    // A TNT packet while bits are still cached: the user is out of step.
+    if ((kind == Kind::kTnt8 || kind == Kind::kTnt64) && tnt_index_ != 0) return -pte_bad_query;
+    const int status = Decode();
+    if (status != 0) return status;
+    if (event_ != nullptr) return Refuse();  // (-pte_event_ignored)
+    if (kind == Kind::kTip) {
+      uint64_t target = 0;
+      if (LastIp(&target) < 0) flags |= pts_ip_suppressed;
+      else *ip = target;
+      break;
+    }
+    const int ahead = ReadAhead();
+    if (ahead != 0) return ahead;
+  }
+  last_clock_ = clock_;
+  const int ahead = ReadAhead();
+  if (ahead < 0 && ahead != -pte_eos) return ahead;
+  return flags | StatusFlags();
+}
+
+int PacketQuery::Event(pt_event* event) {
+  if (refused_) return kRefused;
+  if (tnt_index_ != 0) return -pte_bad_query;
+  for (;;) {
+    if (next_ == Kind::kNone) {
+      const int status = Fetch();
+      return status < 0 ? status : Refuse();
+    }
+    const bool branch = next_ == Kind::kTnt8 || next_ == Kind::kTnt64 || next_ == Kind::kTip;
+    if (branch && !WillEvent()) return -pte_bad_query;
+    event_ = nullptr;
+    const int status = Decode();
+    if (status != 0) return status;
+    if (event_ != nullptr) {
+      *event = *event_;
+      break;
+    }
+    const int ahead = ReadAhead();
+    if (ahead != 0) return ahead;
+  }
+  last_clock_ = clock_;
+  const int ahead = ReadAhead();
+  if (ahead < 0 && ahead != -pte_eos) return ahead;
+  return StatusFlags();
+}
+
+int PacketQuery::Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
+  if (refused_) return kRefused;
+  *tsc = last_clock_.tsc;
+  if (lost_mtc != nullptr) *lost_mtc = last_clock_.lost_mtc;
+  if (lost_cyc != nullptr) *lost_cyc = last_clock_.lost_cyc;
+  return last_clock_.have_tsc ? 0 : -pte_no_time;
+}
+
+// ---- Packets -------------------------------------------------------------------------------
+
+int PacketQuery::Decode() {
+  int status = 0;
+  switch (next_) {
+    case Kind::kPad: ++pos_; return 0;
+    case Kind::kPsb: status = DecodePsb(); break;
+    case Kind::kPsbend: status = DecodePsbend(); break;
+    case Kind::kTnt8: case Kind::kTnt64: status = DecodeTnt(); break;
+    case Kind::kTip: status = DecodeTip(); break;
+    case Kind::kTipPge: status = DecodeTipPge(); break;
+    case Kind::kTipPgd: status = DecodeTipPgd(); break;
+    case Kind::kFup: status = DecodeFup(); break;
+    case Kind::kMode: status = DecodeMode(false); break;
+    case Kind::kPip: status = DecodePip(false); break;
+    case Kind::kTsc: status = DecodeTsc(false); break;
+    case Kind::kCbr: status = DecodeCbr(false); break;
+    case Kind::kTma: status = DecodeTma(); break;
+    case Kind::kMtc: status = DecodeMtc(); break;
+    case Kind::kCyc: status = DecodeCyc(); break;
+    case Kind::kNone: return Refuse();
+  }
+  // The end of the trace inside a packet is libipt's too; anything else is damage.
+  if (status < 0 && status != -pte_eos) return Refuse();
+  return status;
+}
+
+int PacketQuery::DecodeHeader() {
+  switch (next_) {
+    case Kind::kPad: ++pos_; return 0;
+    case Kind::kFup: return HeaderFup();
+    case Kind::kMode: return DecodeMode(true);
+    case Kind::kPip: return DecodePip(true);
+    case Kind::kTsc: return DecodeTsc(true);
+    case Kind::kCbr: return DecodeCbr(true);
+    case Kind::kTma: return DecodeTma();
+    case Kind::kMtc: return DecodeMtc();
+    case Kind::kCyc: return DecodeCyc();
+    default: return Refuse();  // not a PSB+ packet (-pte_bad_context)
+  }
+}
+
+int PacketQuery::ReadIp(uint64_t* ip, int* ipc) const {
+  *ipc = pos_[0] >> 5;
+  unsigned size = 0;
+  switch (*ipc) {
+    case 0: size = 0; break;
+    case 1: size = 2; break;
+    case 2: size = 4; break;
+    case 3: case 4: size = 6; break;
+    case 6: size = 8; break;
+    default: return kRefused;  // (-pte_bad_packet)
+  }
+  if (end_ - (pos_ + 1) < static_cast<std::ptrdiff_t>(size)) return -pte_eos;
+  *ip = ReadLittle(pos_ + 1, size);
+  return static_cast<int>(size) + 1;
+}
+
+int PacketQuery::DecodeIp() {
+  uint64_t ip = 0;
+  int ipc = 0;
+  const int size = ReadIp(&ip, &ipc);
+  if (size < 0) return size == kRefused ? Refuse() : size;
+  switch (ipc) {
+    case 0: ip_suppressed_ = true; return size;
+    case 1: last_ip_ = (last_ip_ & ~0xffffull) | ip; break;
+    case 2: last_ip_ = (last_ip_ & ~0xffffffffull) | ip; break;
+    case 3: last_ip_ = static_cast<uint64_t>(static_cast<int64_t>(ip << 16) >> 16); break;
+    case 4: last_ip_ = (last_ip_ & ~0xffffffffffffull) | ip; break;
+    default: last_ip_ = ip; break;
+  }
+  have_ip_ = true;
+  ip_suppressed_ = false;
+  return size;
+}
+
+int PacketQuery::LastIp(uint64_t* ip) const {
+  if (!have_ip_) {
+    if (ip != nullptr) *ip = 0;
+    return -pte_noip;
+  }
+  if (ip_suppressed_) {
+    if (ip != nullptr) *ip = 0;
+    return -pte_ip_suppressed;
+  }
+  if (ip != nullptr) *ip = last_ip_;
+  return 0;
+}
+
+int PacketQuery::DecodeTnt() {
+  uint64_t payload = 0;
+  unsigned size = 1;
+  if (next_ == Kind::kTnt8) {
+    payload = pos_[0] >> 1;
+  } else {
+    if (end_ - pos_ < static_cast<std::ptrdiff_t>(kTnt64Size)) return -pte_eos;
+    payload = ReadLittle(pos_ + 2, 6);
+    size = kTnt64Size;
+  }
+  uint64_t bits = 0;
+  const uint64_t index = TntIndex(payload, &bits);
+  if (index == 0 || tnt_index_ != 0) return Refuse();  // a bad packet, or bits still cached
+  tnt_bits_ = bits;
+  tnt_index_ = index;
+  pos_ += size;
+  return 0;
+}
+
+int PacketQuery::DecodeTip() {
+  const int size = DecodeIp();
+  if (size < 0) return size;
+  if (pt_event* event = Dequeue(kAtTip)) {
+    switch (event->type) {
+      case ptev_async_branch:
+        consume_packet_ = true;
+        EventIp(&event->variant.async_branch.to, event);
+        break;
+      case ptev_async_paging: EventIp(&event->variant.async_paging.ip, event); break;
+      case ptev_exec_mode: EventIp(&event->variant.exec_mode.ip, event); break;
+      default: return Refuse();
+    }
+    event_ = event;
+    // The TIP stays while events bind to it, and after an event that does not consume it.
+    if (Pending(kAtTip) || !consume_packet_) return 0;
+    consume_packet_ = false;
+  }
+  pos_ += size;
+  return 0;
+}
+
+int PacketQuery::DecodeTipPge() {
+  const int size = DecodeIp();
+  if (size < 0) return size;
+  pt_event* event = nullptr;
+  if (!consume_packet_) {
+    // The enable first; events bound to the TIP.PGE (MODE.Exec) follow, from the same packet.
+    event = Standalone();
+    event->type = ptev_enabled;
+    if (LastIp(&event->variant.enabled.ip) < 0) return Refuse();  // (-pte_bad_packet)
+    EventTime(event);
+    tnt_index_ = tnt_bits_ = 0;
+    consume_packet_ = true;
+    enabled_ = true;
+  } else {
+    event = Dequeue(kAtTip);
+    if (event == nullptr) return Refuse();
+    if (event->type != ptev_exec_mode) return Refuse();
+    EventIp(&event->variant.exec_mode.ip, event);
+  }
+  event_ = event;
+  if (Pending(kAtTip)) return 0;
+  consume_packet_ = false;
+  pos_ += size;
+  return 0;
+}
+
+int PacketQuery::DecodeTipPgd() {
+  const int size = DecodeIp();
+  if (size < 0) return size;
+  pt_event* event = Dequeue(kAtTip);
+  if (event != nullptr) {
+    switch (event->type) {
+      case ptev_async_branch: {  // FUP + TIP.PGD: tracing stopped at the FUP's ip
+        const uint64_t at = event->variant.async_branch.from;
+        event->type = ptev_async_disabled;
+        event->variant.async_disabled.at = at;
+        EventIp(&event->variant.async_disabled.ip, event);
+        break;
+      }
+      case ptev_async_paging: case ptev_exec_mode:
+        event->ip_suppressed = 1;
+        break;
+      default:
+        return Refuse();
+    }
+  } else {
+    event = Standalone();
+    event->type = ptev_disabled;
+    EventIp(&event->variant.disabled.ip, event);
+    EventTime(event);
+  }
+  event_ = event;
+  if (Pending(kAtTip)) return 0;
+  enabled_ = false;
+  pos_ += size;
+  return 0;
+}
+
+int PacketQuery::DecodeFup() {
+  // (No modelled event binds to a FUP: OVF, MODE.TSX, EXSTOP, MWAIT and PTW are refused.)
+  const int size = DecodeIp();
+  if (size < 0) return size;
+  uint64_t ip = 0;
+  if (LastIp(&ip) < 0) return Refuse();
+  pt_event* event = Enqueue(kAtTip);
+  if (event == nullptr) return Refuse();
+  event->type = ptev_async_branch;
+  event->variant.async_branch.from = ip;
+  EventTime(event);
+  pos_ += size;
+  return 0;
+}
+
+int PacketQuery::HeaderFup() {
+  uint64_t ip = 0;
+  int ipc = 0;
+  const int size = ReadIp(&ip, &ipc);
+  if (size < 0) return size == kRefused ? Refuse() : size;
+  if (bdm70_ && !enabled_) {
+    // Erratum BDM70: a FUP in PSB+ before a TIP.PGE, while tracing is off, is spurious.
+    const int follows = Bdm70TipPgeFollows(pos_ + size);
+    if (follows < 0) return Refuse();
+    if (follows != 0) {
+      pos_ += size;
+      return 0;
+    }
+  }
+  const int updated = DecodeIp();
+  if (updated < 0) return updated;
+  if (ipc != 0) enabled_ = true;
+  pos_ += size;
+  return 0;
+}
+
+int PacketQuery::Bdm70TipPgeFollows(const uint8_t* pos) const {
+  // Skips what may lie between (libipt's list: PAD, TSC, CBR, PSBEND, PIP, MODE, VMCS, TMA, MTC,
+  // CYC, MNT); any other packet says no. Sizes as the packet decoder's.
+  for (;;) {
+    Kind kind;
+    const int status = FetchAt(pos, &kind);
+    if (status == -pte_eos) return 0;
+    if (status != 0) return kRefused;  // (VMCS, MNT: not modelled)
+    const std::ptrdiff_t left = end_ - pos;
+    std::ptrdiff_t size = 0;
+    switch (kind) {
+      case Kind::kTipPge: return 1;
+      case Kind::kPad: size = 1; break;
+      case Kind::kTsc: size = kTscSize; break;
+      case Kind::kCbr: size = kCbrSize; break;
+      case Kind::kPsbend: size = 2; break;
+      case Kind::kPip: size = kPipSize; break;
+      case Kind::kMode:
+        size = 2;
+        if (left >= 2 && (pos[1] & 0xe0) > 0x20) return kRefused;  // (a bad packet)
+        break;
+      case Kind::kTma: size = kTmaSize; break;
+      case Kind::kMtc: size = 2; break;
+      case Kind::kCyc: {
+        size = 1;
+        if ((pos[0] & 0x04) != 0) {
+          while (size < left && (pos[size] & 0x01) != 0) ++size;
+          ++size;
+          if (size > 10) return kRefused;
+        }
+        break;
+      }
+      default: return 0;
+    }
+    if (size > left) return 0;  // (the end of the trace)
+    pos += size;
+  }
+}
+
+int PacketQuery::DecodeMode(bool header) {
+  if (end_ - pos_ < 2) return -pte_eos;
+  const uint8_t payload = pos_[1];
+  if ((payload & 0xe0) != 0) return Refuse();  // MODE.TSX (not modelled) or a bad leaf
+  const bool csl = (payload & 0x01) != 0, csd = (payload & 0x02) != 0;
+  const pt_exec_mode mode = csl ? (csd ? ptem_unknown : ptem_64bit)
+                                : (csd ? ptem_32bit : ptem_16bit);
+  pt_event* event = Enqueue(header ? kAtPsbend : kAtTip);
+  if (event == nullptr) return Refuse();
+  event->type = ptev_exec_mode;
+  event->variant.exec_mode.mode = mode;
+  if (!header) EventTime(event);
+  pos_ += 2;
+  return 0;
+}
+
+int PacketQuery::DecodePip(bool header) {
+  if (end_ - pos_ < static_cast<std::ptrdiff_t>(kPipSize)) return -pte_eos;
+  const uint64_t payload = ReadLittle(pos_ + 2, 6);
+  const uint64_t cr3 = (payload >> 1) << 5;
+  const bool non_root = (payload & 1) != 0;
+  pt_event* event = nullptr;
+  if (!header && Find(kAtTip, ptev_async_branch) == nullptr) {
+    event = Standalone();
+    event->type = ptev_paging;
+    event->variant.paging.cr3 = cr3;
+    event->variant.paging.non_root = non_root ? 1 : 0;
+    event_ = event;
+  } else {
+    event = Enqueue(header ? kAtPsbend : kAtTip);
+    if (event == nullptr) return Refuse();
+    event->type = ptev_async_paging;
+    event->variant.async_paging.cr3 = cr3;
+    event->variant.async_paging.non_root = non_root ? 1 : 0;
+  }
+  if (!header) EventTime(event);
+  pos_ += kPipSize;
+  return 0;
+}
+
+int PacketQuery::DecodePsb() {
+  const uint8_t* psb = pos_;
+  if (end_ - pos_ < static_cast<std::ptrdiff_t>(kPsbSize)) return -pte_eos;
+  if (!IsPsbAt(pos_, end_)) return Refuse();
+  if (skl168_) calibration_.check_skl168 = true;
+  pos_ += kPsbSize;
+  // The header: status packets up to PSBEND, with the last ip starting afresh.
+  last_ip_ = 0;
+  have_ip_ = ip_suppressed_ = false;
+  int status = 0;
+  for (;;) {
+    status = Fetch();
+    if (status != 0) break;
+    if (next_ == Kind::kPsbend) return 0;  // PSBEND's decode publishes the header's events
+    status = DecodeHeader();
+    if (status != 0) break;
+  }
+  if (status != -pte_eos) return Refuse();
+  // Cut off by the end: back to the PSB, the header's events dropped.
+  pos_ = psb;
+  queues_[kAtPsbend].begin = queues_[kAtPsbend].end = 0;
+  next_ = Kind::kPsb;
+  return status;
+}
+
+int PacketQuery::DecodePsbend() {
+  if (pt_event* event = Dequeue(kAtPsbend)) {
+    // One header event per decode, each a status update with the time at PSBEND.
+    event->status_update = 1;
+    EventTime(event);
+    switch (event->type) {
+      case ptev_async_paging: EventIp(&event->variant.async_paging.ip, event); break;
+      case ptev_exec_mode: EventIp(&event->variant.exec_mode.ip, event); break;
+      case ptev_cbr: break;
+      default: return Refuse();
+    }
+    event_ = event;
+    return 0;
+  }
+  if (end_ - pos_ < 2) return -pte_eos;
+  pos_ += 2;
+  return 0;
+}
+
+int PacketQuery::DecodeTsc(bool header) {
+  if (end_ - pos_ < static_cast<std::ptrdiff_t>(kTscSize)) return -pte_eos;
+  const int status = ApplyTsc(ReadLittle(pos_ + 1, 7), header);
+  if (status < 0) return status;
+  pos_ += kTscSize;
+  return 0;
+}
+
+int PacketQuery::DecodeCbr(bool header) {
+  if (end_ - pos_ < static_cast<std::ptrdiff_t>(kCbrSize)) return -pte_eos;
+  const uint8_t ratio = pos_[2];
+  const int status = ApplyCbr(ratio, header);
+  if (status < 0) return status;
+  pt_event* event = header ? Enqueue(kAtPsbend) : Standalone();
+  if (event == nullptr) return Refuse();
+  event->type = ptev_cbr;
+  event->variant.cbr.ratio = ratio;
+  if (!header) {
+    event_ = event;
+    EventTime(event);
+  }
+  pos_ += kCbrSize;
+  return 0;
+}
+
+int PacketQuery::DecodeTma() {
+  if (end_ - pos_ < static_cast<std::ptrdiff_t>(kTmaSize)) return -pte_eos;
+  const uint16_t ctc = static_cast<uint16_t>(pos_[2] | (pos_[3] << 8));
+  const uint16_t fc = static_cast<uint16_t>(pos_[5] | (pos_[6] << 8));
+  if ((fc & ~0x1ffu) != 0 || pos_[4] != 0) return Refuse();  // (a bad packet)
+  const int status = ApplyTma(ctc, fc);
+  if (status < 0) return status;
+  pos_ += kTmaSize;
+  return 0;
+}
+
+int PacketQuery::DecodeMtc() {
+  if (end_ - pos_ < 2) return -pte_eos;
+  const int status = ApplyMtc(pos_[1]);
+  if (status < 0) return status;
+  pos_ += 2;
+  return 0;
+}
+
+int PacketQuery::DecodeCyc() {
+  // The first byte: opcode, 5 payload bits, an extension bit; then 7 bits a byte while the
+  // byte before has its extension bit set.
+  const uint8_t* at = pos_;
+  uint64_t value = at[0] >> 3;
+  bool more = (at[0] & 0x04) != 0;
+  unsigned shift = 5;
+  ++at;
+  while (more) {
+    if (at >= end_) return -pte_eos;
+    const uint64_t bits = *at++;
+    more = (bits & 0x01) != 0;
+    const unsigned at_shift = shift;
+    shift += 7;
+    if (shift > kCycBits) return Refuse();  // (a bad packet)
+    value |= (bits >> 1) << at_shift;
+  }
+  const int size = static_cast<int>(at - pos_);
+  // Erratum SKD007: a two-byte CYC of 0x20-0x3f before an OVF is the OVF's first byte, padded.
+  if (skd007_ && size == 2 && (value & ~uint64_t{0x1f}) == 0x20 && at < end_ && *at == 0xf3) {
+    ++pos_;
+    return 0;
+  }
+  const int status = ApplyCyc(value);
+  if (status < 0) return status;
+  pos_ += size;
+  return 0;
+}
+
+// ---- Time ----------------------------------------------------------------------------------
+
+int PacketQuery::CtcDelta(uint32_t ctc, uint32_t last_ctc, uint32_t* delta) const {
+  if (ctc < last_ctc) {
+    ctc += 1u << (mtc_freq_ + 8);  // the counter wrapped
+    if (ctc < last_ctc) return -pte_bad_packet;
+  }
+  *delta = ctc - last_ctc;
+  return 0;
+}
+
+int PacketQuery::CtcToFc(uint64_t ctc, uint64_t* fc) const {
+  if (cpuid15_eax_ == 0 || cpuid15_ebx_ == 0) return -pte_bad_config;
+  *fc = (ctc * cpuid15_ebx_) / cpuid15_eax_;
+  return 0;
+}
+
+void PacketQuery::SetFcr(uint64_t fcr) {
+  calibration_.fcr = fcr;
+  if (fcr < calibration_.min_fcr) calibration_.min_fcr = fcr;
+  if (fcr > calibration_.max_fcr) calibration_.max_fcr = fcr;
+}
+
+int PacketQuery::ApplyTsc(uint64_t tsc, bool header) {
+  Calibration& cal = calibration_;
+  const uint64_t last_tsc = cal.tsc, cycles = cal.cyc_tsc;
+  cal.tsc = tsc;
+  cal.cyc_tsc = 0;
+  // In PSB+ a TSC calibrates from the cycles since the previous one, unless MTC does.
+  if (header && last_tsc != 0 && cycles != 0 && !cal.have_mtc) {
+    uint64_t now = tsc;
+    bool ok = true;
+    if (now < last_tsc) {
+      now += uint64_t{1} << 56;
+      ok = now >= last_tsc;
+    }
+    if (!ok) return -pte_bad_packet;
+    const uint64_t delta = now - last_tsc;
+    if ((delta & ~(~uint64_t{0} >> kFcrShift)) != 0) return -pte_internal;
+    SetFcr((delta << kFcrShift) / cycles);
+  }
+  Clock& clock = clock_;
+  clock.have_tsc = true;
+  clock.have_tma = clock.have_mtc = false;
+  clock.tsc = clock.base = tsc;
+  clock.ctc = 0;
+  clock.fc = 0;
+  clock.lost_mtc = clock.lost_cyc = 0;
+  return 0;
+}
+
+int PacketQuery::ApplyCbr(uint8_t ratio, bool header) {
+  if (!header) {  // outside PSB+ the calibration starts over
+    calibration_ = Calibration{};
+  }
+  if (nom_freq_ != 0) {
+    if (ratio == 0) return -pte_bad_packet;
+    SetFcr((uint64_t{nom_freq_} << kFcrShift) / ratio);
+  }
+  if (ratio == 0) return -pte_bad_packet;
+  clock_.have_cbr = true;
+  clock_.cbr = ratio;
+  return 0;
+}
+
+int PacketQuery::ApplyTma(uint16_t ctc, uint16_t fc) {
+  Clock& clock = clock_;
+  if (!clock.have_tsc || clock.have_tma) return -pte_bad_context;
+  if (clock.have_mtc) return -pte_internal;
+  const uint32_t mtc_hi = mtc_freq_ + 8u;
+  const uint32_t mask = (1u << mtc_hi) - 1u;
+  clock.have_tma = true;
+  clock.base -= fc;
+  clock.fc += fc;
+  // The TMA's 16 CTC bits cover the MTC's 8 bits at this frequency: the next MTC needs no guess.
+  if (mtc_hi <= 16) clock.have_mtc = true;
+  clock.ctc = clock.ctc_cyc = ctc & mask;
+  return 0;
+}
+
+int PacketQuery::ApplyMtc(uint8_t payload) {
+  // Calibration first (pt_tcal_update_mtc): the cycles between two MTCs give the ratio.
+  {
+    Calibration& cal = calibration_;
+    const uint32_t last_ctc = cal.ctc;
+    const bool had_mtc = cal.have_mtc;
+    const uint64_t cycles = cal.cyc_mtc;
+    const bool check_skl168 = cal.check_skl168;
+    cal.check_skl168 = false;
+    const uint32_t ctc = static_cast<uint32_t>(payload) << mtc_freq_;
+    if (!had_mtc) {
+      cal.cyc_mtc = 0;
+      cal.ctc = ctc;
+      cal.have_mtc = true;
+    } else if (cycles != 0) {
+      cal.cyc_mtc = 0;
+      cal.ctc = ctc;
+      cal.lost_mtc += 1;
+      uint32_t delta = 0;
+      int status = CtcDelta(ctc, last_ctc, &delta);
+      if (status < 0) return status;
+      uint64_t fc = 0;
+      status = CtcToFc(delta, &fc);
+      if (status == 0) {
+        if ((fc & ~(~uint64_t{0} >> kFcrShift)) != 0) return -pte_internal;
+        const uint64_t fcr = (fc << kFcrShift) / cycles;
+        bool skip = false;
+        if (check_skl168) {
+          // Erratum SKL168: the first MTC after a PSB may come late; a ratio from it is kept
+          // only when it looks sane.
+          if ((1u << mtc_freq_) < delta) skip = true;
+          else if (mtc_freq_ < 10 && HaveFcr()) {
+            const uint64_t expected = (cal.fcr * (cycles + 0xf00)) >> kFcrShift;
+            if (expected < fc) skip = true;
+          }
+        }
+        if (!skip) {
+          SetFcr(fcr);
+          cal.lost_mtc = 0;
+        }
+      } else if (status != -pte_bad_config) {
+        return status;
+      }
+    }
+  }
+  // Then the time (pt_time_update_mtc).
+  Clock& clock = clock_;
+  const bool have_tsc = clock.have_tsc, have_tma = clock.have_tma, have_mtc = clock.have_mtc;
+  if (have_tsc && !have_tma) return 0;
+  uint64_t base = clock.base;
+  uint32_t last_ctc = clock.ctc;
+  const uint32_t ctc = static_cast<uint32_t>(payload) << mtc_freq_;
+  if (clock.fc != 0 || clock.lost_cyc != 0 || !have_mtc) clock.ctc_cyc = ctc;
+  clock.have_mtc = true;
+  clock.fc = 0;
+  clock.ctc = ctc;
+  clock.lost_cyc = 0;
+  if (!have_mtc) {
+    // The first MTC after a TMA: the TMA's CTC bits above the MTC's complete this one.
+    if (!have_tma) return 0;
+    if ((last_ctc & ~0xffffu) != 0) return -pte_internal;
+    const uint32_t ctc_lo = ctc & 0xffffu;
+    uint32_t ctc_hi = ctc & ~0xffffu;
+    if (ctc_lo < last_ctc) {
+      ctc_hi -= 1u << 16;
+      ctc_hi &= 0xffu << mtc_freq_;
+    }
+    last_ctc |= ctc_hi;
+  }
+  uint32_t delta = 0;
+  if (CtcDelta(ctc, last_ctc, &delta) < 0) {
+    clock.lost_mtc += 1;
+    return -pte_bad_packet;
+  }
+  uint64_t fc = 0;
+  const int status = CtcToFc(delta, &fc);
+  if (status < 0) return status == -pte_bad_config ? 0 : status;
+  base += fc;
+  clock.tsc = clock.base = base;
+  return 0;
+}
+
+int PacketQuery::ApplyCyc(uint64_t cyc) {
+  calibration_.cyc_mtc += cyc;
+  calibration_.cyc_tsc += cyc;
+  const uint64_t fcr = HaveFcr() ? calibration_.fcr : 0;
+  Clock& clock = clock_;
+  if (fcr == 0) {  // not calibrated yet: counted as lost
+    clock.lost_cyc += 1;
+    return 0;
+  }
+  uint64_t fc = clock.fc;
+  if (fc == 0 && clock.ctc != clock.ctc_cyc) {
+    // The first CYC after an MTC: the cycles before that MTC are in its time already.
+    uint32_t delta = 0;
+    int status = CtcDelta(clock.ctc, clock.ctc_cyc, &delta);
+    if (status < 0) return status;
+    uint64_t mtc_fc = 0;
+    status = CtcToFc(delta, &mtc_fc);
+    if (status < 0) return status == -pte_bad_config ? 0 : status;
+    const uint64_t old_cyc = (mtc_fc << kFcrShift) / fcr;
+    cyc = cyc < old_cyc ? 0 : cyc - old_cyc;
+  }
+  fc += (cyc * fcr) >> kFcrShift;
+  clock.fc = fc;
+  clock.tsc = clock.base + fc;
+  return 0;
+}
+
+// ---- Events --------------------------------------------------------------------------------
+
+pt_event* PacketQuery::Standalone() {
+  std::memset(&standalone_, 0, sizeof standalone_);
+  return &standalone_;
+}
+
+pt_event* PacketQuery::Enqueue(Binding binding) {
+  Queue& queue = queues_[binding];
+  const uint8_t end = static_cast<uint8_t>((queue.end + 1) % kQueueSlots);
+  if (queue.begin == (end + 1) % kQueueSlots) return nullptr;  // full
+  pt_event* event = &queue.events[queue.end];
+  queue.end = end;
+  std::memset(event, 0, sizeof *event);
+  return event;
+}
+
+pt_event* PacketQuery::Dequeue(Binding binding) {
+  Queue& queue = queues_[binding];
+  if (queue.begin == queue.end) return nullptr;
+  pt_event* event = &queue.events[queue.begin];
+  queue.begin = static_cast<uint8_t>((queue.begin + 1) % kQueueSlots);
+  return event;
+}
+
+pt_event* PacketQuery::Find(Binding binding, pt_event_type type) {
+  Queue& queue = queues_[binding];
+  for (uint8_t at = queue.begin; at != queue.end; at = (at + 1) % kQueueSlots) {
+    if (queue.events[at].type == type) return &queue.events[at];
+  }
+  return nullptr;
+}
+
+void PacketQuery::EventTime(pt_event* event) const {
+  // The time at the packet (not pt_qry_time's, which is the time at the last query).
+  event->tsc = clock_.tsc;
+  event->lost_mtc = clock_.lost_mtc;
+  event->lost_cyc = clock_.lost_cyc;
+  if (clock_.have_tsc) event->has_tsc = 1;
+}
+
+void PacketQuery::EventIp(uint64_t* ip, pt_event* event) const {
+  if (LastIp(ip) < 0) event->ip_suppressed = 1;
+}
+
+}  // namespace ptscope::decode

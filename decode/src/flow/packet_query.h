@@ -1,0 +1,169 @@
+// PacketQuery: libipt 2.0.5's query decoder (pt_qry_*) as QueryWalker uses it, with TNT bits taken
+// inline: a branch whose bit is cached costs a shift and a test instead of a call into libipt.
+//
+// It gives the same answers as pt_qry_sync_forward/sync_set, cond_branch, indirect_branch, event,
+// time, get_offset and get_sync_offset: return values and status flags, ips, events (fields and
+// time) and trace offsets, including when a pending event shows (libipt reads ahead to the next
+// TNT, TIP or event packet and binds FUP to the next TIP, MODE.Exec to the next TIP/TIP.PGE,
+// PSB+ state to PSBEND). The lockstep test (ipt-block-loop --compare-query, tests/e2e/walker)
+// checks it call for call against libipt.
+//
+// Modelled: PAD, PSB, PSBEND, TNT-8, TNT-64, TIP, TIP.PGE, TIP.PGD, FUP (asynchronous branches and
+// disables), MODE.Exec, PIP, TSC, TMA, MTC, CYC, CBR, with libipt's time and calibration
+// (pt_time/pt_tcal) and errata BDM70 and SKD007. Not modelled, refused: OVF, MODE.TSX, VMCS,
+// STOP, MNT, PTW, EXSTOP, MWAIT, PWRE, PWRX, unknown opcodes, and every decode error other than
+// the end of the trace (damaged trace). A refusal is sticky: refused() turns true, every query
+// answers kRefused from then on, and the caller decodes the same trace again with libipt.
+#pragma once
+
+#include <intel-pt.h>
+
+#include <cstdint>
+
+namespace ptscope::decode {
+
+class PacketQuery {
+ public:
+  // Answered for input not modelled (negative, outside libipt's error codes).
+  static constexpr int kRefused = -0x10000;
+
+  explicit PacketQuery(const pt_config& config);
+
+  int SyncForward(uint64_t* ip);
+  int SyncSet(uint64_t* ip, uint64_t offset);
+  // pt_qry_cond_branch: a cached bit inline, the next TNT packet through CondBranchSlow.
+  [[gnu::always_inline]] int CondBranch(int* taken) {
+    if (tnt_index_ > 1) [[likely]] {
+      *taken = (tnt_bits_ & tnt_index_) != 0;
+      tnt_index_ >>= 1;
+      return 0;  // bits left: no status flags (see StatusFlags)
+    }
+    return CondBranchSlow(taken);
+  }
+  int IndirectBranch(uint64_t* ip);
+  int Event(pt_event* event);
+  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
+  int GetOffset(uint64_t* offset) const {
+    if (pos_ == nullptr) return -pte_nosync;
+    *offset = static_cast<uint64_t>(pos_ - begin_);
+    return 0;
+  }
+  int GetSyncOffset(uint64_t* offset) const {
+    if (sync_ == nullptr) return -pte_nosync;
+    *offset = static_cast<uint64_t>(sync_ - begin_);
+    return 0;
+  }
+  bool refused() const { return refused_; }
+
+ private:
+  // The packet at pos_, as far as the query logic tells packets apart (libipt's decoder
+  // functions). kNone: none fetched (the end of the trace or an error).
+  enum class Kind : uint8_t {
+    kNone, kPad, kPsb, kPsbend, kTnt8, kTnt64, kTip, kTipPge, kTipPgd, kFup, kMode, kTsc,
+    kMtc, kCyc, kCbr, kTma, kPip
+  };
+  // libipt's event bindings: events waiting for PSBEND, for a TIP (or TIP.PGE/PGD).
+  enum Binding { kAtPsbend = 0, kAtTip = 1, kBindings = 2 };
+  // pt_time: the time at the current packet.
+  struct Clock {
+    uint64_t tsc = 0, base = 0, fc = 0;
+    uint32_t ctc = 0, ctc_cyc = 0, lost_mtc = 0, lost_cyc = 0;
+    uint8_t cbr = 0;
+    bool have_tsc = false, have_cbr = false, have_tma = false, have_mtc = false;
+  };
+  // pt_time_cal: the cycles-to-fast-counter ratio, from CBR, TSC and MTC.
+  struct Calibration {
+    uint64_t fcr = 0, min_fcr = UINT64_MAX, max_fcr = 0, tsc = 0, cyc_tsc = 0, cyc_mtc = 0;
+    uint32_t ctc = 0, lost_mtc = 0;
+    bool have_mtc = false, check_skl168 = false;
+  };
+  static constexpr unsigned kQueueSlots = 8;  // libipt's evq_max (one slot stays free)
+  struct Queue {
+    pt_event events[kQueueSlots];
+    uint8_t begin = 0, end = 0;
+  };
+
+  int Refuse() {
+    refused_ = true;
+    tnt_index_ = 0;  // (CondBranch's inline path answers nothing more)
+    return kRefused;
+  }
+  void Reset();
+  int Start(const uint8_t* pos, uint64_t* ip);
+  int Fetch();  // sets next_ for the packet at pos_
+  int FetchAt(const uint8_t* pos, Kind* kind) const;
+  bool WillEvent() const;
+  bool WillEos() const;
+  int StatusFlags() const;
+  int ReadAhead();
+  int CondBranchSlow(int* taken);
+  int CacheTnt();
+  int Decode();        // next_, as between PSBs
+  int DecodeHeader();  // next_, inside PSB+
+
+  // Packets.
+  int ReadIp(uint64_t* ip, int* ipc) const;  // size, or an error
+  int DecodeIp();                            // updates the last ip; size, or an error
+  int DecodeTnt();
+  int DecodeTip();
+  int DecodeTipPge();
+  int DecodeTipPgd();
+  int DecodeFup();
+  int HeaderFup();
+  int DecodeMode(bool header);
+  int DecodePip(bool header);
+  int DecodePsb();
+  int DecodePsbend();
+  int DecodeTsc(bool header);
+  int DecodeCbr(bool header);
+  int DecodeTma();
+  int DecodeMtc();
+  int DecodeCyc();
+  int Bdm70TipPgeFollows(const uint8_t* pos) const;  // 1 when a TIP.PGE follows, 0 not
+
+  // Time (pt_time and pt_tcal: errors other than the configuration's are returned).
+  int ApplyTsc(uint64_t tsc, bool header);
+  int ApplyCbr(uint8_t ratio, bool header);
+  int ApplyTma(uint16_t ctc, uint16_t fc);
+  int ApplyMtc(uint8_t ctc);
+  int ApplyCyc(uint64_t cyc);
+  int CtcDelta(uint32_t ctc, uint32_t last_ctc, uint32_t* delta) const;
+  int CtcToFc(uint64_t ctc, uint64_t* fc) const;
+  void SetFcr(uint64_t fcr);
+  bool HaveFcr() const { return calibration_.min_fcr <= calibration_.max_fcr; }
+
+  // Events.
+  pt_event* Standalone();
+  pt_event* Enqueue(Binding binding);
+  pt_event* Dequeue(Binding binding);
+  bool Pending(Binding binding) const { return queues_[binding].begin != queues_[binding].end; }
+  pt_event* Find(Binding binding, pt_event_type type);
+  void EventTime(pt_event* event) const;
+  void EventIp(uint64_t* ip, pt_event* event) const;
+  int LastIp(uint64_t* ip) const;  // pt_last_ip_query
+
+  const uint8_t* begin_;
+  const uint8_t* end_;
+  const uint8_t* pos_ = nullptr;
+  const uint8_t* sync_ = nullptr;
+  Kind next_ = Kind::kNone;
+  uint8_t mtc_freq_;
+  uint8_t nom_freq_;
+  uint32_t cpuid15_eax_, cpuid15_ebx_;
+  bool bdm70_, skd007_, skl168_;
+  bool refused_ = false;
+  bool enabled_ = false;
+  bool consume_packet_ = false;
+  // The last ip (pt_last_ip).
+  uint64_t last_ip_ = 0;
+  bool have_ip_ = false, ip_suppressed_ = false;
+  // The TNT cache: the bits of the last TNT packet, the next one at tnt_index_ (0: empty).
+  uint64_t tnt_bits_ = 0, tnt_index_ = 0;
+  Clock clock_, last_clock_;
+  Calibration calibration_;
+  pt_event* event_ = nullptr;  // the event the last decode produced
+  pt_event standalone_{};
+  Queue queues_[kBindings];
+};
+
+}  // namespace ptscope::decode
