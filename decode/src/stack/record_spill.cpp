@@ -41,8 +41,10 @@ inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
 }
 
 // Reads a varint from [p, end): null when it runs past `end` or past 10 bytes (bad bytes).
+// kChecked false: the caller knows that 10 bytes are there.
+template <bool kChecked>
 inline const uint8_t* GetVarint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
-  if (p == end) [[unlikely]] return nullptr;
+  if (kChecked && p == end) [[unlikely]] return nullptr;
   uint64_t b = *p++;
   if (b < 0x80) [[likely]] {
     *v = b;
@@ -50,7 +52,7 @@ inline const uint8_t* GetVarint(const uint8_t* p, const uint8_t* end, uint64_t* 
   }
   uint64_t result = b & 0x7f;
   for (unsigned shift = 7;; shift += 7) {
-    if (p == end || shift >= 70) [[unlikely]] return nullptr;
+    if ((kChecked && p == end) || shift >= 70) [[unlikely]] return nullptr;
     b = *p++;
     result |= (b & 0x7f) << shift;  // the 10th byte's high bits fall off: modulo 2^64
     if (b < 0x80) break;
@@ -58,6 +60,10 @@ inline const uint8_t* GetVarint(const uint8_t* p, const uint8_t* end, uint64_t* 
   *v = result;
   return p;
 }
+
+// The most bytes Decode reads for one record, valid or not: tag, flags and 5 varints of at most
+// 10 bytes. While that many are left, no read can pass the end: it is tested once per record.
+constexpr size_t kMaxRecordRead = 2 + 5 * 10;
 
 // Addresses go up and down: the sign in the low bit keeps small steps either way small.
 inline uint64_t Zigzag(uint64_t delta) {
@@ -128,62 +134,81 @@ size_t RecordSpill::Encode(const SliceRecord* records, size_t count, uint8_t* ou
   return static_cast<size_t>(p - out);
 }
 
+namespace {
+
+// One record of RecordSpill::Decode after `prev`: the position after it, or null.
+template <bool kChecked>
+inline const uint8_t* DecodeRecord(const uint8_t* p, const uint8_t* end, const SliceRecord& prev,
+                                   SliceRecord* r, const std::string* texts, size_t text_count) {
+  if (kChecked && p == end) [[unlikely]] return nullptr;
+  const uint8_t tag = *p++;
+  const uint8_t type = tag & kTypeMask;
+  if (type > static_cast<uint8_t>(Type::kInstant)) [[unlikely]] return nullptr;
+  const uint8_t kind = (tag >> kKindShift) & 7;
+  uint8_t extra = 0;
+  if ((tag & kHasExtra) != 0) {
+    if (kChecked && p == end) [[unlikely]] return nullptr;
+    extra = *p++;
+    // Only what Encode writes: some flag, no unknown one, an inline index only with a new
+    // frame, a text flag only outside an instant.
+    if (extra == 0 || (extra & ~(kExtraInlineIndex | kExtraText)) != 0 ||
+        ((extra & kExtraInlineIndex) != 0 && kind == kSameFrame) ||
+        ((extra & kExtraText) != 0 && type == static_cast<uint8_t>(Type::kInstant)))
+        [[unlikely]] {
+      return nullptr;
+    }
+  }
+  uint64_t v;
+  if ((tag & kSameClock) != 0) {
+    r->time_ns = prev.time_ns;
+    r->instructions = prev.instructions;
+  } else {
+    if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
+    r->time_ns = prev.time_ns + v;
+    if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
+    r->instructions = prev.instructions + v;
+  }
+  // The frame before type and inferred: they sit in its tail padding (events.h).
+  if (kind == kSameFrame) {
+    r->frame = prev.frame;
+  } else {
+    if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
+    r->frame.address = prev.frame.address + Unzigzag(v);
+    r->frame.kind = static_cast<FrameId::Kind>(kind);
+    r->frame.inline_index = 0;
+    if ((extra & kExtraInlineIndex) != 0) {
+      if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr || v > UINT32_MAX) [[unlikely]] {
+        return nullptr;
+      }
+      r->frame.inline_index = static_cast<uint32_t>(v);
+    }
+  }
+  r->type = static_cast<Type>(type);
+  r->inferred = (tag & kInferred) != 0;
+  r->text = nullptr;
+  if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
+    if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr || v > text_count) [[unlikely]] {
+      return nullptr;
+    }
+    if (v != 0) r->text = &texts[v - 1];
+  }
+  return p;
+}
+
+}  // namespace
+
 const uint8_t* RecordSpill::Decode(const uint8_t* p, const uint8_t* end, size_t count,
                                    SliceRecord* prev_io, SliceRecord* out,
                                    const std::string* texts, size_t text_count) {
-  SliceRecord prev = *prev_io;
+  const SliceRecord* prev = prev_io;
   for (SliceRecord* r = out; r != out + count; ++r) {
-    if (p == end) [[unlikely]] return nullptr;
-    const uint8_t tag = *p++;
-    const uint8_t type = tag & kTypeMask;
-    if (type > static_cast<uint8_t>(Type::kInstant)) [[unlikely]] return nullptr;
-    const uint8_t kind = (tag >> kKindShift) & 7;
-    uint8_t extra = 0;
-    if ((tag & kHasExtra) != 0) {
-      if (p == end) [[unlikely]] return nullptr;
-      extra = *p++;
-      // Only what Encode writes: some flag, no unknown one, an inline index only with a new
-      // frame, a text flag only outside an instant.
-      if (extra == 0 || (extra & ~(kExtraInlineIndex | kExtraText)) != 0 ||
-          ((extra & kExtraInlineIndex) != 0 && kind == kSameFrame) ||
-          ((extra & kExtraText) != 0 && type == static_cast<uint8_t>(Type::kInstant)))
-          [[unlikely]] {
-        return nullptr;
-      }
-    }
-    uint64_t v;
-    if ((tag & kSameClock) != 0) {
-      r->time_ns = prev.time_ns;
-      r->instructions = prev.instructions;
-    } else {
-      if ((p = GetVarint(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
-      r->time_ns = prev.time_ns + v;
-      if ((p = GetVarint(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
-      r->instructions = prev.instructions + v;
-    }
-    // The frame before type and inferred: they sit in its tail padding (events.h).
-    if (kind == kSameFrame) {
-      r->frame = prev.frame;
-    } else {
-      if ((p = GetVarint(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
-      r->frame.address = prev.frame.address + Unzigzag(v);
-      r->frame.kind = static_cast<FrameId::Kind>(kind);
-      r->frame.inline_index = 0;
-      if ((extra & kExtraInlineIndex) != 0) {
-        if ((p = GetVarint(p, end, &v)) == nullptr || v > UINT32_MAX) [[unlikely]] return nullptr;
-        r->frame.inline_index = static_cast<uint32_t>(v);
-      }
-    }
-    r->type = static_cast<Type>(type);
-    r->inferred = (tag & kInferred) != 0;
-    r->text = nullptr;
-    if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
-      if ((p = GetVarint(p, end, &v)) == nullptr || v > text_count) [[unlikely]] return nullptr;
-      if (v != 0) r->text = &texts[v - 1];
-    }
-    prev = *r;
+    p = static_cast<size_t>(end - p) >= kMaxRecordRead
+            ? DecodeRecord<false>(p, end, *prev, r, texts, text_count)
+            : DecodeRecord<true>(p, end, *prev, r, texts, text_count);
+    if (p == nullptr) [[unlikely]] return nullptr;
+    prev = r;
   }
-  *prev_io = prev;
+  if (count > 0) *prev_io = *prev;
   return p;
 }
 
