@@ -115,6 +115,16 @@ namespace ptscope::decode {
 }
 
 [[gnu::always_inline]] inline int QueryWalker::CondBranch(int* taken) {
+  if (packets_ != nullptr) {
+    // Our PacketQuery: a cached bit is a shift and a test, and the offset a member read, so
+    // Tick's test needs none of the TNT bookkeeping below.
+    const int status = packets_->CondBranch(taken);
+    if (status < 0) return status;
+    uint64_t offset = 0;
+    const bool offset_ok = packets_->GetOffset(&offset) >= 0;
+    const int tick = Tick(ip_, offset_ok, offset);
+    return tick < 0 ? tick : status;
+  }
   if (tnt_left_ == 0) [[unlikely]] return CondBranchFill(taken);
   --tnt_left_;  // a cached bit: the offset stays tnt_offset_ (see tnt_left_)
   const int status = pt_qry_cond_branch(query_, taken);
