@@ -115,13 +115,14 @@ namespace ptscope::decode {
 }
 
 [[gnu::always_inline]] inline int QueryWalker::CondBranch(int* taken) {
-  if (packets_ != nullptr) {
+  if (PacketQuery* packets = packets_.get()) {
     // Our PacketQuery: a cached bit is a shift and a test, and the offset a member read, so
-    // Tick's test needs none of the TNT bookkeeping below.
-    const int status = packets_->CondBranch(taken);
+    // Tick's test needs none of the TNT bookkeeping below. (The pointer in a local: `taken`
+    // may alias the member, which would be loaded again after each store.)
+    const int status = packets->CondBranch(taken);
     if (status < 0) return status;
     uint64_t offset = 0;
-    const bool offset_ok = packets_->GetOffset(&offset) >= 0;
+    const bool offset_ok = packets->GetOffset(&offset) >= 0;
     const int tick = Tick(ip_, offset_ok, offset);
     return tick < 0 ? tick : status;
   }
