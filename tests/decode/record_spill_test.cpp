@@ -38,7 +38,7 @@ std::string Show(const SliceRecord& r) {
          std::to_string(r.time_ns) + " i=" + std::to_string(r.instructions) + " k=" +
          std::to_string(static_cast<int>(r.frame.kind)) + " a=" + std::to_string(r.frame.address) +
          " x=" + std::to_string(r.frame.inline_index) + " text=" +
-         std::to_string(reinterpret_cast<uintptr_t>(r.text));
+         (r.text != nullptr ? "'" + *r.text + "'" : std::string("null"));
 }
 
 void CheckSame(const std::vector<SliceRecord>& got, const std::vector<SliceRecord>& want) {
@@ -80,14 +80,25 @@ std::vector<SliceRecord> EdgeRecords(const std::string* text_a, const std::strin
   return r;
 }
 
-std::vector<SliceRecord> RoundTrip(const std::vector<SliceRecord>& records, size_t* bytes) {
+std::vector<SliceRecord> RoundTrip(const std::vector<SliceRecord>& records, size_t* bytes,
+                                   std::vector<std::string>* texts) {
   std::vector<uint8_t> encoded(records.size() * RecordSpill::kMaxRecordBytes);
-  *bytes = RecordSpill::Encode(records.data(), records.size(), encoded.data());
+  *bytes = RecordSpill::Encode(records.data(), records.size(), encoded.data(), texts);
   CHECK(*bytes <= encoded.size());
+  encoded.resize(*bytes);  // exactly the block: a read past it is one past the vector
   std::vector<SliceRecord> out(records.size());
   SliceRecord prev;
-  const uint8_t* end = RecordSpill::Decode(encoded.data(), records.size(), &prev, out.data());
+  const uint8_t* end = RecordSpill::Decode(encoded.data(), encoded.data() + encoded.size(),
+                                           records.size(), &prev, out.data(), texts->data(),
+                                           texts->size());
   CHECK(end == encoded.data() + *bytes);  // decoding reads exactly what encoding wrote
+  return out;
+}
+
+std::vector<SliceRecord> RoundTrip(const std::vector<SliceRecord>& records, size_t* bytes) {
+  std::vector<std::string> texts;
+  std::vector<SliceRecord> out = RoundTrip(records, bytes, &texts);
+  for (SliceRecord& r : out) r.text = nullptr;  // (not kept past `texts`)
   return out;
 }
 
@@ -95,9 +106,93 @@ TEST_CASE("the compact encoding gives back every record exactly") {
   const std::string a = "[gap] overflow", b = "[trigger] x";
   const std::vector<SliceRecord> records = EdgeRecords(&a, &b);
   size_t bytes = 0;
-  CheckSame(RoundTrip(records, &bytes), records);
+  std::vector<std::string> texts;
+  CheckSame(RoundTrip(records, &bytes, &texts), records);
   // One record at a time too (each from an all-zero record: a block's first).
-  for (const SliceRecord& r : records) CheckSame(RoundTrip({r}, &bytes), {r});
+  for (const SliceRecord& r : records) {
+    std::vector<std::string> one;
+    CheckSame(RoundTrip({r}, &bytes, &one), {r});
+  }
+}
+
+TEST_CASE("texts travel by index into the block's own table, never as pointers") {
+  std::string a = "[gap] overflow", b = "[trigger] a longer text than fits a short string";
+  const std::vector<SliceRecord> records = EdgeRecords(&a, &b);
+  std::vector<uint8_t> encoded(records.size() * RecordSpill::kMaxRecordBytes);
+  std::vector<std::string> texts;
+  const size_t bytes = RecordSpill::Encode(records.data(), records.size(), encoded.data(), &texts);
+  // Copies, in record order: a, a, b (the kEnd's), b (the kInstant's); the null text has none.
+  CHECK(texts == std::vector<std::string>{a, a, b, b});
+  // No pointer in the bytes: the originals change, the decoded records still read the copies,
+  // and they point into the table they were decoded with.
+  a = "changed";
+  b = "changed too";
+  std::vector<SliceRecord> out(records.size());
+  SliceRecord prev;
+  REQUIRE(RecordSpill::Decode(encoded.data(), encoded.data() + bytes, records.size(), &prev,
+                              out.data(), texts.data(), texts.size()) == encoded.data() + bytes);
+  std::vector<const std::string*> pointers;
+  for (const SliceRecord& r : out) if (r.text != nullptr) pointers.push_back(r.text);
+  CHECK(pointers == std::vector<const std::string*>{&texts[0], &texts[1], &texts[2], &texts[3]});
+  CHECK(*out[20].text == "[gap] overflow");
+  // An index past the table is bad bytes: the same records against a shorter table fail.
+  prev = SliceRecord{};
+  CHECK(RecordSpill::Decode(encoded.data(), encoded.data() + bytes, records.size(), &prev,
+                            out.data(), texts.data(), 3) == nullptr);
+}
+
+TEST_CASE("bytes cut short or changed decode to an error, never past the block") {
+  const std::string a = "[gap] overflow", b = "[trigger] x";
+  const std::vector<SliceRecord> records = EdgeRecords(&a, &b);
+  std::vector<uint8_t> full(records.size() * RecordSpill::kMaxRecordBytes);
+  std::vector<std::string> texts;
+  const size_t bytes = RecordSpill::Encode(records.data(), records.size(), full.data(), &texts);
+  full.resize(bytes);
+  std::vector<SliceRecord> out(records.size());
+  // Every prefix lacks some byte of some record: each is refused. A heap copy of exactly the
+  // prefix: a read past it is past the allocation (the sanitizer build sees it).
+  for (size_t len = 0; len < bytes; ++len) {
+    CAPTURE(len);
+    std::vector<uint8_t> cut(full.begin(), full.begin() + static_cast<ptrdiff_t>(len));
+    SliceRecord prev;
+    CHECK(RecordSpill::Decode(cut.data(), cut.data() + cut.size(), records.size(), &prev,
+                              out.data(), texts.data(), texts.size()) == nullptr);
+  }
+  // Every byte changed in several ways: refused, or records within the bytes whose texts are
+  // the table's.
+  size_t refused = 0, tries = 0;
+  for (size_t at = 0; at < bytes; ++at) {
+    for (uint8_t flip : {0x01, 0x03, 0x40, 0x80, 0xff}) {
+      std::vector<uint8_t> bad = full;
+      bad[at] ^= flip;
+      SliceRecord prev;
+      const uint8_t* end = RecordSpill::Decode(bad.data(), bad.data() + bad.size(),
+                                               records.size(), &prev, out.data(), texts.data(),
+                                               texts.size());
+      ++tries;
+      if (end == nullptr) {
+        ++refused;
+        continue;
+      }
+      CHECK((end >= bad.data() && end <= bad.data() + bad.size()));
+      for (const SliceRecord& r : out) {
+        CHECK(static_cast<uint8_t>(r.type) <= static_cast<uint8_t>(Type::kInstant));
+        CHECK((r.text == nullptr || (r.text >= texts.data() && r.text < texts.data() + texts.size())));
+      }
+    }
+  }
+  CHECK(refused > tries / 4);  // most changes are caught outright
+  // A type that does not exist, alone.
+  const uint8_t type3[] = {0x03, 0, 0, 0};
+  SliceRecord prev;
+  CHECK(RecordSpill::Decode(type3, type3 + 4, 1, &prev, out.data(), nullptr, 0) == nullptr);
+  // Unknown flags, and a varint longer than 10 bytes.
+  const uint8_t flags[] = {0x80, 0x04, 0, 0, 0};
+  CHECK(RecordSpill::Decode(flags, flags + 5, 1, &prev, out.data(), nullptr, 0) == nullptr);
+  const uint8_t long_varint[] = {0x00, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                 0x80, 0x01, 0, 0};
+  CHECK(RecordSpill::Decode(long_varint, long_varint + sizeof(long_varint), 1, &prev,
+                            out.data(), nullptr, 0) == nullptr);
 }
 
 TEST_CASE("a call-and-return run encodes in a few bytes a record") {
@@ -240,6 +335,81 @@ struct SpillDir {
   std::string path, saved;
   bool had = false;
 };
+
+TEST_CASE("a block's texts come back from wherever it waits after the tracker's are gone") {
+  SpillDir dir;
+  const size_t block = 4;
+  for (auto [raw, encoded] : {std::pair<size_t, size_t>{0, 0}, {0, SIZE_MAX}}) {
+    RecordSpill spill(block, raw, encoded);
+    auto text = std::make_unique<std::string>("[trigger] hit at a place with a long name");
+    std::vector<SliceRecord> buffer{Rec(Type::kBegin, 1, 1, {.address = 0x10}),
+                                    Rec(Type::kInstant, 2, 2, {}, false, text.get()),
+                                    Rec(Type::kInstant, 3, 3, {}, false, nullptr),
+                                    Rec(Type::kEnd, 4, 4, {.address = 0x10})};
+    const int64_t handle = spill.Store(buffer, block);
+    CHECK(spill.blocks_in_file() == (encoded == 0 ? 1 : 0));
+    text.reset();  // the tracker's text is gone (what was a pointer would now dangle)
+    const std::vector<SliceRecord> got = ReadBlock(spill, handle, 2);
+    REQUIRE(got.size() == 4);
+    REQUIRE(got[1].text != nullptr);
+    CHECK(*got[1].text == "[trigger] hit at a place with a long name");
+    CHECK(got[2].text == nullptr);
+    spill.Release(handle);
+    CHECK(spill.error().empty());
+  }
+}
+
+// Reads a block to its end; returns how many records came.
+size_t Drain(RecordSpill& spill, int64_t handle) {
+  RecordSpill::Reader reader;
+  REQUIRE(reader.Open(spill, handle));  // its bytes are there; whether they decode is Read's
+  std::vector<SliceRecord> scratch(4);
+  const SliceRecord* run = nullptr;
+  size_t got = 0;
+  while (size_t n = reader.Read(&run, scratch.data(), 4)) got += n;
+  return got;
+}
+
+TEST_CASE("a block whose bytes in the file changed is an error naming the directory") {
+  // Blocks of 16 records of the same frame and clock: a tag byte each after the first (about
+  // 21 bytes a block).
+  const std::vector<SliceRecord> records(16, Rec(Type::kBegin, 5, 9, {.address = 0x401000}));
+  const off_t slot = static_cast<off_t>(16 * RecordSpill::kMaxRecordBytes);
+  SUBCASE("records running past the block's bytes") {
+    // Zeros read as records of 4 bytes each: the 6th runs past the block.
+    SpillDir dir;
+    RecordSpill spill(16, 0, 0);
+    const int64_t first = StoreCopy(spill, records, 0, 16);
+    const int64_t second = StoreCopy(spill, records, 0, 16);
+    CHECK(spill.blocks_in_file() == 2);
+    CHECK(spill.bytes_stored() < 2 * 24);
+    const int fd = SpillFd(dir.path);
+    REQUIRE(fd >= 0);
+    const std::vector<uint8_t> zeros(static_cast<size_t>(slot));
+    REQUIRE(pwrite(fd, zeros.data(), zeros.size(), 0) == static_cast<ssize_t>(zeros.size()));
+    // The second block (the next slot) is untouched and reads back; the first does not.
+    CheckSame(ReadBlock(spill, second, 16), records);
+    CHECK(spill.error().empty());
+    CHECK(Drain(spill, first) < 16);
+    CHECK(spill.error().find("cannot read held-back slice records back from the temporary file in " +
+                             dir.path) != std::string::npos);
+    CHECK(spill.error().find("corrupt") != std::string::npos);
+    spill.Release(first);
+    spill.Release(second);
+  }
+  SUBCASE("records ending before the block's bytes") {
+    // 16 tags "begin, the previous frame and clock": 16 all-zero records, 5 bytes before the
+    // end. Valid records, but not the block's: an error, not a wrong output.
+    SpillDir dir;
+    RecordSpill spill(16, 0, 0);
+    const int64_t first = StoreCopy(spill, records, 0, 16);
+    const std::vector<uint8_t> tags(16, 0x78);
+    REQUIRE(pwrite(SpillFd(dir.path), tags.data(), tags.size(), 0) == 16);
+    Drain(spill, first);
+    CHECK(spill.error().find("corrupt") != std::string::npos);
+    spill.Release(first);
+  }
+}
 
 TEST_CASE("a block the file cannot give back is an error naming the directory") {
   SpillDir dir;

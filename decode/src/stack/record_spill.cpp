@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 namespace ptscope::decode {
@@ -29,8 +30,6 @@ constexpr uint8_t kExtraText = 0x02;
 static_assert(static_cast<uint8_t>(FrameId::Kind::kInlined) < kSameFrame,
               "every frame kind needs a value in the tag besides 'same frame'");
 static_assert(static_cast<uint8_t>(Type::kInstant) <= kTypeMask);
-// Text pointers go into the bytes and come back in the same process (record_spill.h).
-static_assert(sizeof(const std::string*) == 8);
 
 inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
   while (v >= 0x80) {
@@ -41,16 +40,19 @@ inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
   return p;
 }
 
-inline const uint8_t* GetVarint(const uint8_t* p, uint64_t* v) {
+// Reads a varint from [p, end): null when it runs past `end` or past 10 bytes (bad bytes).
+inline const uint8_t* GetVarint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
+  if (p == end) [[unlikely]] return nullptr;
   uint64_t b = *p++;
   if (b < 0x80) [[likely]] {
     *v = b;
     return p;
   }
   uint64_t result = b & 0x7f;
-  for (unsigned shift = 7; shift < 64; shift += 7) {  // at most 10 bytes, even in bad bytes
+  for (unsigned shift = 7;; shift += 7) {
+    if (p == end || shift >= 70) [[unlikely]] return nullptr;
     b = *p++;
-    result |= (b & 0x7f) << shift;
+    result |= (b & 0x7f) << shift;  // the 10th byte's high bits fall off: modulo 2^64
     if (b < 0x80) break;
   }
   *v = result;
@@ -90,7 +92,8 @@ bool ReadAll(int fd, uint8_t* data, size_t size, off_t offset) {
 
 }  // namespace
 
-size_t RecordSpill::Encode(const SliceRecord* records, size_t count, uint8_t* out) {
+size_t RecordSpill::Encode(const SliceRecord* records, size_t count, uint8_t* out,
+                          std::vector<std::string>* texts) {
   SliceRecord prev;
   uint8_t* p = out;
   for (const SliceRecord* r = records; r != records + count; ++r) {
@@ -111,50 +114,72 @@ size_t RecordSpill::Encode(const SliceRecord* records, size_t count, uint8_t* ou
     if (!same_frame) p = PutVarint(p, Zigzag(r->frame.address - prev.frame.address));
     if ((extra & kExtraInlineIndex) != 0) p = PutVarint(p, r->frame.inline_index);
     if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
-      std::memcpy(p, &r->text, sizeof(r->text));
-      p += sizeof(r->text);
+      // A copy, by index: the record's pointer is not the block's to keep, and bytes read back
+      // must never give a pointer.
+      uint64_t index = 0;
+      if (r->text != nullptr) {
+        texts->push_back(*r->text);
+        index = texts->size();
+      }
+      p = PutVarint(p, index);
     }
     prev = *r;
   }
   return static_cast<size_t>(p - out);
 }
 
-const uint8_t* RecordSpill::Decode(const uint8_t* p, size_t count, SliceRecord* prev_io,
-                                   SliceRecord* out) {
+const uint8_t* RecordSpill::Decode(const uint8_t* p, const uint8_t* end, size_t count,
+                                   SliceRecord* prev_io, SliceRecord* out,
+                                   const std::string* texts, size_t text_count) {
   SliceRecord prev = *prev_io;
   for (SliceRecord* r = out; r != out + count; ++r) {
+    if (p == end) [[unlikely]] return nullptr;
     const uint8_t tag = *p++;
-    const uint8_t extra = (tag & kHasExtra) != 0 ? *p++ : 0;
+    const uint8_t type = tag & kTypeMask;
+    if (type > static_cast<uint8_t>(Type::kInstant)) [[unlikely]] return nullptr;
+    const uint8_t kind = (tag >> kKindShift) & 7;
+    uint8_t extra = 0;
+    if ((tag & kHasExtra) != 0) {
+      if (p == end) [[unlikely]] return nullptr;
+      extra = *p++;
+      // Only what Encode writes: some flag, no unknown one, an inline index only with a new
+      // frame, a text flag only outside an instant.
+      if (extra == 0 || (extra & ~(kExtraInlineIndex | kExtraText)) != 0 ||
+          ((extra & kExtraInlineIndex) != 0 && kind == kSameFrame) ||
+          ((extra & kExtraText) != 0 && type == static_cast<uint8_t>(Type::kInstant)))
+          [[unlikely]] {
+        return nullptr;
+      }
+    }
     uint64_t v;
     if ((tag & kSameClock) != 0) {
       r->time_ns = prev.time_ns;
       r->instructions = prev.instructions;
     } else {
-      p = GetVarint(p, &v);
+      if ((p = GetVarint(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
       r->time_ns = prev.time_ns + v;
-      p = GetVarint(p, &v);
+      if ((p = GetVarint(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
       r->instructions = prev.instructions + v;
     }
     // The frame before type and inferred: they sit in its tail padding (events.h).
-    const uint8_t kind = (tag >> kKindShift) & 7;
     if (kind == kSameFrame) {
       r->frame = prev.frame;
     } else {
-      p = GetVarint(p, &v);
+      if ((p = GetVarint(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
       r->frame.address = prev.frame.address + Unzigzag(v);
       r->frame.kind = static_cast<FrameId::Kind>(kind);
       r->frame.inline_index = 0;
       if ((extra & kExtraInlineIndex) != 0) {
-        p = GetVarint(p, &v);
+        if ((p = GetVarint(p, end, &v)) == nullptr || v > UINT32_MAX) [[unlikely]] return nullptr;
         r->frame.inline_index = static_cast<uint32_t>(v);
       }
     }
-    r->type = static_cast<Type>(tag & kTypeMask);
+    r->type = static_cast<Type>(type);
     r->inferred = (tag & kInferred) != 0;
     r->text = nullptr;
     if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
-      std::memcpy(&r->text, p, sizeof(r->text));
-      p += sizeof(r->text);
+      if ((p = GetVarint(p, end, &v)) == nullptr || v > text_count) [[unlikely]] return nullptr;
+      if (v != 0) r->text = &texts[v - 1];
     }
     prev = *r;
   }
@@ -216,7 +241,7 @@ int64_t RecordSpill::Store(std::vector<SliceRecord>& buffer, size_t count) {
       oversized = std::make_unique_for_overwrite<uint8_t[]>(count * kMaxRecordBytes);
       encoded = oversized.get();
     }
-    block.size = Encode(records, count, encoded);
+    block.size = Encode(records, count, encoded, &block.texts);
     bytes_ += block.size;
     if (fits_slot && in_memory_ + block.size > encoded_bytes_ && OpenFile()) {
       int64_t slot;
@@ -271,35 +296,47 @@ void RecordSpill::Release(int64_t handle) {
   --in_use_;
 }
 
+void RecordSpill::Fail(bool in_file, const std::string& why) {
+  if (!error_.empty()) return;
+  error_ = "cannot read held-back slice records back from " +
+           (in_file ? "the temporary file in " + path_ : std::string("memory")) + " (" + why +
+           "): the output would lack them; set TMPDIR to a directory on a working disk, or "
+           "decode a shorter --time-range";
+}
+
 bool RecordSpill::Reader::Open(RecordSpill& spill, int64_t handle) {
   std::lock_guard<std::mutex> lock(spill.mutex_);
   const Block& block = spill.blocks_[static_cast<size_t>(handle)];
+  spill_ = &spill;
   prev_ = SliceRecord{};
   raw_ = nullptr;
-  left_ = 0;
+  next_ = end_ = nullptr;
+  left_ = read_ = 0;
+  // Stays where it is until Release (blocks_ may grow meanwhile: the vector's array does not
+  // move), as do the raw records and the encoded bytes below.
+  texts_ = block.texts.data();
+  text_count_ = block.texts.size();
+  in_file_ = block.slot >= 0;
+  bytes_ = block.size;
   if (!block.raw.empty()) {
-    raw_ = block.raw.data();  // stays where it is until Release, as do the bytes below
+    raw_ = block.raw.data();
     left_ = block.records;
     return true;
   }
   if (block.bytes) {
-    // Stays where it is until Release (blocks_ may grow meanwhile: the bytes do not move).
     next_ = block.bytes.get();
+    end_ = next_ + block.size;
     left_ = block.records;
     return true;
   }
   if (file_bytes_.size() < block.size) file_bytes_.resize(block.size);
   const off_t offset = static_cast<off_t>(block.slot) * static_cast<off_t>(spill.SlotBytes());
   if (spill.fd_ < 0 || !ReadAll(spill.fd_, file_bytes_.data(), block.size, offset)) {
-    if (spill.error_.empty()) {
-      spill.error_ = "cannot read held-back slice records back from the temporary file in " +
-                     spill.path_ + " (" + std::strerror(errno) + "): the output would lack "
-                     "them; set TMPDIR to a directory on a working disk, or decode a shorter "
-                     "--time-range";
-    }
+    spill.Fail(true, std::strerror(errno));
     return false;
   }
   next_ = file_bytes_.data();
+  end_ = next_ + block.size;
   left_ = block.records;
   return true;
 }
@@ -309,11 +346,23 @@ size_t RecordSpill::Reader::Read(const SliceRecord** run, SliceRecord* scratch, 
   if (raw_ != nullptr) {
     *run = raw_;
     raw_ += count;
-  } else {
-    next_ = Decode(next_, count, &prev_, scratch);
+  } else if (count > 0) {
+    const uint8_t* after = Decode(next_, end_, count, &prev_, scratch, texts_, text_count_);
+    // Every record in the block's bytes, and no byte left over after the last.
+    if (after == nullptr || (count == left_ && after != end_)) [[unlikely]] {
+      std::lock_guard<std::mutex> lock(spill_->mutex_);
+      spill_->Fail(in_file_, "the encoded block of " + std::to_string(read_ + left_) +
+                                 " records in " + std::to_string(bytes_) +
+                                 " bytes is corrupt at or after record " +
+                                 std::to_string(read_));
+      left_ = 0;
+      return 0;
+    }
+    next_ = after;
     *run = scratch;
   }
   left_ -= count;
+  read_ += count;
   return count;
 }
 

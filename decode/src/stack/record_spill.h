@@ -19,19 +19,24 @@
 // memory no longer depends on how long a frame stays open, and the output stays byte for byte
 // what it was.
 //
-// Encoding (private to this process, never on disk past its end: no format to keep stable; a
-// kInstant's text goes as its pointer, valid until the tracker's flush that reads it back). Per
+// Encoding (private to this process, never on disk past its end: no format to keep stable). Per
 // record, relative to the previous record of the block (the first: to an all-zero record):
 //   tag byte: bits 0-1 type, bit 2 inferred, bits 3-5 frame kind or 7 = the previous record's
 //             frame (kind, address and inline index), bit 6 = the previous record's time and
 //             instruction count, bit 7 = a flags byte follows (kExtra*)
-//   [flags]   kExtraInlineIndex: an inline_index varint follows; kExtraText: a text pointer
+//   [flags]   kExtraInlineIndex: an inline_index varint follows; kExtraText: a text index
 //             follows (a record other than kInstant with a text)
 //   unless bit 6: time_ns - previous, then instructions - previous, as LEB128 varints modulo 2^64
 //             (both never decrease inside a tracker, so they are small; a decrease still comes
 //             back exactly, in 10 bytes)
 //   unless frame kind 7: address - previous address, zigzag LEB128 varint (modulo 2^64)
-//   [inline_index varint]; for kInstant (or kExtraText) the text pointer, 8 raw bytes.
+//   [inline_index varint]; for kInstant (or kExtraText) the text's index, a varint: 0 for none,
+//             else 1 + its place in the block's text table, where Encode copies each text (the
+//             block owns its texts: no pointer is ever read from the bytes).
+// The bytes are not trusted when read back (a file can be cut short or changed under us): Decode
+// checks every read against the block's length, the type, flags and text indexes, and a block
+// that does not decode to exactly its records in exactly its bytes is one that cannot be read
+// back (error()), never a crash or a wrong record.
 // At most kMaxRecordBytes a record, so a block's bytes are bounded before it is encoded.
 //
 // One file for all trackers of a decode (created at the first block past the budgets, in $TMPDIR
@@ -59,8 +64,8 @@ namespace ptscope::decode {
 class RecordSpill {
  public:
   // The most bytes one record takes encoded: tag, flags, 3 varints of 10 bytes, a 5-byte
-  // inline_index and a pointer.
-  static constexpr size_t kMaxRecordBytes = 1 + 1 + 3 * 10 + 5 + 8;
+  // inline_index and a text index of up to 10 bytes.
+  static constexpr size_t kMaxRecordBytes = 1 + 1 + 3 * 10 + 5 + 10;
 
   // `block_records`: the records of every block. `raw_bytes`: blocks kept as they are (as
   // SliceRecords, handed over without a copy), all trackers together; `encoded_bytes`: the
@@ -88,14 +93,22 @@ class RecordSpill {
     bool Open(RecordSpill& spill, int64_t block);
     // The next run of at most `max` records of the open block: *run points into the block when
     // it was kept as it is, else to `scratch`, where they are decoded. Returns how many (0: none
-    // left). A run stays valid until the next Read or the block's Release.
+    // left, or the block's bytes do not decode: error() then says so and no more of it comes).
+    // A run stays valid until the next Read, the texts it points to until the block's Release.
     size_t Read(const SliceRecord** run, SliceRecord* scratch, size_t max);
 
    private:
+    RecordSpill* spill_ = nullptr;
     std::vector<uint8_t> file_bytes_;  // a block read back from the file
     const SliceRecord* raw_ = nullptr;  // a block kept as it is
-    const uint8_t* next_ = nullptr;     // else its encoded bytes
+    const uint8_t* next_ = nullptr;     // else its encoded bytes, up to end_
+    const uint8_t* end_ = nullptr;
+    const std::string* texts_ = nullptr;  // the block's text table (its heap array: never moves)
+    size_t text_count_ = 0;
+    bool in_file_ = false;  // for the message
+    size_t bytes_ = 0;      // the block's encoded bytes (for the message)
     size_t left_ = 0;    // records not yet read
+    size_t read_ = 0;    // records read
     SliceRecord prev_;   // the last record decoded
   };
 
@@ -110,12 +123,16 @@ class RecordSpill {
   std::string error() const;
 
   // The encoding alone (also for tests): writes the records' bytes to `out` (room for
-  // count * kMaxRecordBytes) and returns how many; decodes `count` records from `data` after
-  // *prev (an all-zero SliceRecord before a block's first), leaving the last in *prev, and
-  // returns the position after them.
-  static size_t Encode(const SliceRecord* records, size_t count, uint8_t* out);
-  static const uint8_t* Decode(const uint8_t* data, size_t count, SliceRecord* prev,
-                               SliceRecord* out);
+  // count * kMaxRecordBytes), appends their texts to `texts` (the bytes hold indexes into it) and
+  // returns how many bytes. Decode reads `count` records from [data, end) after *prev (an
+  // all-zero SliceRecord before a block's first), their texts pointing into `texts`, leaving the
+  // last in *prev; it returns the position after them, or null when the bytes run past `end` or
+  // are not such records (a bad type, flags or text index).
+  static size_t Encode(const SliceRecord* records, size_t count, uint8_t* out,
+                       std::vector<std::string>* texts);
+  static const uint8_t* Decode(const uint8_t* data, const uint8_t* end, size_t count,
+                               SliceRecord* prev, SliceRecord* out, const std::string* texts,
+                               size_t text_count);
 
  private:
   struct Block {
@@ -124,8 +141,11 @@ class RecordSpill {
     size_t size = 0;                   // encoded bytes
     size_t records = 0;
     int64_t slot = -1;                 // in the file
+    std::vector<std::string> texts;    // an encoded block's texts, by index
   };
   bool OpenFile();  // with mutex_ held
+  // Records the first read-back failure (error()); `in_file`: from the file, else from memory.
+  void Fail(bool in_file, const std::string& why);
   size_t SlotBytes() const { return block_records_ * kMaxRecordBytes; }
 
   const size_t block_records_;

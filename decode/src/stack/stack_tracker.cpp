@@ -588,10 +588,14 @@ void StackTracker::ForEachHeld(Out&& out) {
           out(run, count);
         }
       }
-      options_.spill->Release(handle);
     }
   }
   out(buffer_.data(), buffer_size_);
+}
+
+void StackTracker::ReleaseHeld() {
+  for (int64_t handle : spilled_blocks_) options_.spill->Release(handle);
+  spilled_blocks_.clear();
 }
 
 void StackTracker::AddInstant(uint64_t t, std::string text) {
@@ -626,9 +630,9 @@ void StackTracker::Flush() {
     });
     SendBatch();
   }
-  // Only now is texts_ cleared: instants point into it.
+  // Only now are texts_ cleared and the spilled blocks released: instants point into them.
   inferred_prefix_.clear();
-  spilled_blocks_.clear();
+  ReleaseHeld();
   spilled_ = 0;
   flush_at_ = options_.max_buffered_events;
   buffer_size_ = 0;

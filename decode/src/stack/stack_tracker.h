@@ -252,9 +252,11 @@ class StackTracker {
   void AddInstant(uint64_t t, std::string text);
   void Flush();
   // Hands out(records, count) the held-back records in order: the spilled blocks (decoded in
-  // runs of kBatchSize), then buffer_.
+  // runs of kBatchSize), then buffer_. The spilled blocks stay until ReleaseHeld: a record's
+  // text points into its block's table, and Write may queue it in batch_ past the block.
   template <typename Out>
   void ForEachHeld(Out&& out);
+  void ReleaseHeld();
   void GrowBuffer();
   // Moves buffer_'s whole blocks to the RecordSpill (which always takes them).
   void SpillBuffer();
