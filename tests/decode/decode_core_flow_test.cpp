@@ -638,7 +638,8 @@ TEST_CASE("the differential's exception for a suppressed-IP TIP still catches ev
 }
 
 // A call's length comes from a table keyed by (pid, address) that the decoders of one worker
-// share: two processes with different calls at the same address must each get their own.
+// share (with the walker: from its run, keyed by section): two processes with different calls
+// at the same address must each get their own.
 // pid 1: TestCode(), a 5-byte `call 0x1010` at 0x1001. pid 2: a 2-byte `call *%rax` at 0x1001,
 // then nop; syscall; and a ret at 0x1010.
 TEST_CASE("calls at one address in two processes keep their own lengths (shared worker cache)") {
@@ -659,10 +660,13 @@ TEST_CASE("calls at one address in two processes keep their own lengths (shared 
   DecoderSetup setup;
   setup.nom_freq = 1;
   BlockFacts shared;
+  WalkerCache* walker_cache = nullptr;  // the walker's runs carry their call's length instead
   auto decode = [&](uint32_t pid, const std::vector<uint8_t>& trace) {
     UnitEvents unit;
     FlowDecoder decoder(setup, images, pid, shared, unit);
+    if (walker_cache != nullptr) decoder.UseWalker(walker_cache);
     decoder.DecodeSegment(trace.data(), trace.size());
+    CHECK_FALSE(decoder.walker_refused());
     return Describe(unit);
   };
   PtBuilder direct;  // pid 1: call, compressed return, then tracing stops at the syscall
@@ -687,6 +691,13 @@ TEST_CASE("calls at one address in two processes keep their own lengths (shared 
   // Again, each after the other has taken the table's slot: the same events as the first time.
   CHECK(decode(1, direct.bytes()) == first_direct);
   CHECK(decode(2, indirect.bytes()) == first_indirect);
+  // With the walker (one worker's cache of runs for both processes): the same events.
+  WalkerCache runs;
+  walker_cache = &runs;
+  for (int round = 0; round < 2; ++round) {
+    CHECK(decode(1, direct.bytes()) == first_direct);
+    CHECK(decode(2, indirect.bytes()) == first_indirect);
+  }
 }
 
 }  // namespace

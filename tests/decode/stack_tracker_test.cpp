@@ -291,6 +291,18 @@ TEST_CASE("user-only tracing: a signal at syscall exit enters the handler on res
   CHECK(h.tracker.stats()[Stat::kAsyncHandlers] == 1);
 }
 
+TEST_CASE("resuming at the resume ip is no handler, even at a function's entry") {
+  // a tail-jumps out of traced code to b's entry (a kDisable whose `to` is 0x3000), and tracing
+  // resumes there: b's entry is where tracing was to resume, not a signal handler's.
+  Harness h;
+  CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ev(K::kDisable, 20, 0x2030, 0x3000),
+               Enable(25, 0x3000), Ret(40, 0x2050, 0x1015), End(50)}) ==
+        "main* 0-50\n"
+        "  a 10-40\n"
+        "    [untraced] 20-25\n");
+  CHECK(h.tracker.stats()[Stat::kAsyncHandlers] == 0);
+}
+
 TEST_CASE("a handler entered after kDisable resumes at the disable's resume ip") {
   Harness h;
   CHECK(h.Run({Enable(0, 0x1000), Call(10, 0x1010, 0x2000), Ev(K::kDisable, 20, 0x2030, 0x2034),

@@ -48,9 +48,10 @@ struct FunctionBounds {
 struct BlockFacts {
   FlatMap<BlockKey, BlockInline, BlockKeyHash> blocks;
   FlatMap<BlockKey, BranchInsn, BlockKeyHash> branches;
-  // The lengths of the call instructions that ended blocks, direct-mapped in front of `branches`:
-  // probed for every block (a block that is no call probes slot 0 and ignores it), so that only
-  // a miss takes a branch (see FlowDecoder::HandleBlock). Allocated at a decoder's first segment.
+  // The lengths of the call instructions that ended blocks, direct-mapped in front of `branches`,
+  // for the blocks that do not come with their call's length (libipt's, and the walker's that
+  // were not one cached run: see FlowDecoder::HandleBlock). Allocated at a decoder's first
+  // segment.
   struct CallLength {
     uint64_t end_ip = 0;  // 0: an empty slot (no call ends at address 0)
     uint32_t pid = 0;

@@ -59,8 +59,16 @@ class BlockSource {
   int SyncSet(uint64_t offset) {
     return walker_ ? Refused(walker_->SyncSet(offset)) : pt_blk_sync_set(decoder_, offset);
   }
-  [[gnu::always_inline]] int NextBlock(pt_block* block) {
-    return walker_ ? Refused(walker_->NextInline(block)) : pt_blk_next(decoder_, block, sizeof *block);
+  // `call_size`: the length of the call that ends the block when the walker knows it
+  // (QueryWalker::last_call_size), else 0.
+  [[gnu::always_inline]] int NextBlock(pt_block* block, uint8_t* call_size) {
+    if (walker_) {
+      const int status = Refused(walker_->NextInline(block));
+      *call_size = walker_->last_call_size();
+      return status;
+    }
+    *call_size = 0;
+    return pt_blk_next(decoder_, block, sizeof *block);
   }
   int NextEvent(pt_event* event) {
     return walker_ ? Refused(walker_->Event(event)) : pt_blk_event(decoder_, event, sizeof *event);

@@ -99,8 +99,9 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
       if ((status & pts_event_pending) != 0) status = DrainEvents(status);
       if (status < 0 || (status & pts_eos) != 0) break;
       pt_block block;  // pt_blk_next zeroes it first, also when it fails
-      status = blocks_.NextBlock(&block);
-      if (block.ninsn > 0) HandleBlock(block);
+      uint8_t call_size = 0;
+      status = blocks_.NextBlock(&block, &call_size);
+      if (block.ninsn > 0) HandleBlock(block, call_size);
       if (status >= 0 && position_ >= stuck_.next && Stuck()) status = -pte_internal;
       if (status < 0) {
         uint64_t offset = 0;
@@ -295,11 +296,13 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
 //
 // Which blocks end in a call, a return or a jump is unpredictable in real control flow, so the
 // per-block work takes no branch on it: the previous block's pending event is written into the
-// buffer's spare slot and kept or not (EventBuffer::Commit), and the length of a call comes from
-// a direct-mapped table probed for every block. The two branches this replaced cost 1.1
-// mispredicts per block between them (callgrind --branch-sim=yes on a pt-synth capture: 0.83M
-// and 0.63M for 1.34M blocks).
-[[gnu::always_inline]] inline void FlowDecoder::HandleBlock(const pt_block& block) {
+// buffer's spare slot and kept or not (EventBuffer::Commit), and the length of a call comes with
+// the block (`call_size`, the walker's run has it) or, when the block source does not know it
+// (0), from a direct-mapped table. The two branches this replaced cost 1.1 mispredicts per block
+// between them (callgrind --branch-sim=yes on a pt-synth capture: 0.83M and 0.63M for 1.34M
+// blocks).
+[[gnu::always_inline]] inline void FlowDecoder::HandleBlock(const pt_block& block,
+                                                            uint8_t call_size) {
   {
     // ResolvePending's work (AppendEvent's, for a pending branch), whether or not one is pending.
     // As a number hidden from the optimizer, which otherwise turns the selects below back into
@@ -343,20 +346,12 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   const size_t iclass = static_cast<size_t>(block.iclass);
   BranchClass branch_class = iclass < kIclasses ? kClassOfIclass[iclass] : BranchClass::kOther;
   bool call = branch_class == BranchClass::kCall;
-  // (A mask, not `call ? index : 0`, which GCC compiles to a branch.)
-  const uint32_t pid = image_.pid();
-  const size_t slot_index = static_cast<size_t>(
-      ((block.end_ip * 0x9E3779B97F4A7C15ull) >> (64 - BlockFacts::kCallLengthBits)) &
-      (uint64_t{0} - static_cast<uint64_t>(call)));
-  BlockFacts::CallLength& known = facts_.call_lengths[slot_index];
-  const bool hit = (known.end_ip == block.end_ip) & (known.pid == pid);
-  uint8_t size = known.size;
-  if ((call & !hit) | (block.iclass == ptic_error)) [[unlikely]] {
-    BranchInsn insn = ClassifyLast(block);
-    if (block.iclass == ptic_error) branch_class = insn.branch_class;
+  uint8_t size = call_size;
+  // The walker's blocks (nearly all) come with their call's length; libipt's, and the walker's
+  // blocks that were not one run (on the way to an event), probe the table of call lengths.
+  if ((call & (size == 0)) | (block.iclass == ptic_error)) [[unlikely]] {
+    size = CallLengthOf(block, &branch_class);
     call = branch_class == BranchClass::kCall;
-    size = insn.size;
-    if (call && insn.size != 0 && block.iclass != ptic_error) known = {block.end_ip, pid, insn.size};
   }
   last_class_ = branch_class;
   // ResolvePending (above) left no branch pending: set one up for the next block without a
@@ -368,6 +363,22 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   pending_.kind = end.kind;
   pending_.from = block.end_ip;
   pending_.call_size = call ? size : 0;
+}
+
+uint8_t FlowDecoder::CallLengthOf(const pt_block& block, BranchClass* branch_class) {
+  const uint32_t pid = image_.pid();
+  BlockFacts::CallLength& known = facts_.call_lengths[(block.end_ip * 0x9E3779B97F4A7C15ull) >>
+                                                      (64 - BlockFacts::kCallLengthBits)];
+  if (block.iclass != ptic_error && known.end_ip == block.end_ip && known.pid == pid) {
+    return known.size;
+  }
+  const BranchInsn insn = ClassifyLast(block);
+  if (block.iclass == ptic_error) {
+    *branch_class = insn.branch_class;
+  } else if (insn.size != 0) {
+    known = {block.end_ip, pid, insn.size};
+  }
+  return insn.size;
 }
 
 void FlowDecoder::ListBlock(const pt_block& block) {

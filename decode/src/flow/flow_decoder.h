@@ -103,7 +103,10 @@ class FlowDecoder {
   int DrainEvents(int status);
   bool Stuck();
   void HandleEvent(const pt_event& event);
-  void HandleBlock(const pt_block& block);
+  void HandleBlock(const pt_block& block, uint8_t call_size);
+  // The length of the call `block` ends with, through BlockFacts::call_lengths; a block whose
+  // class libipt did not say (ptic_error) is classified here, into `branch_class`.
+  uint8_t CallLengthOf(const pt_block& block, BranchClass* branch_class);
   BranchInsn ClassifyLast(const pt_block& block);
   // The branch instruction at `ip` (in section `isid`), classified once (BlockFacts::branches).
   BranchInsn BranchAt(uint64_t ip, int isid);

@@ -4,6 +4,7 @@
 // differential test (tests/decode/query_walker_diff) checks it block for block against libipt.
 #include "flow/query_walker.h"
 #include "flow/query_walker_step.h"
+#include "flow/x86_branch.h"
 
 #include <Zydis/Zydis.h>
 
@@ -163,24 +164,24 @@ const QueryWalker::Run& QueryWalker::RunAtSlow(uint64_t ip) {
     last_section_end_ = end;
     last_isid_ = isid;
   }
-  auto [run, inserted] = cache_->runs.TryEmplace(WalkerCache::Key{ip, last_isid_});
-  if (inserted) *run = DecodeRun(ip);
-  return *run;
+  if (const Run* run = cache_->runs.Find(ip, last_isid_)) return *run;
+  return cache_->runs.Insert(ip, last_isid_, DecodeRun(ip));
 }
 
 QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
   Run run;
   Insn insn;
+  uint64_t section_end = 0;
   for (uint64_t at = ip;;) {
     const int status = cached ? CachedInsn(at, &insn) : DecodeInsn(at, &insn);
     if (status != 0) {
       run.slow = true;
-      run.error = status;
+      run.unsupported = status == kUnsupported;
       return run;
     }
     if (run.ninsn == 0) {
       run.isid = insn.isid;
-      run.section_end = insn.section_end;
+      section_end = insn.section_end;
     }
     ++run.ninsn;
     run.end_ip = at;
@@ -188,13 +189,26 @@ QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
     run.iclass = static_cast<uint8_t>(insn.iclass);
     run.direct = insn.direct;
     run.target = insn.target;
-    if (insn.iclass != ptic_other || run.ninsn >= QueryWalker::kMaxRunInsns) return run;
+    if (insn.iclass != ptic_other || run.ninsn >= QueryWalker::kMaxRunInsns) {
+      if (insn.iclass == ptic_call && !cached) run.call_size = CallSize(at);
+      return run;
+    }
     at += insn.size;
-    if (at >= run.section_end) {  // libipt ends the block there (see ProceedNoEventSlow)
+    if (at >= section_end) {  // libipt ends the block there (see ProceedNoEventSlow)
       run.slow = true;
       return run;
     }
   }
+}
+
+uint8_t QueryWalker::CallSize(uint64_t ip) {
+  // The bytes FlowDecoder::ClassifyLast would read (its section's, or fewer: then ClassifyBranch
+  // answers the same or 0, never another length).
+  uint8_t bytes[15];
+  int isid = 0;
+  uint64_t section_end = 0;
+  const int read = code_.Read(ip, bytes, sizeof bytes, &isid, &section_end);
+  return read <= 0 ? 0 : ClassifyBranch(bytes, static_cast<size_t>(read)).size;
 }
 
 int QueryWalker::DecodeInsn(uint64_t ip, Insn* insn) {
@@ -348,7 +362,7 @@ int QueryWalker::ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, const 
   insn->direct = run.direct;
   insn->target = run.target;
   insn->isid = run.isid;
-  insn->section_end = run.section_end;
+  insn->section_end = last_section_end_;  // (RunAt's section: the run ends before its end)
   block->isid = run.isid;
   block->ninsn = run.ninsn;
   block->end_ip = run.end_ip;

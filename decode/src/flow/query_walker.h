@@ -27,6 +27,7 @@
 
 #include "flat_map.h"
 #include "flow/packet_query.h"
+#include "flow/run_table.h"
 
 namespace ptscope::decode {
 
@@ -56,22 +57,6 @@ struct WalkerInsn {
   int isid = 0;
   uint64_t section_end = 0;
 };
-// From an address: the instructions up to and including the next branch (or up to the end of
-// the section), decoded once.
-struct WalkerRun {
-  uint64_t end_ip = 0;  // the last instruction
-  uint64_t target = 0;  // direct branch: its target
-  uint64_t section_end = 0;
-  int isid = 0;
-  uint16_t ninsn = 0;
-  uint8_t size = 0;  // the last instruction's length
-  uint8_t iclass = ptic_error;
-  bool direct = false;  // the last instruction is a direct call or jump
-  // The run cannot be taken in one step: it ends at a section's end, or in code that cannot be
-  // read or decoded (`error`; 0 for a section end). Next steps through it instead, as libipt.
-  bool slow = false;
-  int error = 0;
-};
 // Decoded code by (section, address): code in a section never changes, so a worker's walkers
 // share one cache across decode units and image epochs. Callback code (isid 0) is cached by
 // (version, address) instead (WalkerCode::CallbackVersion): a JIT function is decoded once per
@@ -87,7 +72,7 @@ struct WalkerCache {
       return (key.ip ^ (static_cast<uint64_t>(key.isid) << 48)) * 0x9E3779B97F4A7C15ull;
     }
   };
-  FlatMap<Key, WalkerRun, KeyHash> runs;
+  RunTable runs;
   FlatMap<Key, WalkerInsn, KeyHash> insns;  // stepped one by one (to an event's ip)
   struct CallbackKey {
     uint64_t ip;
@@ -133,6 +118,9 @@ class QueryWalker {
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
   int GetSyncOffset(uint64_t* offset) const;
+  // The length of the call that ended the last block (WalkerRun::call_size), when the block was
+  // one cached run; else 0 (not known here).
+  uint8_t last_call_size() const { return last_call_size_; }
   // The code changed its epoch (another image): forget which section was looked up last. Both
   // bounds: the range checks are unsigned (ip - begin < end - begin), so [begin, 0) would hold
   // every address from begin up, with no look-up in the new image (and ProceedNoEventSlow would
@@ -147,7 +135,7 @@ class QueryWalker {
   // block loop (the call and its register saves cost more than the probe); RunAtSlow otherwise.
   [[gnu::always_inline]] const Run& RunAt(uint64_t ip) {
     if (ip - last_section_begin_ < last_section_end_ - last_section_begin_) [[likely]] {
-      if (const Run* run = cache_->runs.Find(WalkerCache::Key{ip, last_isid_})) return *run;
+      if (const Run* run = cache_->runs.Find(ip, last_isid_)) return *run;
     }
     return RunAtSlow(ip);
   }
@@ -155,6 +143,7 @@ class QueryWalker {
   // Decodes the run at `ip`, its instructions with DecodeInsn, or with CachedInsn when `cached`.
   Run DecodeRun(uint64_t ip, bool cached = false);
   int DecodeInsn(uint64_t ip, Insn* insn);
+  uint8_t CallSize(uint64_t ip);  // WalkerRun::call_size of the call at `ip`
   int CachedInsn(uint64_t ip, Insn* insn);  // DecodeInsn, remembered when it succeeds
   void Reset();
   int Start(int status);
@@ -260,6 +249,7 @@ class QueryWalker {
   uint64_t last_section_begin_ = 0, last_section_end_ = 0;
   int last_isid_ = 0;
   void* zydis_ = nullptr;  // ZydisDecoder (kept out of this header)
+  uint8_t last_call_size_ = 0;
 };
 
 }  // namespace ptscope::decode

@@ -14,6 +14,7 @@ namespace ptscope::decode {
   std::memset(block, 0, sizeof *block);
   block->ip = ip_;
   block->mode = mode_;
+  last_call_size_ = 0;
   if (speculative_) block->speculative = 1;  // (never, while TSX is not modelled)
   return Proceed(block);
 }
@@ -52,7 +53,7 @@ namespace ptscope::decode {
   const Run& run = RunAt(ip_);
   // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
   if (run.slow || run.ninsn >= kMaxRunInsns || run.end_ip >= last_section_end_) [[unlikely]] {
-    if (run.error == kUnsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
+    if (run.unsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
     return ProceedNoEventSlow(block);
   }
   block->isid = run.isid;
@@ -62,6 +63,7 @@ namespace ptscope::decode {
   const uint64_t next = run.end_ip + run.size;
   switch (run.iclass) {
     case ptic_call:
+      last_call_size_ = run.call_size;
       if (!(run.direct && run.target == next)) PushReturn(next);
       if (run.direct) {
         ip_ = run.target;

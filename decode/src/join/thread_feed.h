@@ -78,7 +78,12 @@ class ThreadFeed {
   // and stored again per event.
   void DeliverRun(std::span<FlowEvent> events) {
     Counting counting = counting_;
-    for (FlowEvent& event : events) Step(counting, event);
+    for (FlowEvent& event : events) {
+      // The unit's events were written by the walker a while ago: most of this loop's samples
+      // waited on their loads (perf annotate, synth-100M). Past the end is harmless.
+      __builtin_prefetch(&event + kPrefetchAhead);
+      Step(counting, event);
+    }
     counting_ = counting;
   }
   // How DeliverUnit tracked a unit's stack.
@@ -162,6 +167,7 @@ class ThreadFeed {
     next_trigger_ns_ =
         next_trigger_ < triggers_.size() ? triggers_[next_trigger_].time_ns : UINT64_MAX;
   }
+  static constexpr size_t kPrefetchAhead = 8;  // events: 384 bytes
   // What Deliver keeps from one event to the next.
   struct Counting {
     uint64_t last_ns = 0;  // the last event's time

@@ -280,6 +280,9 @@ const SliceRecord* PerfettoSink::WriteCommonRun(ThreadState& state, const SliceR
     const SliceRecord* const run_end = r + std::min<size_t>(per_run, end - r);
     char* p = out_->Extend(room * static_cast<size_t>(run_end - r));
     for (; r != run_end; ++r) {
+      // Held-back records come from memory, not cache (perf annotate: most of this loop's
+      // samples waited on the load of r->type): ask for them ahead. Past `end` is harmless.
+      __builtin_prefetch(r + 24);
       const char* tail;
       size_t tail_size;
       if (r->type == SliceRecord::Type::kBegin) {

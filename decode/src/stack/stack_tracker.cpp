@@ -406,9 +406,12 @@ void StackTracker::OnEnable(const FlowEvent& e, uint64_t t) {
   // "return address" is the interrupted ip) has returned.
   size_t keep = FindLandingFrame(e.to, 0, true);
   if (keep == kNotFound) {
+    // Resuming where tracing was to resume (a syscall's return, the common case) is no signal
+    // handler: tested before StartOf, whose look-up missed the cache on most enables (perf
+    // annotate, synth-100M).
+    if (!was_out || e.to == resume_ip) return;
     uint64_t to_start = StartOf(e.to);
-    if (was_out && e.to != resume_ip && to_start == e.to &&
-        to_start != stack_.back().function_start) {
+    if (to_start == e.to && to_start != stack_.back().function_start) {
       // Entered a function instead of resuming: a signal handler (user-only tracing).
       ++stats_[Stat::kAsyncHandlers];
       Frame f;
