@@ -331,6 +331,40 @@ std::string ToHex(uint64_t value) {
   return out.str();
 }
 
+// QueryWalker takes a run of up to kMaxRunInsns - 1 instructions in one step and refuses a
+// longer one (pt_block::ninsn is 16 bits; libipt then decodes the unit). (On the way to an
+// event's ip, runs are walked instruction by instruction instead, whatever their length.)
+TEST_CASE("a run of kMaxRunInsns instructions is refused by the walker; a shorter one is not") {
+  // `nops` nops, then jz +0 (taken or not, the next instruction) and a syscall.
+  auto code_with_nops = [](size_t nops) {
+    std::vector<uint8_t> code(nops + 0x10, 0x90);
+    code[nops] = 0x74;
+    code[nops + 1] = 0x00;
+    code[nops + 2] = 0x0f;
+    code[nops + 3] = 0x05;
+    return code;
+  };
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(2);
+  pt.Tnt({true});
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  auto expected = [](size_t nops) {
+    const std::string syscall = ToHex(0x1000 + nops + 2);
+    return "syscall 0x" + syscall + "->0x0 t=1004 n=" + std::to_string(nops + 2) + "\nend 0x" +
+           syscall + "->0x0 t=1004 n=0\n";
+  };
+  const size_t longest = QueryWalker::kMaxRunInsns - 1;  // nops and the jz: one run, walked
+  CHECK(Decode(pt.bytes(), code_with_nops(longest - 1)) == expected(longest - 1));
+  bool refused = false;
+  WalkerCache cache;
+  const std::vector<uint8_t> code = code_with_nops(longest);
+  DecodeWith(pt.bytes(), code, &cache, &refused);
+  CHECK(refused);
+  CHECK(DecodeWith(pt.bytes(), code, nullptr, &refused) == expected(longest));
+}
+
 // The walk to an event's ip from a block's start (QueryWalker::ProceedToIp): a run that does not
 // hold the ip is taken in one step (ProceedRunToIp), one that does instruction by instruction.
 // Decode() checks every case against libipt's block decoder.

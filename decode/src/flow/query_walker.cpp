@@ -191,6 +191,9 @@ QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
     run.target = insn.target;
     if (insn.iclass != ptic_other || run.ninsn >= QueryWalker::kMaxRunInsns) {
       if (insn.iclass == ptic_call && !cached) run.call_size = CallSize(at);
+      // Too long for one block (below pt_block::ninsn's limit): refused, as a slow run, so that
+      // the block step tests one flag for both.
+      if (run.ninsn >= QueryWalker::kMaxRunInsns) run.slow = run.unsupported = true;
       return run;
     }
     at += insn.size;
@@ -333,7 +336,7 @@ int QueryWalker::ProceedToIp(pt_block* block, Insn* insn, uint64_t ip) {
     // cache miss, and were ~3-5 % of pt-decode's time on pt-synth captures (a disable at each
     // syscall and untraced library call steps to it), for ~0.1 % of its instructions.
     const Run& run = RunAt(ip_);
-    if (!run.slow && run.ninsn < kMaxRunInsns && run.end_ip < last_section_end_ &&
+    if (!run.slow && run.end_ip < last_section_end_ &&
         run.iclass != ptic_other && run.iclass != ptic_ptwrite && ip - ip_ > run.end_ip - ip_) {
       return ProceedRunToIp(block, insn, ip, run);
     }

@@ -52,8 +52,8 @@ namespace ptscope::decode {
 [[gnu::always_inline]] inline int QueryWalker::ProceedNoEvent(pt_block* block) {
   const Run& run = RunAt(ip_);
   // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
-  if (run.slow || run.ninsn >= kMaxRunInsns || run.end_ip >= last_section_end_) [[unlikely]] {
-    if (run.unsupported || run.ninsn >= kMaxRunInsns) return kUnsupported;
+  if (run.slow || run.end_ip >= last_section_end_) [[unlikely]] {
+    if (run.unsupported) return kUnsupported;  // (also a run of kMaxRunInsns or more)
     return ProceedNoEventSlow(block);
   }
   block->isid = run.isid;
