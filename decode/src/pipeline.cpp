@@ -138,6 +138,12 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
 
   const bool outside = NoteWindow(window, options, summary);
   summary.stats[Stat::kWalkerFallbackUnits] = decoded.libipt_units;
+  summary.stats[Stat::kPacketFallbackUnits] = decoded.packet_units;
+  if (decoded.packet_units != 0) {
+    summary.notes.push_back(std::to_string(decoded.packet_units) + " of " +
+                            std::to_string(decoded.units) + " decode units hold packets our "
+                            "query decoder does not model: libipt's query decoder read them");
+  }
   if (decoded.libipt_units != 0) {
     summary.notes.push_back(std::to_string(decoded.libipt_units) + " of " +
                             std::to_string(decoded.units) + " decode units hold trace the "

@@ -45,6 +45,9 @@ constexpr std::array<StatDescription, kStatCount> kStats = {{
      "times a thread's held-back slices reached their bound and were written out early "
      "(callers found later then start at that point, not at the trace start)"},
     {"clamped_times", kInfo, "events whose time went backwards and were clamped"},
+    {"packet_fallback_units", kInfo,
+     "decode units holding packets our query decoder does not model (or damage): libipt's "
+     "query decoder read them"},
 }};
 
 }  // namespace

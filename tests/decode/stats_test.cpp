@@ -26,6 +26,7 @@ TEST_CASE("every stat has a unique snake_case name, a severity and an explanatio
   CHECK(std::string(Describe(Stat::kUnattributedInstructions).name) == "unattributed_instructions");
   CHECK(std::string(Describe(Stat::kCalls).name) == "calls");
   CHECK(std::string(Describe(Stat::kClampedTimes).name) == "clamped_times");
+  CHECK(std::string(Describe(Stat::kPacketFallbackUnits).name) == "packet_fallback_units");
   CHECK(Describe(Stat::kDecodeErrorGaps).severity == StatSeverity::kDataLoss);
   CHECK(Describe(Stat::kReanchors).severity == StatSeverity::kInfo);
 }

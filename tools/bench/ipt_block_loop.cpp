@@ -5,9 +5,11 @@
 //   ipt-block-loop instructions=N seconds=S insns_per_s=R pt_bytes=B pt_mb_per_s=M streams=K errors=E
 // `seconds` covers decoding only (not reading the archive).
 //
-// --walker decodes with pt-decode's QueryWalker instead (libipt's query decoder with our own
+// --walker decodes with pt-decode's QueryWalker instead (our PacketQuery for the packets, our own
 // instruction walk, in the decoder's configuration); --compare-walker runs libipt's block decoder
-// and the walker side by side and fails at the first block, event or status that differs.
+// and the walker side by side and fails at the first block, event or status that differs. With
+// --libipt-packets first, the walker reads packets with libipt's query decoder instead (the
+// walker pt-decode falls back to where PacketQuery refuses).
 // --compare-query runs libipt's query decoder and our PacketQuery in lockstep (query_lockstep.h),
 // each stream with the capture's errata and again with BDM70, SKD007 and SKL168 forced on;
 // --compare-query-raw BASE.ptar INPUT... does the same on decode fuzz inputs (u32 PT length, PT),
@@ -22,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -156,17 +159,22 @@ WalkerMode g_walker = WalkerMode::kNone;
 // --damage SEED (with --compare-walker): one byte in 4 KiB of each stream overwritten at random,
 // so that both decoders meet errors and resynchronize alike.
 uint64_t g_damage_seed = 0;
+bool g_own_packets = true;  // the walker's packets: PacketQuery (else libipt's query decoder)
 
 using ptscope::decode::QueryWalker;
 
 void DecodeWithWalker(const pt_config& config, SectionCode& code, Totals& totals) {
-  QueryWalker walker(config, code);
+  QueryWalker walker(config, code, nullptr, g_own_packets);
   if (!walker.ok()) {
     ++totals.errors;
     return;
   }
   int status = walker.SyncForward();
   while (status != -pte_eos) {
+    if (walker.packets_refused()) {  // (sticky: nothing more from this walker)
+      ++totals.unsupported;
+      break;
+    }
     if (status == QueryWalker::kUnsupported) {
       ++totals.unsupported;
     } else if (status >= 0) {
@@ -221,8 +229,13 @@ bool CompareWalker(const pt_config& config, pt_image* image, SectionCode& code, 
   blk_config.flags.variant.block.end_on_jump = 1;
   blk_config.flags.variant.block.enable_tick_events = 1;
   pt_block_decoder* decoder = pt_blk_alloc_decoder(&blk_config);
-  QueryWalker walker(config, code);
-  if (decoder == nullptr || !walker.ok()) return false;
+  auto walker_owner = std::make_unique<QueryWalker>(config, code, nullptr, g_own_packets);
+  QueryWalker* walker = walker_owner.get();
+  if (decoder == nullptr || !walker->ok()) return false;
+  // What PacketQuery refuses reads as unsupported, as pt-decode hands such units back.
+  auto mapped = [&](int status) {
+    return walker->packets_refused() ? QueryWalker::kUnsupported : status;
+  };
   pt_blk_set_image(decoder, image);
   auto differ = [&](const char* what) {
     uint64_t offset = 0;
@@ -233,8 +246,9 @@ bool CompareWalker(const pt_config& config, pt_image* image, SectionCode& code, 
     return false;
   };
   int expected = pt_blk_sync_forward(decoder);
-  int actual = walker.SyncForward();
+  int actual = mapped(walker->SyncForward());
   bool ok = true;
+  bool unsynced = false;  // the walker was replaced and has not synchronised yet
   uint64_t stuck_offset = UINT64_MAX, stuck_since = 0;
   while (ok && expected != -pte_eos) {
     if (actual == QueryWalker::kUnsupported) {
@@ -249,7 +263,7 @@ bool CompareWalker(const pt_config& config, pt_image* image, SectionCode& code, 
         std::memset(&a, 0, sizeof a);
         std::memset(&b, 0, sizeof b);
         expected = pt_blk_event(decoder, &a, sizeof a);
-        actual = walker.Event(&b);
+        actual = mapped(walker->Event(&b));
         if (actual == QueryWalker::kUnsupported) break;
         if (expected != actual || std::memcmp(&a, &b, sizeof a) != 0) {
           PrintEvent("libipt", expected, a);
@@ -262,7 +276,7 @@ bool CompareWalker(const pt_config& config, pt_image* image, SectionCode& code, 
       if (!ok || actual == QueryWalker::kUnsupported || expected < 0 || (expected & pts_eos)) break;
       pt_block a, b;
       expected = pt_blk_next(decoder, &a, sizeof a);
-      actual = walker.Next(&b);
+      actual = mapped(walker->Next(&b));
       if (actual == QueryWalker::kUnsupported) break;
       // libipt's block cache sometimes ends a block early, between two ordinary instructions
       // (where it stopped filling the cache): the next block continues it with nothing between.
@@ -308,7 +322,17 @@ bool CompareWalker(const pt_config& config, pt_image* image, SectionCode& code, 
     }
     if (expected < 0) ++totals.errors;  // both failed alike: resync
     expected = pt_blk_sync_forward(decoder);
-    actual = walker.SyncForward();
+    if (walker->packets_refused() || unsynced) {
+      // A refusing PacketQuery answers nothing more: a new walker at libipt's sync point (at
+      // the next one that libipt synchronises at without an error).
+      walker_owner = std::make_unique<QueryWalker>(config, code, nullptr, g_own_packets);
+      walker = walker_owner.get();
+      uint64_t offset = 0;
+      unsynced = expected < 0 || pt_blk_get_sync_offset(decoder, &offset) < 0;
+      actual = unsynced ? QueryWalker::kUnsupported : mapped(walker->SyncSet(offset));
+    } else {
+      actual = mapped(walker->SyncForward());
+    }
     if (actual == QueryWalker::kUnsupported) continue;
   }
   pt_blk_free_decoder(decoder);
@@ -397,6 +421,11 @@ int CompareQueryRaw(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "--libipt-packets") {
+    g_own_packets = false;
+    ++argv;
+    --argc;
+  }
   if (argc >= 3 && std::string(argv[1]) == "--compare-query-raw") return CompareQueryRaw(argc, argv);
   if (argc == 5 && std::string(argv[1]) == "--damage") {
     g_damage_seed = std::strtoull(argv[2], nullptr, 0);
@@ -416,7 +445,7 @@ int main(int argc, char** argv) {
   }
   if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
-                 "usage: ipt-block-loop [--damage SEED] [--flow-config | --walker | --compare-walker | "
+                 "usage: ipt-block-loop [--libipt-packets] [--damage SEED] [--flow-config | --walker | --compare-walker | "
                  "--compare-query] ARCHIVE.ptar\n"
                  "       ipt-block-loop --compare-query-raw BASE.ptar INPUT...\n");
     return 2;

@@ -130,6 +130,7 @@ enum class Stat : uint8_t {
   kFoldedFrames,
   kBufferFlushesAtBound,
   kClampedTimes,
+  kPacketFallbackUnits,
   kCount,  // not a stat
 };
 constexpr size_t kStatCount = static_cast<size_t>(Stat::kCount);

@@ -21,12 +21,16 @@ class BlockSource {
   BlockSource(const BlockSource&) = delete;
   BlockSource& operator=(const BlockSource&) = delete;
 
-  // Walk with QueryWalker, sharing a worker's cache of decoded code (default: libipt).
-  void UseWalker(WalkerCache* cache) { walker_cache_ = cache; }
+  // Walk with QueryWalker, sharing a worker's cache of decoded code (default: libipt), reading
+  // packets with our PacketQuery when `own_packets` (else libipt's query decoder).
+  void UseWalker(WalkerCache* cache, bool own_packets = false) {
+    walker_cache_ = cache;
+    own_packets_ = own_packets;
+  }
   // Starts a segment (`config` as for pt_blk_alloc_decoder); false when it cannot be decoded.
   bool Open(const pt_config& config) {
     if (walker_cache_ != nullptr) {
-      walker_ = std::make_unique<QueryWalker>(config, walker_code_, walker_cache_);
+      walker_ = std::make_unique<QueryWalker>(config, walker_code_, walker_cache_, own_packets_);
       if (!walker_->ok()) walker_.reset();
     } else {
       decoder_ = pt_blk_alloc_decoder(&config);
@@ -34,12 +38,17 @@ class BlockSource {
     return active();
   }
   void Close() {
+    if (walker_ != nullptr && walker_->packets_refused()) refused_ = packets_refused_ = true;
     if (decoder_ != nullptr) pt_blk_free_decoder(decoder_);
     decoder_ = nullptr;
     walker_.reset();
   }
   bool active() const { return decoder_ != nullptr || walker_ != nullptr; }
-  bool refused() const { return refused_; }
+  bool refused() const { return refused_ || packets_refused(); }
+  // Refused because of packets PacketQuery does not model (libipt's query decoder may walk them).
+  bool packets_refused() const {
+    return packets_refused_ || (walker_ != nullptr && walker_->packets_refused());
+  }
   // The code's epoch changed: `image` is the one to read from now.
   void ImageChanged(pt_image* image) {
     if (decoder_ != nullptr) pt_blk_set_image(decoder_, image);
@@ -77,7 +86,9 @@ class BlockSource {
 
  private:
   int Refused(int status) {
-    if (status != QueryWalker::kUnsupported) return status;
+    if (status != QueryWalker::kUnsupported && !walker_->packets_refused()) [[likely]] {
+      return status;
+    }
     refused_ = true;
     return -pte_eos;
   }
@@ -87,6 +98,8 @@ class BlockSource {
   ThreadImageCode walker_code_;
   WalkerCache* walker_cache_ = nullptr;  // non-null: decode with the walker
   bool refused_ = false;
+  bool own_packets_ = false;
+  bool packets_refused_ = false;
 };
 
 }  // namespace ptscope::decode

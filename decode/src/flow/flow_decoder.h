@@ -52,8 +52,14 @@ class FlowDecoder {
   // (the same blocks and events, about twice as fast), sharing a worker's cache of decoded code.
   // What the walker does not model makes it stop: walker_refused() then says to decode the same
   // bytes again with a FlowDecoder that uses libipt's block decoder.
-  void UseWalker(WalkerCache* cache) { blocks_.UseWalker(cache); }
+  // With `own_packets`, the walker reads packets with our PacketQuery; what that does not model
+  // makes it stop too, and packets_refused() says so (then the walker over libipt's query
+  // decoder may take the same bytes).
+  void UseWalker(WalkerCache* cache, bool own_packets = false) {
+    blocks_.UseWalker(cache, own_packets);
+  }
   bool walker_refused() const { return blocks_.refused(); }
+  bool packets_refused() const { return blocks_.packets_refused(); }
   // Added to libipt's offsets in messages (the unit's offset within its piece).
   void SetOffsetBase(uint64_t base) { offset_base_ = base; }
   // The unit continues the previous unit of a contiguous piece: the inlined depth at its start is

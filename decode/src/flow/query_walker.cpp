@@ -66,12 +66,17 @@ int64_t Displacement(const ZydisDecodedInstruction& insn) {
 
 }  // namespace
 
-QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache)
+QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache,
+                         bool own_packets)
     : code_(code) {
   if (cache != nullptr) cache_ = cache;
   pt_config query_config = config;
   std::memset(&query_config.flags, 0, sizeof query_config.flags);  // as libipt's block decoder
-  query_ = pt_qry_alloc_decoder(&query_config);
+  if (own_packets) {
+    packets_ = std::make_unique<PacketQuery>(query_config);
+  } else {
+    query_ = pt_qry_alloc_decoder(&query_config);
+  }
   auto* zydis = new ZydisDecoder;
   ZydisDecoderInit(zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
   zydis_ = zydis;
@@ -100,12 +105,12 @@ void QueryWalker::Reset() {
 
 int QueryWalker::SyncForward() {
   Reset();
-  return Start(pt_qry_sync_forward(query_, &ip_));
+  return Start(packets_ ? packets_->SyncForward(&ip_) : pt_qry_sync_forward(query_, &ip_));
 }
 
 int QueryWalker::SyncSet(uint64_t offset) {
   Reset();
-  return Start(pt_qry_sync_set(query_, &ip_, offset));
+  return Start(packets_ ? packets_->SyncSet(&ip_, offset) : pt_qry_sync_set(query_, &ip_, offset));
 }
 
 int QueryWalker::Start(int status) {
@@ -116,11 +121,14 @@ int QueryWalker::Start(int status) {
 }
 
 int QueryWalker::Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
+  if (packets_) return packets_->Time(tsc, lost_mtc, lost_cyc);
   return pt_qry_time(query_, tsc, lost_mtc, lost_cyc);
 }
-int QueryWalker::GetOffset(uint64_t* offset) const { return pt_qry_get_offset(query_, offset); }
+int QueryWalker::GetOffset(uint64_t* offset) const {
+  return packets_ ? packets_->GetOffset(offset) : pt_qry_get_offset(query_, offset);
+}
 int QueryWalker::GetSyncOffset(uint64_t* offset) const {
-  return pt_qry_get_sync_offset(query_, offset);
+  return packets_ ? packets_->GetSyncOffset(offset) : pt_qry_get_sync_offset(query_, offset);
 }
 
 int QueryWalker::Next(pt_block* block) { return NextInline(block); }
@@ -130,7 +138,8 @@ int QueryWalker::FetchEvent() {
   if ((status_ & pts_event_pending) == 0) return 0;
   time_offset_ = kNoTimeOffset;  // (pt_qry_event sets the time without moving on, see Tick)
   tnt_left_ = 0;
-  const int status = pt_qry_event(query_, &event_, sizeof event_);
+  const int status =
+      packets_ ? packets_->Event(&event_) : pt_qry_event(query_, &event_, sizeof event_);
   if (status < 0) return status;
   process_event_ = true;
   status_ = status;
@@ -451,7 +460,8 @@ unsigned QueryWalker::TntBitsAt(uint64_t offset, unsigned* size) const {
 int QueryWalker::IndirectBranch(uint64_t* ip) {
   tnt_left_ = 0;  // (it may decode packets)
   const uint64_t at = ip_;
-  const int status = pt_qry_indirect_branch(query_, ip);
+  const int status =
+      packets_ ? packets_->IndirectBranch(ip) : pt_qry_indirect_branch(query_, ip);
   if (status < 0) return status;
   const int tick = Tick(at);
   return tick < 0 ? tick : status;
@@ -459,11 +469,11 @@ int QueryWalker::IndirectBranch(uint64_t* ip) {
 
 int QueryWalker::TickSlow(uint64_t ip) {
   uint64_t offset = 0;
-  if (pt_qry_get_offset(query_, &offset) < 0) offset = kNoTimeOffset;
+  if (GetOffset(&offset) < 0) offset = kNoTimeOffset;
   if (offset != time_offset_ || offset == kNoTimeOffset) {
     time_tsc_ = 0;
     time_lost_mtc_ = time_lost_cyc_ = 0;
-    time_status_ = pt_qry_time(query_, &time_tsc_, &time_lost_mtc_, &time_lost_cyc_);
+    time_status_ = Time(&time_tsc_, &time_lost_mtc_, &time_lost_cyc_);
     time_offset_ = offset;
   }
   const int status = time_status_;

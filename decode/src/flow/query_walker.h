@@ -3,8 +3,9 @@
 //
 // libipt's block decoder spends about three quarters of its time walking instructions (its
 // per-section block cache, image look-ups, one pt_blk_next call per block); the packets themselves
-// are a quarter. The walker keeps libipt for the packets (pt_qry_*: TNT, TIP, events, time) and
-// replaces the walk by a table of runs: from an address, how many instructions up to the next
+// are a quarter. The walker keeps libipt's query decoder for the packets (pt_qry_*: TNT, TIP,
+// events, time), or our own PacketQuery with the same answers (flow/packet_query.h: a TNT bit
+// without a call; what it does not model, it refuses: packets_refused()), and replaces the walk by a table of runs: from an address, how many instructions up to the next
 // branch, which branch, and its direct target. A run is decoded once per address (Zydis) and then
 // costs one look-up.
 //
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "flat_map.h"
+#include "flow/packet_query.h"
 #include "flow/run_table.h"
 
 namespace ptscope::decode {
@@ -94,12 +96,17 @@ class QueryWalker {
 
   // `config` as for pt_blk_alloc_decoder; its block flags are ignored (the walker always behaves
   // as with end_on_call, end_on_jump and enable_tick_events).
-  QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache = nullptr);
+  // `own_packets`: our PacketQuery reads the packets instead of libipt's query decoder.
+  QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache* cache = nullptr,
+              bool own_packets = false);
   ~QueryWalker();
   QueryWalker(const QueryWalker&) = delete;
   QueryWalker& operator=(const QueryWalker&) = delete;
 
-  bool ok() const { return query_ != nullptr; }
+  bool ok() const { return query_ != nullptr || packets_ != nullptr; }
+  // PacketQuery met packets it does not model (sticky): whatever the walker answered since is
+  // void, and the caller decodes the same trace again with libipt's query decoder.
+  bool packets_refused() const { return packets_ != nullptr && packets_->refused(); }
   // As pt_blk_sync_forward, pt_blk_sync_set, pt_blk_next, pt_blk_event, pt_blk_time,
   // pt_blk_get_offset, pt_blk_get_sync_offset.
   int SyncForward();
@@ -185,7 +192,7 @@ class QueryWalker {
   }
   [[gnu::always_inline]] int Tick(uint64_t ip) {
     uint64_t offset = 0;
-    const bool offset_ok = pt_qry_get_offset(query_, &offset) >= 0;
+    const bool offset_ok = GetOffset(&offset) >= 0;
     return Tick(ip, offset_ok, offset);
   }
   // CondBranch when libipt's TNT cache may be empty: the call that may decode the next packet.
@@ -198,7 +205,8 @@ class QueryWalker {
   int PopReturn(uint64_t* ip);
 
   WalkerCode& code_;
-  pt_query_decoder* query_ = nullptr;
+  pt_query_decoder* query_ = nullptr;               // libipt's packets, or
+  std::unique_ptr<PacketQuery> packets_;             // ours
   uint64_t ip_ = 0;
   int status_ = 0;  // the last query status
   bool enabled_ = false;

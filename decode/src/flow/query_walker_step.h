@@ -117,6 +117,17 @@ namespace ptscope::decode {
 }
 
 [[gnu::always_inline]] inline int QueryWalker::CondBranch(int* taken) {
+  if (PacketQuery* packets = packets_.get()) {
+    // Our PacketQuery: a cached bit is a shift and a test, and the offset a member read, so
+    // Tick's test needs none of the TNT bookkeeping below. (The pointer in a local: `taken`
+    // may alias the member, which would be loaded again after each store.)
+    const int status = packets->CondBranch(taken);
+    if (status < 0) return status;
+    uint64_t offset = 0;
+    const bool offset_ok = packets->GetOffset(&offset) >= 0;
+    const int tick = Tick(ip_, offset_ok, offset);
+    return tick < 0 ? tick : status;
+  }
   if (tnt_left_ == 0) [[unlikely]] return CondBranchFill(taken);
   --tnt_left_;  // a cached bit: the offset stays tnt_offset_ (see tnt_left_)
   const int status = pt_qry_cond_branch(query_, taken);

@@ -19,21 +19,36 @@ UnitDecoder::UnitDecoder(const DecoderSetup& setup, const SidebandTimeline& time
 }
 
 void UnitDecoder::Decode(const WorkUnit& work, unsigned worker, UnitEvents& out) {
-  const bool walker = !walker_caches_.empty();
   units_.fetch_add(1, std::memory_order_relaxed);
-  if (DecodeWith(work, worker, walker, out) || !walker) return;
+  if (walker_caches_.empty()) {
+    DecodeWith(work, worker, Walk::kLibiptBlocks, out);
+    return;
+  }
+  // Three tiers: the walker on our packets; where PacketQuery refuses (packets it does not
+  // model, damage), the walker on libipt's query decoder; where the walker refuses, libipt's
+  // block decoder. A refused attempt's events are dropped: the output is the same either way.
+  bool packets_refused = false;
+  if (DecodeWith(work, worker, Walk::kOwnPackets, out, &packets_refused)) return;
+  if (packets_refused) {
+    packet_units_.fetch_add(1, std::memory_order_relaxed);
+    out.Reset();
+    if (DecodeWith(work, worker, Walk::kLibiptPackets, out)) return;
+  }
   libipt_units_.fetch_add(1, std::memory_order_relaxed);
   out.Reset();
-  DecodeWith(work, worker, false, out);
+  DecodeWith(work, worker, Walk::kLibiptBlocks, out);
 }
 
 // One attempt: with the worker's QueryWalker when `walker` is set, else with libipt's block
 // decoder. Returns false when the walker refused the unit's trace.
-bool UnitDecoder::DecodeWith(const WorkUnit& work, unsigned worker, bool walker, UnitEvents& out) {
+bool UnitDecoder::DecodeWith(const WorkUnit& work, unsigned worker, Walk walk, UnitEvents& out,
+                             bool* packets_refused) {
   const Stream& stream = streams_[work.stream];
   FlowDecoder decoder(setup_, *images_[worker], stream.key.pid, facts_[worker], out);
   decoder.SetCodeFacts(code_);
-  if (walker) decoder.UseWalker(&walker_caches_[worker]);
+  if (walk != Walk::kLibiptBlocks) {
+    decoder.UseWalker(&walker_caches_[worker], walk == Walk::kOwnPackets);
+  }
   if (list_insns_) decoder.ListInstructions();
   decoder.SetOffsetBase(work.span.begin);
   if (work.unit > 0) decoder.SetContinuation();
@@ -48,6 +63,7 @@ bool UnitDecoder::DecodeWith(const WorkUnit& work, unsigned worker, bool walker,
     return true;
   }
   decoder.DecodeSegment(work.bytes.data(), work.bytes.size());
+  if (packets_refused != nullptr) *packets_refused = decoder.packets_refused();
   return !decoder.walker_refused();
 }
 

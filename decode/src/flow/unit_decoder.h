@@ -33,9 +33,16 @@ class UnitDecoder {
 
   uint64_t units() const { return units_; }
   uint64_t libipt_units() const { return libipt_units_; }  // the walker refused them
+  // PacketQuery refused them: the walker read them with libipt's query decoder (or, when it
+  // refused too, libipt's block decoder: then they count in libipt_units as well).
+  uint64_t packet_units() const { return packet_units_; }
 
  private:
-  bool DecodeWith(const WorkUnit& work, unsigned worker, bool walker, UnitEvents& out);
+  // How a unit is walked: the first that does not refuse it wins.
+  enum class Walk { kOwnPackets, kLibiptPackets, kLibiptBlocks };
+  // Returns false when the walk refused the unit (`packets_refused`: PacketQuery did).
+  bool DecodeWith(const WorkUnit& work, unsigned worker, Walk walk, UnitEvents& out,
+                  bool* packets_refused = nullptr);
 
   const DecoderSetup& setup_;
   const SidebandTimeline& timeline_;
@@ -45,7 +52,7 @@ class UnitDecoder {
   bool list_insns_;
   std::vector<BlockFacts> facts_;           // per worker
   std::vector<WalkerCache> walker_caches_;  // per worker; empty: libipt walks the code
-  std::atomic<uint64_t> units_{0}, libipt_units_{0};
+  std::atomic<uint64_t> units_{0}, libipt_units_{0}, packet_units_{0};
 };
 
 }  // namespace ptscope::decode

@@ -41,7 +41,7 @@ DecodedUnits DecodeUnits(
         if (options.progress) options.progress(work.planned_bytes, planner.total_bytes());
         consume(index, work, events);
       });
-  DecodedUnits decoded{{}, decoder.units(), decoder.libipt_units()};
+  DecodedUnits decoded{{}, decoder.units(), decoder.libipt_units(), decoder.packet_units()};
   for (size_t s = 0; s < view.streams.size(); ++s) decoded.planned.push_back(planner.planned(s));
   return decoded;
 }

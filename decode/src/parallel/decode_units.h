@@ -23,6 +23,7 @@ namespace ptscope::decode {
 struct DecodedUnits {
   std::vector<bool> planned;  // by stream
   uint64_t units = 0, libipt_units = 0;
+  uint64_t packet_units = 0;  // PacketQuery refused them (libipt's query decoder read them)
 };
 
 // Plans the capture's units (within `window`) as the workers ask, decodes them on one worker per

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """QueryWalker against libipt's block decoder, block for block (ipt-block-loop --compare-walker).
 
-Captures: pt-synth random walks over two corpus binaries in every timing mode, with and without
-return compression, with a small PSB period and two threads; pt-emulate recordings of corpus
-programs (signals, exceptions, threads, dlopen); and the synth walks again with damaged bytes,
-where both decoders must meet the same errors and resynchronize alike. Each comparison must cover
+The walker reads packets with our PacketQuery, as in pt-decode, and again with libipt's query
+decoder (its fallback). Captures: pt-synth random walks over two corpus binaries in every timing
+mode, with and without return compression, with a small PSB period and two threads; pt-emulate
+recordings of corpus programs (signals, exceptions, threads, dlopen); and the synth walks again
+with damaged bytes, where both decoders must meet the same errors and resynchronize alike. Each comparison must cover
 real work (blocks and events compared) and, on undamaged captures, the walker must refuse nothing.
 Then pt-decode itself: its Perfetto output with the walker (the default) must equal, byte for byte,
 its output with --libipt-blocks, on every clean capture (with no unit handed back to libipt) and
@@ -36,8 +37,9 @@ EMULATE_VARIANTS = {
 DAMAGE_SEEDS = [1, 2, 3]
 
 
-def compare(loop, archive, damage=None):
-    command = [loop] + (["--damage", str(damage)] if damage else []) + ["--compare-walker", archive]
+def compare(loop, archive, damage=None, libipt_packets=False):
+    command = ([loop] + (["--libipt-packets"] if libipt_packets else []) +
+               (["--damage", str(damage)] if damage else []) + ["--compare-walker", archive])
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     counts = dict(re.findall(r"(\w+)=(\d+)", result.stdout))
     return result, {key: int(value) for key, value in counts.items()}
@@ -65,7 +67,8 @@ def compare_decoder(decoder, archive, work, damaged=False):
         if result.returncode != (3 if damaged else 0):
             return [f"pt-decode {' '.join(extra)} {archive}: exit {result.returncode}: "
                     f"{result.stderr.strip()}"]
-        if not damaged and not extra and "walker does not model" in result.stderr:
+        if not damaged and not extra and ("walker does not model" in result.stderr or
+                                          "query decoder does not model" in result.stderr):
             return [f"pt-decode {archive}: units handed to libipt: {result.stderr.strip()}"]
         with open(output, "rb") as f:
             outputs.append(f.read())
@@ -99,6 +102,10 @@ def main():
                     continue
                 synth_archives.append(archive)
                 problems += check(os.path.basename(archive), *compare(args.loop, archive), False)
+                # (The walker over libipt's query decoder: pt-decode's fallback for what our
+                # PacketQuery refuses.)
+                problems += check(os.path.basename(archive) + " (libipt packets)",
+                                  *compare(args.loop, archive, libipt_packets=True), False)
                 problems += compare_decoder(args.decoder, archive, work)
         for name, (program, extra) in EMULATE_VARIANTS.items():
             archive = os.path.join(work, f"emulate-{name}.ptar")
@@ -109,6 +116,8 @@ def main():
                 problems.append(f"pt-emulate {name}: {made.stderr.strip()}")
                 continue
             problems += check(name, *compare(args.loop, archive), False)
+            problems += check(name + " (libipt packets)",
+                              *compare(args.loop, archive, libipt_packets=True), False)
             problems += compare_decoder(args.decoder, archive, work)
         for index, archive in enumerate(synth_archives[:2]):
             for after_psb in (40, 700, 9000):
