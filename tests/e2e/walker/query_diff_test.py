@@ -16,19 +16,8 @@ import subprocess
 import sys
 import tempfile
 
-SYNTH_VARIANTS = {
-    "cyc": ["--psb-period", "512"],
-    "noretcomp": ["--psb-period", "512", "--no-retcomp"],
-    "mtc-2threads": ["--psb-period", "1024", "--timing", "mtc", "--threads", "2"],
-    "tsc": ["--psb-period", "256", "--timing", "tsc"],
-    "none": ["--psb-period", "4096", "--timing", "none"],
-}
-EMULATE_VARIANTS = {
-    "signal-mtc": ("signal", ["--timing", "mtc"]),
-    "exceptions": ("exceptions", []),
-    "threads-noretcomp": ("threads", ["--no-retcomp"]),
-    "dlopen-psb256": ("dlopen", ["--psb-period", "256"]),
-}
+from walker_captures import emulate_captures, synth_captures
+
 DAMAGE_SEEDS = [1, 2, 3, 4, 5]
 
 
@@ -64,26 +53,10 @@ def main():
     problems = []
     with tempfile.TemporaryDirectory() as work:
         synth_archives = []
-        for binary in args.binary:
-            for name, extra in SYNTH_VARIANTS.items():
-                archive = os.path.join(work, f"{os.path.basename(binary)}-{name}.ptar")
-                made = subprocess.run([args.synth, "-o", archive, "--binary", binary,
-                                       "--instructions", "300000", "--seed", "7"] + extra,
-                                      capture_output=True, text=True)
-                if made.returncode != 0:
-                    problems.append(f"pt-synth {name}: {made.stderr.strip()}")
-                    continue
-                synth_archives.append(archive)
-                problems += check(os.path.basename(archive),
-                                  *run([args.loop, "--compare-query", archive]), False)
-        for name, (program, extra) in EMULATE_VARIANTS.items():
-            archive = os.path.join(work, f"emulate-{name}.ptar")
-            made = subprocess.run([args.emulate, "--full", "-o", archive] + extra +
-                                  ["--", os.path.join(args.programs, "corpus-" + program)],
-                                  capture_output=True, text=True, timeout=600)
-            if made.returncode != 0:
-                problems.append(f"pt-emulate {name}: {made.stderr.strip()}")
-                continue
+        for name, archive in synth_captures(args.synth, args.binary, work, problems):
+            synth_archives.append(archive)
+            problems += check(name, *run([args.loop, "--compare-query", archive]), False)
+        for name, archive in emulate_captures(args.emulate, args.programs, work, problems):
             problems += check(name, *run([args.loop, "--compare-query", archive]), False)
         for seed in DAMAGE_SEEDS:
             for archive in synth_archives:

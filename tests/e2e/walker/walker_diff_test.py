@@ -20,20 +20,8 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "support"))
 import ptar_edit  # noqa: E402  (damages PT bytes inside a .ptar, keeping it well-formed)
+from walker_captures import emulate_captures, synth_captures  # noqa: E402
 
-SYNTH_VARIANTS = {
-    "cyc": ["--psb-period", "512"],
-    "noretcomp": ["--psb-period", "512", "--no-retcomp"],
-    "mtc-2threads": ["--psb-period", "1024", "--timing", "mtc", "--threads", "2"],
-    "tsc": ["--psb-period", "256", "--timing", "tsc"],
-    "none": ["--psb-period", "4096", "--timing", "none"],
-}
-EMULATE_VARIANTS = {
-    "signal-mtc": ("signal", ["--timing", "mtc"]),
-    "exceptions": ("exceptions", []),
-    "threads-noretcomp": ("threads", ["--no-retcomp"]),
-    "dlopen-psb256": ("dlopen", ["--psb-period", "256"]),
-}
 DAMAGE_SEEDS = [1, 2, 3]
 
 
@@ -91,30 +79,15 @@ def main():
     problems = []
     with tempfile.TemporaryDirectory() as work:
         synth_archives = []
-        for binary in args.binary:
-            for name, extra in SYNTH_VARIANTS.items():
-                archive = os.path.join(work, f"{os.path.basename(binary)}-{name}.ptar")
-                made = subprocess.run([args.synth, "-o", archive, "--binary", binary,
-                                       "--instructions", "300000", "--seed", "7"] + extra,
-                                      capture_output=True, text=True)
-                if made.returncode != 0:
-                    problems.append(f"pt-synth {name}: {made.stderr.strip()}")
-                    continue
-                synth_archives.append(archive)
-                problems += check(os.path.basename(archive), *compare(args.loop, archive), False)
-                # (The walker over libipt's query decoder: pt-decode's fallback for what our
-                # PacketQuery refuses.)
-                problems += check(os.path.basename(archive) + " (libipt packets)",
-                                  *compare(args.loop, archive, libipt_packets=True), False)
-                problems += compare_decoder(args.decoder, archive, work)
-        for name, (program, extra) in EMULATE_VARIANTS.items():
-            archive = os.path.join(work, f"emulate-{name}.ptar")
-            made = subprocess.run([args.emulate, "--full", "-o", archive] + extra +
-                                  ["--", os.path.join(args.programs, "corpus-" + program)],
-                                  capture_output=True, text=True, timeout=600)
-            if made.returncode != 0:
-                problems.append(f"pt-emulate {name}: {made.stderr.strip()}")
-                continue
+        for name, archive in synth_captures(args.synth, args.binary, work, problems):
+            synth_archives.append(archive)
+            problems += check(name, *compare(args.loop, archive), False)
+            # (The walker over libipt's query decoder: pt-decode's fallback for what our
+            # PacketQuery refuses.)
+            problems += check(name + " (libipt packets)",
+                              *compare(args.loop, archive, libipt_packets=True), False)
+            problems += compare_decoder(args.decoder, archive, work)
+        for name, archive in emulate_captures(args.emulate, args.programs, work, problems):
             problems += check(name, *compare(args.loop, archive), False)
             problems += check(name + " (libipt packets)",
                               *compare(args.loop, archive, libipt_packets=True), False)
