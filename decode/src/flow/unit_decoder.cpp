@@ -39,8 +39,9 @@ void UnitDecoder::Decode(const WorkUnit& work, unsigned worker, UnitEvents& out)
   DecodeWith(work, worker, Walk::kLibiptBlocks, out);
 }
 
-// One attempt: with the worker's QueryWalker when `walker` is set, else with libipt's block
-// decoder. Returns false when the walker refused the unit's trace.
+// One attempt, by `walk`: the worker's QueryWalker reading packets with our PacketQuery or with
+// libipt's query decoder, or libipt's block decoder. Returns false when the attempt refused the
+// unit's trace; `packets_refused` (when given) then says whether PacketQuery was the cause.
 bool UnitDecoder::DecodeWith(const WorkUnit& work, unsigned worker, Walk walk, UnitEvents& out,
                              bool* packets_refused) {
   const Stream& stream = streams_[work.stream];

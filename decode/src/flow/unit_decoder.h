@@ -1,6 +1,7 @@
 // UnitDecoder: decodes planned units on the workers (parallel/unit_pool.h), each worker with its
-// own code images and caches: QueryWalker first, libipt's block decoder for a unit holding trace
-// the walker does not model (units are independent, so nothing of the first attempt is kept).
+// own code images and caches: QueryWalker on our PacketQuery first; for a unit holding packets
+// PacketQuery does not model, the walker on libipt's query decoder; for trace the walker does not
+// model, libipt's block decoder (units are independent, so nothing of a refused attempt is kept).
 #pragma once
 
 #include <atomic>
