@@ -69,11 +69,13 @@ std::string Describe(const UnitEvents& unit) {
 // QueryWalker when `walker` is given; *refused says whether the walker refused the trace. With
 // `gap_texts`, each gap's text and the unit's missing-code addresses follow the events. With
 // `later_mapping_ns`, the same code is also mapped at kLaterBase from that time on (a second
-// image epoch, nothing else changes).
+// image epoch, nothing else changes). With `own_packets`, the walker reads the trace with
+// PacketQuery (pt-decode's first tier) instead of libipt's query decoder; *refused then also
+// says whether PacketQuery refused it.
 constexpr uint64_t kLaterBase = 0x3000;
 std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint8_t>& code,
                        WalkerCache* walker, bool* refused, bool gap_texts = false,
-                       uint64_t later_mapping_ns = 0) {
+                       uint64_t later_mapping_ns = 0, bool own_packets = false) {
   CodeFile file(code);
   symbols::AddressSpace space;
   uint32_t module = space.InternModule(file.path(), {});
@@ -87,9 +89,9 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
   BlockFacts facts;
   UnitEvents unit;
   FlowDecoder decoder(setup, images, 1, facts, unit);
-  if (walker != nullptr) decoder.UseWalker(walker);
+  if (walker != nullptr) decoder.UseWalker(walker, own_packets);
   decoder.DecodeSegment(trace.data(), trace.size());
-  *refused = decoder.walker_refused();
+  *refused = decoder.walker_refused() || decoder.packets_refused();
   std::string described = Describe(unit);
   if (gap_texts) {
     for (const FlowEvent& e : unit.events) {
@@ -105,9 +107,12 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
 
 // Decodes `trace` over TestCode() (or `code`) and returns the events as text. Every trace is also
 // decoded with QueryWalker, which must give exactly the same events (all of these traces are
-// 64-bit code and events it models: it must not refuse them).
+// 64-bit code and events it models: it must not refuse them), and with QueryWalker on
+// PacketQuery, which must too where PacketQuery models the trace's packets (`own_packets_refuse`:
+// it does not, e.g. OVF; it must then refuse, never decode differently).
 std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode(),
-                   bool gap_texts = false, uint64_t later_mapping_ns = 0) {
+                   bool gap_texts = false, uint64_t later_mapping_ns = 0,
+                   bool own_packets_refuse = false) {
   bool refused = false;
   const std::string libipt =
       DecodeWith(trace, code, nullptr, &refused, gap_texts, later_mapping_ns);
@@ -115,6 +120,11 @@ std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code 
   const std::string walker = DecodeWith(trace, code, &cache, &refused, gap_texts, later_mapping_ns);
   CHECK_FALSE(refused);
   CHECK(walker == libipt);
+  WalkerCache own_cache;
+  const std::string own = DecodeWith(trace, code, &own_cache, &refused, gap_texts,
+                                     later_mapping_ns, /*own_packets=*/true);
+  CHECK(refused == own_packets_refuse);
+  if (!refused) CHECK(own == libipt);
   return libipt;
 }
 
@@ -168,7 +178,7 @@ TEST_CASE("overflow is a gap that resumes at the FUP address") {
   pt.Ip(ppt_fup, 0x1020);
   pt.Tsc(1005);  // libipt distrusts CYC after an overflow until the next TSC
   pt.Ip(ppt_tip_pgd, 0);
-  CHECK(Decode(pt.bytes()) ==
+  CHECK(Decode(pt.bytes(), TestCode(), false, 0, /*own_packets_refuse=*/true) ==
         "gap 0x0->0x1020 cause=overflow t=1003 n=0\n"
         "syscall 0x1021->0x0 t=1005 n=2\n"
         "end 0x1021->0x0 t=1005 n=0\n");
@@ -187,6 +197,55 @@ TEST_CASE("a branch to an address without code is a missing-code gap, then decod
         "gap 0x0->0x0 cause=missing code t=1001 n=0\n"
         "syscall 0x1021->0x0 t=2002 n=2\n"
         "end 0x1021->0x0 t=2002 n=0\n");
+}
+
+// Issue 24's decode fuzz target (found at stop 36): tracing enabled at 0xffffffffffffffff, then
+// disabled with its ip suppressed. There is no code there: libipt decodes the instruction first
+// (pt_blk_proceed_to_insn) and reports missing code. The walker stood for "no ip" with that very
+// address, found itself already there, took the disable, and failed on the TNT after it with
+// 2^47 - 1 instructions counted.
+TEST_CASE("enabled at the last address, disabled without an ip: a missing-code gap, not a walk") {
+  PtBuilder pt;
+  pt.Psb(1000, 0);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip_pge, ~uint64_t{0});
+  pt.Cyc(1);
+  pt.Ip(ppt_tip_pgd, 0);
+  pt.Tnt({true});
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true) ==
+        "enable 0x0->0xffffffffffffffff t=1001 n=0\n"
+        "gap 0x0->0x0 cause=missing code t=1001 n=0\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: no code bytes for 0xffffffffffffffff (module not found or not mapped)\n"
+        "missing code at 0xffffffffffffffff\n");
+}
+
+// The same address reached by a direct jump (0x1030: jmp rel32 that wraps to 0xff..ff) before a
+// disable without an ip: libipt ends the block at the jump (it never "reaches" a missing ip) and
+// fails at 0xff..ff in the next one.
+TEST_CASE("a direct jump to the last address, then a disable without an ip: missing code") {
+  std::vector<uint8_t> code = TestCode();
+  const std::vector<uint8_t> jmp = {0xe9, 0xca, 0xef, 0xff, 0xff};  // 0x1035 - 0x1036
+  std::copy(jmp.begin(), jmp.end(), code.begin() + 0x30);
+  PtBuilder pt;
+  pt.Psb(1000, 0x1030);
+  pt.Cyc(1);
+  pt.Ip(ppt_tip_pgd, 0);
+  pt.Tnt({true});
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), code, /*gap_texts=*/true) ==
+        "jump 0x1030->0xffffffffffffffff t=1000 n=1\n"
+        "gap 0x0->0x0 cause=missing code t=1000 n=0\n"
+        "syscall 0x1021->0x0 t=2002 n=2\n"
+        "end 0x1021->0x0 t=2002 n=0\n"
+        "gap text: no code bytes for 0xffffffffffffffff (module not found or not mapped)\n"
+        "missing code at 0xffffffffffffffff\n");
 }
 
 TEST_CASE("after an error, decoding resumes at the next PSB without repeating decoded trace") {

@@ -13,7 +13,7 @@
 namespace ptscope::decode {
 namespace {
 
-constexpr uint64_t kNowhere = ~uint64_t{0};  // an ip no instruction has
+constexpr uint64_t kNowhere = ~uint64_t{0};  // ProceedTo's ip when there is none to reach
 
 // libipt's instruction class of a decoded instruction, and its direct target when it has one.
 pt_insn_class ClassOf(const ZydisDecodedInstruction& insn, bool* direct) {
@@ -327,7 +327,15 @@ int QueryWalker::NextIpWithoutTrace(const Insn& insn, uint64_t* ip) {
 }
 
 int QueryWalker::ProceedToIp(pt_block* block, Insn* insn, uint64_t ip) {
-  if (block->ninsn == 0 && ip_ != ip) {
+  return ProceedTo(block, insn, ip, /*reach_ip=*/true);
+}
+
+int QueryWalker::ProceedToTraceNeed(pt_block* block, Insn* insn) {
+  return ProceedTo(block, insn, kNowhere, /*reach_ip=*/false);
+}
+
+int QueryWalker::ProceedTo(pt_block* block, Insn* insn, uint64_t ip, bool reach_ip) {
+  if (block->ninsn == 0 && (!reach_ip || ip_ != ip)) {
     // The walk from a block's start goes through one run: its plain instructions, then its last
     // one, which either needs trace (the walk stops there) or is a direct call or jump (it goes
     // on to the target and stops). When `ip` is none of the run's addresses, the run is taken in
@@ -337,12 +345,13 @@ int QueryWalker::ProceedToIp(pt_block* block, Insn* insn, uint64_t ip) {
     // syscall and untraced library call steps to it), for ~0.1 % of its instructions.
     const Run& run = RunAt(ip_);
     if (!run.slow && run.end_ip < last_section_end_ &&
-        run.iclass != ptic_other && run.iclass != ptic_ptwrite && ip - ip_ > run.end_ip - ip_) {
-      return ProceedRunToIp(block, insn, ip, run);
+        run.iclass != ptic_other && run.iclass != ptic_ptwrite &&
+        (!reach_ip || ip - ip_ > run.end_ip - ip_)) {
+      return ProceedRunToIp(block, insn, ip, reach_ip, run);
     }
   }
   for (;;) {
-    if (ip_ == ip) return 1;
+    if (reach_ip && ip_ == ip) return 1;
     const int added = ProceedOneInsn(block, insn);
     // kUnsupported is positive: taken for "one more instruction", the walk went on from the
     // previous instruction's fall-through, the same address, for ever (issue 24, fuzz timeout).
@@ -351,11 +360,14 @@ int QueryWalker::ProceedToIp(pt_block* block, Insn* insn, uint64_t ip) {
     const int status = NextIpWithoutTrace(*insn, &next);
     if (status < 0) return status;
     ip_ = next;
-    if (insn->iclass == ptic_call || insn->iclass == ptic_jump) return ip_ == ip ? 1 : 0;
+    if (insn->iclass == ptic_call || insn->iclass == ptic_jump) {
+      return reach_ip && ip_ == ip ? 1 : 0;
+    }
   }
 }
 
-int QueryWalker::ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, const Run& run) {
+int QueryWalker::ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, bool reach_ip,
+                                const Run& run) {
   // What ProceedToIp's loop does instruction by instruction: each plain instruction joins the
   // block (all in the run's section, so the block's isid is the run's); the last one too, with
   // its return address pushed if it is a call that returns.
@@ -377,7 +389,7 @@ int QueryWalker::ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, const 
   const int status = NextIpWithoutTrace(*insn, &after);
   if (status < 0) return status;  // (-pte_bad_query: the last instruction needs trace)
   ip_ = after;                    // a direct call or jump (runs end at the first branch)
-  return ip_ == ip ? 1 : 0;
+  return reach_ip && ip_ == ip ? 1 : 0;
 }
 
 int QueryWalker::ProceedWithTrace(const Insn& insn) {
@@ -502,9 +514,9 @@ int QueryWalker::ProceedEvent(pt_block* block) {
     case ptev_disabled:
       if (event_.ip_suppressed && skl014_) return kUnsupported;
       // Without an ip: up to the next instruction that needs trace (or that writes CR3, which
-      // user code cannot), as to an ip never reached.
-      status = ProceedToIp(block, &insn,
-                           event_.ip_suppressed ? kNowhere : event_.variant.disabled.ip);
+      // user code cannot), as libipt's pt_blk_proceed_to_insn does.
+      status = event_.ip_suppressed ? ProceedToTraceNeed(block, &insn)
+                                    : ProceedToIp(block, &insn, event_.variant.disabled.ip);
       if (status == kUnsupported) return status;
       if (status <= 0) {
         if (status != -pte_bad_query) return status;

@@ -170,8 +170,14 @@ class QueryWalker {
   // Proceeds without trace until ip_ == ip (1), a block end (0) or an instruction that needs
   // trace (-pte_bad_query).
   int ProceedToIp(pt_block* block, Insn* insn, uint64_t ip);
-  // ProceedToIp from a block's start when `ip` is none of the addresses of `run`, the run there.
-  int ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, const Run& run);
+  // The same with no ip to reach (a disable whose ip is suppressed): never 1, and the first
+  // instruction is always decoded, as in libipt's pt_blk_proceed_to_insn. (An ip that stands
+  // for "none" would be reached when the walk is at it: a fuzzed TIP.PGE to 0xff..ff then made
+  // the walker skip the missing-code gap libipt reports there.)
+  int ProceedToTraceNeed(pt_block* block, Insn* insn);
+  int ProceedTo(pt_block* block, Insn* insn, uint64_t ip, bool reach_ip);
+  // ProceedTo from a block's start when `ip` is none of the addresses of `run`, the run there.
+  int ProceedRunToIp(pt_block* block, Insn* insn, uint64_t ip, bool reach_ip, const Run& run);
   // The next ip after `insn` without trace, or -pte_bad_query when it needs trace.
   int NextIpWithoutTrace(const Insn& insn, uint64_t* ip);
   // The next ip after `insn` from trace (TNT or TIP), with a tick event when time moved.
