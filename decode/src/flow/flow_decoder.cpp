@@ -142,7 +142,7 @@ void FlowDecoder::FinishSegment() {
   blocks_.Close();
   stats_.instructions = position_;  // every instruction retired is counted in position_
   out_.stats = stats_;
-  out_.last_end_ip = last_end_ip_;
+  out_.last_end_ip = pending_.from;  // the last block's end (see PendingBranch::from)
   out_.trailing_insns = position_ - last_event_position_;
   out_.end_ns = clock_.EndNs(position_);
 }
@@ -233,7 +233,7 @@ void FlowDecoder::HandleEvent(const pt_event& event) {
       uint64_t resume = event.ip_suppressed ? 0 : event.variant.disabled.ip;
       ResolvePending(resume);
       bool syscall = last_class_ == BranchClass::kFarCall;
-      Queue(syscall ? FlowEvent::Kind::kSyscall : FlowEvent::Kind::kDisable, last_end_ip_, resume);
+      Queue(syscall ? FlowEvent::Kind::kSyscall : FlowEvent::Kind::kDisable, pending_.from, resume);
       if (event.has_tsc) Anchor(event.tsc);
       break;
     }
@@ -345,7 +345,6 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   }
   if (list_insns_) [[unlikely]] ListBlock(block);
   position_ += block.ninsn;  // (stats_.instructions is position_: see FinishSegment)
-  last_end_ip_ = block.end_ip;
   const size_t iclass = static_cast<size_t>(block.iclass);
   BranchClass branch_class = iclass < kIclasses ? kClassOfIclass[iclass] : BranchClass::kOther;
   bool call = branch_class == BranchClass::kCall;
@@ -358,7 +357,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   }
   last_class_ = branch_class;
   // ResolvePending (above) left no branch pending: set one up for the next block without a
-  // switch (the fields of an inactive one are never read).
+  // switch (the fields of an inactive one are never read, but `from`: the last block's end).
   const BlockEnd end = kBlockEnds[static_cast<size_t>(branch_class)];
   pending_.active = end.pending;
   pending_.cond = branch_class == BranchClass::kCondJump;

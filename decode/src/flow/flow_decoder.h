@@ -83,7 +83,7 @@ class FlowDecoder {
   struct PendingBranch {
     bool active = false;
     FlowEvent::Kind kind = FlowEvent::Kind::kCall;
-    uint64_t from = 0;
+    uint64_t from = 0;  // (the last block's end_ip also when not active: HandleBlock sets it)
     uint8_t call_size = 0;
     // A conditional branch ended the last block (never `active`): it makes a kJump only if the
     // next block, its target, lies outside the current function (FlowDecoder::LeavesFunction).
@@ -148,8 +148,7 @@ class FlowDecoder {
   // event and costs two compares more than before.
   FunctionBounds function_;
   uint64_t last_target_ = 0;
-  BranchClass last_class_ = BranchClass::kOther;
-  uint64_t last_end_ip_ = 0;
+  BranchClass last_class_ = BranchClass::kOther;  // (the last block's end is pending_.from)
   uint64_t position_ = 0;            // instructions retired so far
   uint64_t last_event_position_ = 0;
   PsbState next_unit_;
