@@ -351,9 +351,11 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   uint8_t size = call_size;
   // The walker's blocks (nearly all) come with their call's length; libipt's, and the walker's
   // blocks that were not one run (on the way to an event), probe the table of call lengths.
+  // (`call_size` is 0 for a block that does not end in a call: BlockSource::NextBlock.)
   if ((call & (size == 0)) | (block.iclass == ptic_error)) [[unlikely]] {
     size = CallLengthOf(block, &branch_class);
     call = branch_class == BranchClass::kCall;
+    if (!call) size = 0;
   }
   last_class_ = branch_class;
   // ResolvePending (above) left no branch pending: set one up for the next block without a
@@ -364,7 +366,7 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
   pending_.isid = block.isid;
   pending_.kind = end.kind;
   pending_.from = block.end_ip;
-  pending_.call_size = call ? size : 0;
+  pending_.call_size = size;
 }
 
 uint8_t FlowDecoder::CallLengthOf(const pt_block& block, BranchClass* branch_class) {
