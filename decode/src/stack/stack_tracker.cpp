@@ -105,45 +105,7 @@ inline void StackTracker::PopInline(uint64_t t) {
 
 void StackTracker::Pop(uint64_t t) { PopInline(t); }
 
-void StackTracker::OnEvent(const FlowEvent& e) {
-  uint64_t t = e.time_ns;
-  const uint64_t position_before = position_;
-  position_ += e.insn_count;
-  if (!anchored_) [[unlikely]] {
-    anchored_ = true;
-    anchor_time_ = t;
-    anchor_position_ = position_before;  // the instructions before it ran in the first frame
-  } else if (t < last_time_) [[unlikely]] {
-    t = last_time_;
-    ++stats_[Stat::kClampedTimes];
-  }
-  last_time_ = t;
-  // Bound the buffer between events, when the stack is consistent.
-  if (buffer_size_ >= flush_at_) [[unlikely]] {  // held back: spilled_ + buffer_size_
-    FlushAtBoundThenDispatch(e, t);
-    return;
-  }
-  Dispatch(e, t);
-}
-
-inline void StackTracker::Dispatch(const FlowEvent& e, uint64_t t) {
-  using K = FlowEvent::Kind;
-  switch (e.kind) {
-    case K::kCall: OnCall(e, t); return;
-    case K::kReturn: OnReturn(e, t); return;
-    case K::kJump: OnJump(e, t); return;
-    case K::kSyscall:
-    case K::kDisable: OnLeave(e, t); return;
-    case K::kEnable: OnEnable(e, t); return;
-    case K::kAsync: OnAsync(e, t); return;
-    case K::kGap: OnGap(e, t); return;
-    case K::kInlineChange: OnInlineChange(e, t); return;
-    case K::kTrigger: OnTrigger(e, t); return;
-    case K::kEnd: OnEnd(t); return;
-  }
-}
-
-// For unit_speculation.cpp, where Dispatch and StartOf (inline here) are not seen.
+// For unit_speculation.cpp, where StartOf (inline here) is not seen.
 void StackTracker::DispatchOutOfLine(const FlowEvent& e, uint64_t t) { Dispatch(e, t); }
 
 // Whether `e` could touch the incoming stack with `size` frames (the sentinel and the unit's):
