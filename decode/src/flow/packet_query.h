@@ -40,6 +40,14 @@ class PacketQuery {
     }
     return CondBranchSlow(taken);
   }
+  // CondBranch when a bit is cached (true): no packet decoded, so neither the offset nor the
+  // time moved and the status is 0. False, with nothing done, when the cache is empty.
+  [[gnu::always_inline]] bool CachedCondBranch(int* taken) {
+    if (tnt_index_ <= 1) return false;
+    *taken = (tnt_bits_ & tnt_index_) != 0;
+    tnt_index_ >>= 1;
+    return true;
+  }
   int IndirectBranch(uint64_t* ip);
   int Event(pt_event* event);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;

@@ -101,6 +101,7 @@ void QueryWalker::Reset() {
   return_top_ = return_bottom_ = 0;
   time_offset_ = kNoTimeOffset;
   tnt_left_ = 0;
+  tick_quiet_ = false;
 }
 
 int QueryWalker::SyncForward() {
@@ -138,6 +139,7 @@ int QueryWalker::FetchEvent() {
   if ((status_ & pts_event_pending) == 0) return 0;
   time_offset_ = kNoTimeOffset;  // (pt_qry_event sets the time without moving on, see Tick)
   tnt_left_ = 0;
+  tick_quiet_ = false;
   const int status =
       packets_ ? packets_->Event(&event_) : pt_qry_event(query_, &event_, sizeof event_);
   if (status < 0) return status;
@@ -471,6 +473,7 @@ unsigned QueryWalker::TntBitsAt(uint64_t offset, unsigned* size) const {
 
 int QueryWalker::IndirectBranch(uint64_t* ip) {
   tnt_left_ = 0;  // (it may decode packets)
+  tick_quiet_ = false;
   const uint64_t at = ip_;
   const int status =
       packets_ ? packets_->IndirectBranch(ip) : pt_qry_indirect_branch(query_, ip);
@@ -480,6 +483,7 @@ int QueryWalker::IndirectBranch(uint64_t* ip) {
 }
 
 int QueryWalker::TickSlow(uint64_t ip) {
+  tick_quiet_ = false;  // (the next Tick's test sets it, once this one's answer is recorded)
   uint64_t offset = 0;
   if (GetOffset(&offset) < 0) offset = kNoTimeOffset;
   if (offset != time_offset_ || offset == kNoTimeOffset) {

@@ -188,10 +188,12 @@ class QueryWalker {
   // trace offset says so (see time_offset_); TickSlow asks libipt otherwise.
   // `offset_ok`/`offset`: pt_qry_get_offset's answer now, when the caller knows it.
   [[gnu::always_inline]] int Tick(uint64_t ip, bool offset_ok, uint64_t offset) {
+    tick_quiet_ = false;
     if (!enabled_) return -pte_internal;
     if (process_event_) return 0;  // the event in process has a time of its own
     if (offset_ok && offset == time_offset_ &&
         (time_status_ >= 0 || time_status_ == -pte_no_time) && time_tsc_ == event_.tsc) {
+      tick_quiet_ = true;
       return 0;
     }
     return TickSlow(ip);
@@ -243,6 +245,13 @@ class QueryWalker {
   // other query that can move the offset (indirect branch, event, sync).
   unsigned tnt_left_ = 0;
   uint64_t tnt_offset_ = 0;
+  // The last Tick answered 0 from the test above (tracing enabled, no event in process, the
+  // time at the offset known and already reported), and since then nothing changed what that
+  // test reads: no event was fetched or processed (FetchEvent, TickSlow and Reset clear it;
+  // process_event_ is true from FetchEvent or TickSlow until Event) and PacketQuery decoded no
+  // packet (every query but a cached TNT bit clears it). Then a cached bit (PacketQuery) gets
+  // Tick's answer without the offset: 0.
+  bool tick_quiet_ = false;
   const uint8_t* trace_begin_ = nullptr;
   const uint8_t* trace_end_ = nullptr;
   // libipt's return stack: 64 entries in a ring of 65, the oldest overwritten.

@@ -121,6 +121,10 @@ namespace ptscope::decode {
     // Our PacketQuery: a cached bit is a shift and a test, and the offset a member read, so
     // Tick's test needs none of the TNT bookkeeping below. (The pointer in a local: `taken`
     // may alias the member, which would be loaded again after each store.)
+    // A cached bit moves neither the offset nor the time: when the last Tick found no tick
+    // (tick_quiet_), this one would not either, and needs no offset.
+    if (tick_quiet_ && packets->CachedCondBranch(taken)) return 0;
+    tick_quiet_ = false;  // (the query below may move the offset; Tick sets it again)
     const int status = packets->CondBranch(taken);
     if (status < 0) return status;
     uint64_t offset = 0;
