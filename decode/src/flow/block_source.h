@@ -31,7 +31,12 @@ class BlockSource {
   bool Open(const pt_config& config) {
     if (walker_cache_ != nullptr) {
       walker_ = std::make_unique<QueryWalker>(config, walker_code_, walker_cache_, own_packets_);
-      if (!walker_->ok()) walker_.reset();
+      walker_packets_refused_ = false;
+      if (!walker_->ok()) {
+        walker_.reset();
+      } else {
+        walker_->NotifyPacketsRefused(&walker_packets_refused_);
+      }
     } else {
       decoder_ = pt_blk_alloc_decoder(&config);
     }
@@ -86,7 +91,7 @@ class BlockSource {
 
  private:
   int Refused(int status) {
-    if (status != QueryWalker::kUnsupported && !walker_->packets_refused()) [[likely]] {
+    if (status != QueryWalker::kUnsupported && !walker_packets_refused_) [[likely]] {
       return status;
     }
     refused_ = true;
@@ -100,6 +105,9 @@ class BlockSource {
   bool refused_ = false;
   bool own_packets_ = false;
   bool packets_refused_ = false;
+  // The walker's packets_refused(), as a member (the walker sets it through
+  // QueryWalker::NotifyPacketsRefused): Refused tests it for every block.
+  bool walker_packets_refused_ = false;
 };
 
 }  // namespace ptscope::decode

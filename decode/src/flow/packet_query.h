@@ -62,6 +62,12 @@ class PacketQuery {
     return 0;
   }
   bool refused() const { return refused_; }
+  // Also sets `*flag` when refused (now, if already): a flag its user tests for every block,
+  // one load where refused() is two behind the walker's pointer.
+  void NotifyRefusal(bool* flag) {
+    notify_ = flag;
+    if (refused_) *flag = true;
+  }
 
  private:
   // The packet at pos_, as far as the query logic tells packets apart (libipt's decoder
@@ -93,6 +99,7 @@ class PacketQuery {
 
   int Refuse() {
     refused_ = true;
+    if (notify_ != nullptr) *notify_ = true;
     tnt_index_ = 0;  // (CondBranch's inline path answers nothing more)
     return kRefused;
   }
@@ -160,6 +167,7 @@ class PacketQuery {
   uint32_t cpuid15_eax_, cpuid15_ebx_;
   bool bdm70_, skd007_, skl168_;
   bool refused_ = false;
+  bool* notify_ = nullptr;  // (NotifyRefusal)
   bool enabled_ = false;
   bool consume_packet_ = false;
   // The last ip (pt_last_ip).

@@ -107,6 +107,10 @@ class QueryWalker {
   // PacketQuery met packets it does not model (sticky): whatever the walker answered since is
   // void, and the caller decodes the same trace again with libipt's query decoder.
   bool packets_refused() const { return packets_ != nullptr && packets_->refused(); }
+  // Sets `*flag` when packets_refused() turns true (now, if it is): PacketQuery::NotifyRefusal.
+  void NotifyPacketsRefused(bool* flag) {
+    if (packets_ != nullptr) packets_->NotifyRefusal(flag);
+  }
   // As pt_blk_sync_forward, pt_blk_sync_set, pt_blk_next, pt_blk_event, pt_blk_time,
   // pt_blk_get_offset, pt_blk_get_sync_offset.
   int SyncForward();
