@@ -44,9 +44,15 @@ class InlineStatements {
   // An event other than kInlineChange was queued: the tracker's top frame may have changed.
   void Transfer(bool happened) { after_transfer_ = after_transfer_ | happened; }
   // The depth before the next block is not known (a unit's start, a thread switched in).
-  void Unknown() { depth_ = kUnknownDepth; }
+  void Unknown() {
+    depth_ = kUnknownDepth;
+    UpdateRestate();
+  }
   // A gap: the tracker closes everything, depth 0.
-  void Reset() { depth_ = 0; }
+  void Reset() {
+    depth_ = 0;
+    UpdateRestate();
+  }
 
   // HandleBlock's common case in a few instructions: the block lies in the stretch of the block
   // before, at one depth, and that depth needs no statement. (Unsigned differences: one compare
@@ -54,7 +60,7 @@ class InlineStatements {
   [[gnu::always_inline]] bool Quiet(const pt_block& block) {
     const uint64_t width = fast_end_ - fast_begin_;
     const bool inside = block.ip - fast_begin_ < width && block.end_ip - fast_begin_ < width;
-    if (inside && !RestatesDepth(after_transfer_, depth_, fast_depth_)) {
+    if (inside && ((restate_ >> static_cast<unsigned>(after_transfer_)) & 1) == 0) {
       after_transfer_ = false;
       return true;
     }
@@ -89,10 +95,17 @@ class InlineStatements {
     } else {
       fast_begin_ = fast_end_ = 0;
     }
+    UpdateRestate();
   }
 
  private:
   const BlockInline& InlineOf(const pt_block& block, const ThreadImage& image, uint64_t time_ns);
+  // restate_ for the current depth_ and fast_depth_; called wherever either changes (StateBlock
+  // changes depth_ and ends in RefreshFast).
+  void UpdateRestate() {
+    restate_ = static_cast<uint8_t>((RestatesDepth(false, depth_, fast_depth_) ? 1 : 0) |
+                                    (RestatesDepth(true, depth_, fast_depth_) ? 2 : 0));
+  }
 
   CodeFacts* code_ = nullptr;
   BlockFacts& facts_;
@@ -100,6 +113,9 @@ class InlineStatements {
   bool after_transfer_ = false;
   uint64_t fast_begin_ = 0, fast_end_ = 0;
   uint32_t fast_depth_ = 0;
+  // RestatesDepth(after_transfer, depth_, fast_depth_) as bit `after_transfer`: Quiet's test
+  // for every block in one shift, as the depths change far less often than blocks come.
+  uint8_t restate_ = 0;
 };
 
 }  // namespace ptscope::decode

@@ -160,6 +160,9 @@ class QueryWalker {
   bool EventAhead() const { return process_event_ || (status_ & pts_event_pending) != 0; }
   int FetchEvent();
   int Proceed(pt_block* block);
+  // ProceedNoEvent's answer for a block that ended at a conditional branch whose bit came from
+  // PacketQuery's cache after a quiet Tick: Proceed's answer is 0, no trailing event to look for.
+  static constexpr int kQuietBlock = 1;
   int ProceedNoEvent(pt_block* block);
   int ProceedNoEventSlow(pt_block* block);  // instruction by instruction
   int ProceedEvent(pt_block* block);

@@ -26,7 +26,7 @@ namespace ptscope::decode {
   }
   if (!enabled_) return (status_ & pts_eos) != 0 ? -pte_eos : -pte_no_enable;
   const int status = ProceedNoEvent(block);
-  if (status != 0) return status;
+  if (status != 0) return status == kQuietBlock ? 0 : status;
   // ProceedTrailingEvent, knowing that tracing is enabled (only events change that): Status(0)
   // is the end-of-stream flag then.
   if (!EventAhead()) [[likely]] return status_ & pts_eos;
@@ -95,8 +95,15 @@ namespace ptscope::decode {
       return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
     }
     case ptic_cond_jump: {  // about two blocks in three: ProceedWithTrace's case, inlined
-      ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
       int taken = 0;
+      // Most often a cached bit after a quiet Tick (see tick_quiet_): no tick, status 0, and no
+      // event ahead (tick_quiet_ holds only while none is in process, and status_ becomes 0).
+      if (tick_quiet_ && packets_ != nullptr && packets_->CachedCondBranch(&taken)) [[likely]] {
+        ip_ = taken ? run.target : next;
+        status_ = 0;
+        return kQuietBlock;
+      }
+      ip_ = run.end_ip;  // where libipt stands when it asks for trace (the tick's ip)
       const int status = CondBranch(&taken);
       if (status < 0) return status;
       ip_ = taken ? run.target : next;
