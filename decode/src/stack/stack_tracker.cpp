@@ -67,9 +67,9 @@ inline void StackTracker::EmitInSlot(RecordType type, uint64_t t, const FrameId&
   // Field by field: `frame` was usually just stored field by field, and one 16-byte load of it
   // would wait for those stores to retire (a failed store forward).
   r.frame.kind = frame.kind;
-  r.frame.address = frame.address;
+  // An instant's text is kept in its frame's address (SliceRecord::text()); its frame is none.
+  r.frame.address = text != nullptr ? reinterpret_cast<uintptr_t>(text) : frame.address;
   r.frame.inline_index = frame.inline_index;
-  r.text = text;
   if (type == RecordType::kBegin) {
     buffer_depth_max_ = std::max(buffer_depth_max_, ++buffer_depth_);
   } else if (type == RecordType::kEnd) {
@@ -639,7 +639,7 @@ inline void StackTracker::Write(const Record& r) {
       AddToBatch(SliceRecord::Type::kEnd, r, nullptr);
       return;
     case RecordType::kInstant:
-      AddToBatch(SliceRecord::Type::kInstant, r, r.text);
+      AddToBatch(SliceRecord::Type::kInstant, r, r.text());
       return;
   }
 }
@@ -650,8 +650,13 @@ inline void StackTracker::AddToBatch(SliceRecord::Type type, const Record& r, co
   out.inferred = r.inferred;
   out.time_ns = r.time_ns;
   out.instructions = r.instructions;
-  out.frame = r.frame;
-  out.text = text;
+  if (type == SliceRecord::Type::kInstant) {
+    out.SetText(text);  // an instant has no frame (a folded note's record is the End's)
+  } else {
+    out.frame.address = r.frame.address;
+    out.frame.inline_index = r.frame.inline_index;
+    out.frame.kind = r.frame.kind;
+  }
   if (batch_.size() >= kBatchSize) SendBatch();
 }
 

@@ -43,7 +43,7 @@
 // later then start at the time the last written-out frame closed (not at the trace start), so they
 // no longer wrap what was written. Memory per thread is bounded by max_buffered_events records,
 // and with a RecordSpill (options.spill) by its block of records: each full block goes to the
-// RecordSpill, which keeps it as it is, or encoded (3 to 4 bytes a record instead of 40), in
+// RecordSpill, which keeps it as it is, or encoded (3 to 4 bytes a record instead of 32), in
 // memory up to its byte budgets, past them in a temporary file; the blocks come back, in order,
 // at the flush (record_spill.h). The output is the same.
 //
