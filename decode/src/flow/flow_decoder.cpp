@@ -96,8 +96,11 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     if (cpu_.following()) UpdateThread(image_time);
     if (image_.NeedsSwitch(image_time)) SwitchImageIfNeeded(image_time);
     for (;;) {
-      if ((status & pts_event_pending) != 0) status = DrainEvents(status);
-      if (status < 0 || (status & pts_eos) != 0) break;
+      // Nearly every block leaves status 0: one test for the three below.
+      if (status != 0) [[unlikely]] {
+        if ((status & pts_event_pending) != 0) status = DrainEvents(status);
+        if (status < 0 || (status & pts_eos) != 0) break;
+      }
       pt_block block;  // pt_blk_next zeroes it first, also when it fails
       uint8_t call_size = 0;
       status = blocks_.NextBlock(&block, &call_size);

@@ -58,8 +58,8 @@ class InlineStatements {
   // before, at one depth, and that depth needs no statement. (Unsigned differences: one compare
   // per end, and an empty window contains nothing.)
   [[gnu::always_inline]] bool Quiet(const pt_block& block) {
-    const uint64_t width = fast_end_ - fast_begin_;
-    const bool inside = block.ip - fast_begin_ < width && block.end_ip - fast_begin_ < width;
+    const bool inside =
+        block.ip - fast_begin_ < fast_width_ && block.end_ip - fast_begin_ < fast_width_;
     if (inside && ((restate_ >> static_cast<unsigned>(after_transfer_)) & 1) == 0) {
       after_transfer_ = false;
       return true;
@@ -90,10 +90,10 @@ class InlineStatements {
     const InlineDepthStretch& stretch = facts_.stretch;
     if (stretch.uniform && facts_.stretch_pid == pid && stretch.begin < stretch.end) {
       fast_begin_ = stretch.begin;
-      fast_end_ = stretch.end;
+      fast_width_ = stretch.end - stretch.begin;
       fast_depth_ = std::min(stretch.uniform_depth, kMaxInlineDepth);
     } else {
-      fast_begin_ = fast_end_ = 0;
+      fast_begin_ = fast_width_ = 0;
     }
     UpdateRestate();
   }
@@ -111,7 +111,7 @@ class InlineStatements {
   BlockFacts& facts_;
   uint32_t depth_ = 0;  // at the last instruction (kUnknownDepth: not known)
   bool after_transfer_ = false;
-  uint64_t fast_begin_ = 0, fast_end_ = 0;
+  uint64_t fast_begin_ = 0, fast_width_ = 0;  // the window [begin, begin + width)
   uint32_t fast_depth_ = 0;
   // RestatesDepth(after_transfer, depth_, fast_depth_) as bit `after_transfer`: Quiet's test
   // for every block in one shift, as the depths change far less often than blocks come.

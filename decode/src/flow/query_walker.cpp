@@ -95,7 +95,7 @@ QueryWalker::~QueryWalker() {
 void QueryWalker::Reset() {
   ip_ = 0;
   status_ = 0;
-  enabled_ = process_event_ = speculative_ = false;
+  enabled_ = process_event_ = false;
   mode_ = ptem_unknown;
   std::memset(&event_, 0, sizeof event_);
   return_top_ = return_bottom_ = 0;
@@ -626,7 +626,6 @@ int QueryWalker::Event(pt_event* event) {
       if (ev.status_update) return -pte_bad_context;
       enabled_ = !ev.ip_suppressed;
       ip_ = ev.ip_suppressed ? 0 : ev.variant.overflow.ip;
-      speculative_ = false;
       break;
     case ptev_exec_mode:
       if (!ev.ip_suppressed && ip_ != ev.variant.exec_mode.ip) return -pte_bad_query;

@@ -226,7 +226,6 @@ class QueryWalker {
   int status_ = 0;  // the last query status
   bool enabled_ = false;
   bool process_event_ = false;
-  bool speculative_ = false;
   // Errata whose workarounds libipt applies at block level (not modelled: refused when met).
   bool skd022_ = false;
   bool skl014_ = false;  // (with address filtering only)

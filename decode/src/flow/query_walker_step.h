@@ -15,7 +15,8 @@ namespace ptscope::decode {
   block->ip = ip_;
   block->mode = mode_;
   last_call_size_ = 0;
-  if (speculative_) block->speculative = 1;  // (never, while TSX is not modelled)
+  // block->speculative stays 0: TSX is not modelled (MODE.TSX and TSX events are refused), so
+  // no block is speculative.
   return Proceed(block);
 }
 
