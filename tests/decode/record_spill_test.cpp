@@ -29,16 +29,19 @@ SliceRecord Rec(Type type, uint64_t t, uint64_t insns, FrameId frame = {}, bool 
   r.frame = frame;
   r.type = type;
   r.inferred = inferred;
-  r.text = text;
+  if (type == Type::kInstant) r.SetText(text);  // an instant has no frame: `frame` is unused
   return r;
 }
 
 std::string Show(const SliceRecord& r) {
-  return std::to_string(static_cast<int>(r.type)) + (r.inferred ? "*" : "") + " t=" +
-         std::to_string(r.time_ns) + " i=" + std::to_string(r.instructions) + " k=" +
-         std::to_string(static_cast<int>(r.frame.kind)) + " a=" + std::to_string(r.frame.address) +
-         " x=" + std::to_string(r.frame.inline_index) + " text=" +
-         (r.text != nullptr ? "'" + *r.text + "'" : std::string("null"));
+  const std::string clock = std::to_string(static_cast<int>(r.type)) + (r.inferred ? "*" : "") +
+                            " t=" + std::to_string(r.time_ns) + " i=" +
+                            std::to_string(r.instructions);
+  if (r.type == Type::kInstant) {  // a text and no frame (its address holds the text)
+    return clock + " text=" + (r.text() != nullptr ? "'" + *r.text() + "'" : std::string("null"));
+  }
+  return clock + " k=" + std::to_string(static_cast<int>(r.frame.kind)) + " a=" +
+         std::to_string(r.frame.address) + " x=" + std::to_string(r.frame.inline_index);
 }
 
 void CheckSame(const std::vector<SliceRecord>& got, const std::vector<SliceRecord>& want) {
@@ -71,12 +74,14 @@ std::vector<SliceRecord> EdgeRecords(const std::string* text_a, const std::strin
   r.push_back(Rec(Type::kInstant, 8, 10, {}, false, text_a));
   r.push_back(Rec(Type::kInstant, 8, 10, {}, false, text_a));  // same everything
   r.push_back(Rec(Type::kInstant, 9, 10, {}, false, nullptr));
-  r.push_back(Rec(Type::kEnd, 9, 10, f, false, text_b));  // a text outside an instant
+  r.push_back(Rec(Type::kEnd, 9, 10, f));  // the frame before the instants
   r.push_back(Rec(Type::kBegin, UINT64_MAX, UINT64_MAX, {.address = UINT64_MAX, .kind = Kind::kFunction}));
   r.push_back(Rec(Type::kBegin, 0, 0, {.address = 0, .kind = Kind::kFunction}, true));  // all back
   r.push_back(Rec(Type::kBegin, UINT64_MAX / 2 + 1, 1, {.address = UINT64_MAX / 2 + 1, .kind = Kind::kFunction}));
   r.push_back(Rec(Type::kEnd, 1, UINT64_MAX - 1, {.address = 1, .inline_index = 7, .kind = Kind::kInlined}, true));
-  r.push_back(Rec(Type::kInstant, UINT64_MAX, 0, {.address = 0x55, .inline_index = 3, .kind = Kind::kTrigger}, true, text_b));
+  r.push_back(Rec(Type::kInstant, UINT64_MAX, 0, {}, true, text_b));
+  // The frame of the record before the instant again: an instant's text is no frame.
+  r.push_back(Rec(Type::kEnd, UINT64_MAX, 0, {.address = 1, .inline_index = 7, .kind = Kind::kInlined}));
   return r;
 }
 
@@ -98,7 +103,9 @@ std::vector<SliceRecord> RoundTrip(const std::vector<SliceRecord>& records, size
 std::vector<SliceRecord> RoundTrip(const std::vector<SliceRecord>& records, size_t* bytes) {
   std::vector<std::string> texts;
   std::vector<SliceRecord> out = RoundTrip(records, bytes, &texts);
-  for (SliceRecord& r : out) r.text = nullptr;  // (not kept past `texts`)
+  for (SliceRecord& r : out) {
+    if (r.type == Type::kInstant) r.SetText(nullptr);  // (not kept past `texts`)
+  }
   return out;
 }
 
@@ -121,8 +128,8 @@ TEST_CASE("texts travel by index into the block's own table, never as pointers")
   std::vector<uint8_t> encoded(records.size() * RecordSpill::kMaxRecordBytes);
   std::vector<std::string> texts;
   const size_t bytes = RecordSpill::Encode(records.data(), records.size(), encoded.data(), &texts);
-  // Copies, in record order: a, a, b (the kEnd's), b (the kInstant's); the null text has none.
-  CHECK(texts == std::vector<std::string>{a, a, b, b});
+  // Copies, in record order: a, a, b; the null text has none.
+  CHECK(texts == std::vector<std::string>{a, a, b});
   // No pointer in the bytes: the originals change, the decoded records still read the copies,
   // and they point into the table they were decoded with.
   a = "changed";
@@ -132,13 +139,15 @@ TEST_CASE("texts travel by index into the block's own table, never as pointers")
   REQUIRE(RecordSpill::Decode(encoded.data(), encoded.data() + bytes, records.size(), &prev,
                               out.data(), texts.data(), texts.size()) == encoded.data() + bytes);
   std::vector<const std::string*> pointers;
-  for (const SliceRecord& r : out) if (r.text != nullptr) pointers.push_back(r.text);
-  CHECK(pointers == std::vector<const std::string*>{&texts[0], &texts[1], &texts[2], &texts[3]});
-  CHECK(*out[20].text == "[gap] overflow");
+  for (const SliceRecord& r : out) {
+    if (r.type == Type::kInstant && r.text() != nullptr) pointers.push_back(r.text());
+  }
+  CHECK(pointers == std::vector<const std::string*>{&texts[0], &texts[1], &texts[2]});
+  CHECK(*out[20].text() == "[gap] overflow");
   // An index past the table is bad bytes: the same records against a shorter table fail.
   prev = SliceRecord{};
   CHECK(RecordSpill::Decode(encoded.data(), encoded.data() + bytes, records.size(), &prev,
-                            out.data(), texts.data(), 3) == nullptr);
+                            out.data(), texts.data(), 2) == nullptr);
 }
 
 TEST_CASE("bytes cut short or changed decode to an error, never past the block") {
@@ -177,7 +186,9 @@ TEST_CASE("bytes cut short or changed decode to an error, never past the block")
       CHECK((end >= bad.data() && end <= bad.data() + bad.size()));
       for (const SliceRecord& r : out) {
         CHECK(static_cast<uint8_t>(r.type) <= static_cast<uint8_t>(Type::kInstant));
-        CHECK((r.text == nullptr || (r.text >= texts.data() && r.text < texts.data() + texts.size())));
+        if (r.type != Type::kInstant) continue;
+        CHECK((r.text() == nullptr ||
+               (r.text() >= texts.data() && r.text() < texts.data() + texts.size())));
       }
     }
   }
@@ -351,9 +362,9 @@ TEST_CASE("a block's texts come back from wherever it waits after the tracker's 
     text.reset();  // the tracker's text is gone (what was a pointer would now dangle)
     const std::vector<SliceRecord> got = ReadBlock(spill, handle, 2);
     REQUIRE(got.size() == 4);
-    REQUIRE(got[1].text != nullptr);
-    CHECK(*got[1].text == "[trigger] hit at a place with a long name");
-    CHECK(got[2].text == nullptr);
+    REQUIRE(got[1].text() != nullptr);
+    CHECK(*got[1].text() == "[trigger] hit at a place with a long name");
+    CHECK(got[2].text() == nullptr);
     spill.Release(handle);
     CHECK(spill.error().empty());
   }

@@ -88,7 +88,7 @@ TEST_CASE("Perfetto: records written in runs give the bytes of one call per reco
       rec.time_ns = t;
       if (r % 41 == 0) {
         rec.type = SliceRecord::Type::kInstant;
-        rec.text = r % 2 ? &gap : &trigger;
+        rec.SetText(r % 2 ? &gap : &trigger);
       } else if ((r >> 12) % 2 == 0 || open > 20) {
         rec.type = SliceRecord::Type::kEnd;  // past the open ones sometimes: unmatched
         open = std::max(0, open - 1);
@@ -130,7 +130,7 @@ TEST_CASE("Perfetto: records written in runs give the bytes of one call per reco
             break;
           case SliceRecord::Type::kEnd: (*single)->End(threads[thread], r->time_ns); break;
           case SliceRecord::Type::kInstant:
-            (*single)->Instant(threads[thread], r->time_ns, *r->text);
+            (*single)->Instant(threads[thread], r->time_ns, *r->text());
             break;
         }
       }

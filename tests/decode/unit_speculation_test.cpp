@@ -116,10 +116,13 @@ class RecordingSink : public TreeSink {
     for (size_t i = 0; i < count; ++i) {
       const SliceRecord& r = records[i];
       log += std::to_string(static_cast<int>(r.type)) + (r.inferred ? "* " : " ") +
-             std::to_string(r.time_ns) + " " + std::to_string(r.instructions) + " " +
-             std::to_string(r.frame.address) + "/" + std::to_string(r.frame.inline_index) + "/" +
-             std::to_string(static_cast<int>(r.frame.kind)) +
-             (r.text != nullptr ? " " + *r.text : "") + "\n";
+             std::to_string(r.time_ns) + " " + std::to_string(r.instructions) + " ";
+      if (r.type == SliceRecord::Type::kInstant) {  // its frame's address holds its text
+        log += "text" + (r.text() != nullptr ? " " + *r.text() : std::string()) + "\n";
+      } else {
+        log += std::to_string(r.frame.address) + "/" + std::to_string(r.frame.inline_index) +
+               "/" + std::to_string(static_cast<int>(r.frame.kind)) + "\n";
+      }
     }
     TreeSink::WriteRecords(thread, records, count);
   }

@@ -6,13 +6,13 @@
 
 namespace ptscope::decode {
 namespace {
-// Held-back records kept as SliceRecords per tracker: 2^15 of 40 bytes, 1.25 MiB (the bound on
+// Held-back records kept as SliceRecords per tracker: 2^15 of 32 bytes, 1 MiB (the bound on
 // held-back records, StackTrackerOptions::max_buffered_events, is 32 times that). Past it they
 // go to the RecordSpill in blocks of that many.
 constexpr size_t kResidentRecords = size_t{1} << 15;
 // What the RecordSpill keeps in memory, all threads together, before it uses its file: 3 blocks
-// as they are (no copy, no encoding: the cheapest; 3.75 MiB), and no encoded ones: past those
-// blocks, held-back records go to the file encoded (about 3.4 bytes a record, 12 times fewer
+// as they are (no copy, no encoding: the cheapest; 3 MiB), and no encoded ones: past those
+// blocks, held-back records go to the file encoded (about 3.4 bytes a record, 9 times fewer
 // bytes than as SliceRecords). So peak memory stays flat however long the capture and however
 // many threads wait at once: a 2-thread recursion of 430 K calls held 31 blocks at once, and
 // with 12 MiB of raw and 12 MiB of encoded blocks kept here its peak grew from 28 to 37 MB over

@@ -43,7 +43,7 @@ class OutputFile {
   void CloseStreams();
   std::string path_;
   std::unique_ptr<format::OutputFile> target_;  // the file being written (not for stdout)
-  std::FILE* file_ = nullptr;
+  std::FILE* file_ = nullptr;  // stdout ("-")
   void* gz_ = nullptr;  // gzFile when compressing
   bool is_stdout_ = false;
   bool closed_ = false;

@@ -257,7 +257,7 @@ void PerfettoSink::WriteRecords(const ThreadKey& thread, const SliceRecord* reco
     switch (r->type) {
       case SliceRecord::Type::kBegin: BeginLocked(state, r->time_ns, r->frame, r->inferred); break;
       case SliceRecord::Type::kEnd: EndLocked(state, r->time_ns); break;
-      case SliceRecord::Type::kInstant: InstantLocked(state, r->time_ns, *r->text); break;
+      case SliceRecord::Type::kInstant: InstantLocked(state, r->time_ns, *r->text()); break;
     }
   }
 }

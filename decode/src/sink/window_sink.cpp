@@ -83,7 +83,7 @@ void WindowSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::s
   SliceRecord record;
   record.type = SliceRecord::Type::kInstant;
   record.time_ns = time_ns;
-  record.text = &text;
+  record.SetText(&text);
   WriteRecords(thread, &record, 1);
 }
 

@@ -25,7 +25,6 @@ constexpr uint8_t kSameClock = 0x40;
 constexpr uint8_t kHasExtra = 0x80;
 // The flags byte.
 constexpr uint8_t kExtraInlineIndex = 0x01;
-constexpr uint8_t kExtraText = 0x02;
 
 static_assert(static_cast<uint8_t>(FrameId::Kind::kInlined) < kSameFrame,
               "every frame kind needs a value in the tag besides 'same frame'");
@@ -100,14 +99,16 @@ bool ReadAll(int fd, uint8_t* data, size_t size, off_t offset) {
 
 size_t RecordSpill::Encode(const SliceRecord* records, size_t count, uint8_t* out,
                           std::vector<std::string>* texts) {
+  // The clock of the record before, and the frame of the last record that has one (an instant's
+  // frame.address is its text: SliceRecord::text()).
   SliceRecord prev;
   uint8_t* p = out;
   for (const SliceRecord* r = records; r != records + count; ++r) {
-    const bool same_frame = r->frame == prev.frame;
+    const bool instant = r->type == Type::kInstant;
+    const bool same_frame = instant || r->frame == prev.frame;
     const bool same_clock = r->time_ns == prev.time_ns && r->instructions == prev.instructions;
     uint8_t extra = 0;
     if (!same_frame && r->frame.inline_index != 0) extra |= kExtraInlineIndex;
-    if (r->type != Type::kInstant && r->text != nullptr) extra |= kExtraText;
     const uint8_t kind = same_frame ? kSameFrame : static_cast<uint8_t>(r->frame.kind);
     *p++ = static_cast<uint8_t>(static_cast<uint8_t>(r->type) | (r->inferred ? kInferred : 0) |
                                 (kind << kKindShift) | (same_clock ? kSameClock : 0) |
@@ -119,44 +120,45 @@ size_t RecordSpill::Encode(const SliceRecord* records, size_t count, uint8_t* ou
     }
     if (!same_frame) p = PutVarint(p, Zigzag(r->frame.address - prev.frame.address));
     if ((extra & kExtraInlineIndex) != 0) p = PutVarint(p, r->frame.inline_index);
-    if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
+    if (instant) {
       // A copy, by index: the record's pointer is not the block's to keep, and bytes read back
       // must never give a pointer.
       uint64_t index = 0;
-      if (r->text != nullptr) {
-        texts->push_back(*r->text);
+      if (r->text() != nullptr) {
+        texts->push_back(*r->text());
         index = texts->size();
       }
       p = PutVarint(p, index);
+    } else {
+      prev.frame = r->frame;
     }
-    prev = *r;
+    prev.time_ns = r->time_ns;
+    prev.instructions = r->instructions;
   }
   return static_cast<size_t>(p - out);
 }
 
 namespace {
 
-// One record of RecordSpill::Decode after `prev`: the position after it, or null.
+// One record of RecordSpill::Decode after `prev` (the record before's clock, the frame of the
+// last one that has a frame); updates `prev`. Returns the position after it, or null.
 template <bool kChecked>
-inline const uint8_t* DecodeRecord(const uint8_t* p, const uint8_t* end, const SliceRecord& prev,
+inline const uint8_t* DecodeRecord(const uint8_t* p, const uint8_t* end, SliceRecord& prev,
                                    SliceRecord* r, const std::string* texts, size_t text_count) {
   if (kChecked && p == end) [[unlikely]] return nullptr;
   const uint8_t tag = *p++;
   const uint8_t type = tag & kTypeMask;
   if (type > static_cast<uint8_t>(Type::kInstant)) [[unlikely]] return nullptr;
+  const bool instant = type == static_cast<uint8_t>(Type::kInstant);
   const uint8_t kind = (tag >> kKindShift) & 7;
+  // Only what Encode writes: an instant with no frame and no flags byte.
+  if (instant && (kind != kSameFrame || (tag & kHasExtra) != 0)) [[unlikely]] return nullptr;
   uint8_t extra = 0;
   if ((tag & kHasExtra) != 0) {
     if (kChecked && p == end) [[unlikely]] return nullptr;
     extra = *p++;
-    // Only what Encode writes: some flag, no unknown one, an inline index only with a new
-    // frame, a text flag only outside an instant.
-    if (extra == 0 || (extra & ~(kExtraInlineIndex | kExtraText)) != 0 ||
-        ((extra & kExtraInlineIndex) != 0 && kind == kSameFrame) ||
-        ((extra & kExtraText) != 0 && type == static_cast<uint8_t>(Type::kInstant)))
-        [[unlikely]] {
-      return nullptr;
-    }
+    // Only what Encode writes: the inline index flag, with a new frame.
+    if (extra != kExtraInlineIndex || kind == kSameFrame) [[unlikely]] return nullptr;
   }
   uint64_t v;
   if ((tag & kSameClock) != 0) {
@@ -168,9 +170,17 @@ inline const uint8_t* DecodeRecord(const uint8_t* p, const uint8_t* end, const S
     if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
     r->instructions = prev.instructions + v;
   }
-  // The frame before type and inferred: they sit in its tail padding (events.h).
-  if (kind == kSameFrame) {
-    r->frame = prev.frame;
+  prev.time_ns = r->time_ns;
+  prev.instructions = r->instructions;
+  if (instant) {
+    if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr || v > text_count) [[unlikely]] {
+      return nullptr;
+    }
+    r->SetText(v != 0 ? &texts[v - 1] : nullptr);
+  } else if (kind == kSameFrame) {
+    r->frame.address = prev.frame.address;  // field by field: type and inferred follow
+    r->frame.inline_index = prev.frame.inline_index;
+    r->frame.kind = prev.frame.kind;
   } else {
     if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr) [[unlikely]] return nullptr;
     r->frame.address = prev.frame.address + Unzigzag(v);
@@ -182,16 +192,12 @@ inline const uint8_t* DecodeRecord(const uint8_t* p, const uint8_t* end, const S
       }
       r->frame.inline_index = static_cast<uint32_t>(v);
     }
+    prev.frame.address = r->frame.address;
+    prev.frame.inline_index = r->frame.inline_index;
+    prev.frame.kind = r->frame.kind;
   }
   r->type = static_cast<Type>(type);
   r->inferred = (tag & kInferred) != 0;
-  r->text = nullptr;
-  if (r->type == Type::kInstant || (extra & kExtraText) != 0) {
-    if ((p = GetVarint<kChecked>(p, end, &v)) == nullptr || v > text_count) [[unlikely]] {
-      return nullptr;
-    }
-    if (v != 0) r->text = &texts[v - 1];
-  }
   return p;
 }
 
@@ -200,15 +206,14 @@ inline const uint8_t* DecodeRecord(const uint8_t* p, const uint8_t* end, const S
 const uint8_t* RecordSpill::Decode(const uint8_t* p, const uint8_t* end, size_t count,
                                    SliceRecord* prev_io, SliceRecord* out,
                                    const std::string* texts, size_t text_count) {
-  const SliceRecord* prev = prev_io;
+  SliceRecord prev = *prev_io;
   for (SliceRecord* r = out; r != out + count; ++r) {
     p = static_cast<size_t>(end - p) >= kMaxRecordRead
-            ? DecodeRecord<false>(p, end, *prev, r, texts, text_count)
-            : DecodeRecord<true>(p, end, *prev, r, texts, text_count);
+            ? DecodeRecord<false>(p, end, prev, r, texts, text_count)
+            : DecodeRecord<true>(p, end, prev, r, texts, text_count);
     if (p == nullptr) [[unlikely]] return nullptr;
-    prev = r;
   }
-  if (count > 0) *prev_io = *prev;
+  *prev_io = prev;
   return p;
 }
 

@@ -2,13 +2,13 @@
 // memory up to two byte budgets, and past them in an unlinked temporary file.
 //
 // A StackTracker holds a thread's slice records back until an inferred caller can no longer wrap
-// them (stack_tracker.h "Buffering"), up to max_buffered_events records (2^20, 40 MB as
+// them (stack_tracker.h "Buffering"), up to max_buffered_events records (2^20, 32 MB as
 // SliceRecords): a thread whose bottom frame never returns (a worker's loop, main) reaches that
 // bound, and so does every thread of a per-CPU capture. With a RecordSpill the tracker keeps at
 // most block_records() of them in its buffer and hands each full block here, which keeps it
 //   1. as it is (the tracker's vector itself, swapped for an empty one of a released block: no
 //      copy, no encoding) while such blocks fit in the raw budget; else
-//   2. encoded (below: 3 to 4 bytes a record instead of 40; 3.4 on synth-100M) in memory while
+//   2. encoded (below: 3 to 4 bytes a record instead of 32; 3.4 on synth-100M) in memory while
 //      the encoded blocks fit in the encoded budget; else
 //   3. encoded in the file.
 // The cheapest place comes first: encoding a record and decoding it again costs about 110
@@ -20,19 +20,21 @@
 // what it was.
 //
 // Encoding (private to this process, never on disk past its end: no format to keep stable). Per
-// record, relative to the previous record of the block (the first: to an all-zero record):
-//   tag byte: bits 0-1 type, bit 2 inferred, bits 3-5 frame kind or 7 = the previous record's
-//             frame (kind, address and inline index), bit 6 = the previous record's time and
-//             instruction count, bit 7 = a flags byte follows (kExtra*)
-//   [flags]   kExtraInlineIndex: an inline_index varint follows; kExtraText: a text index
-//             follows (a record other than kInstant with a text)
+// record, relative to the previous record of the block (the first: to an all-zero record), and
+// to the frame of the last record before it that has one (not a kInstant: its frame.address is
+// its text, SliceRecord::text()):
+//   tag byte: bits 0-1 type, bit 2 inferred, bits 3-5 frame kind or 7 = that last frame (kind,
+//             address and inline index; always 7 for a kInstant), bit 6 = the previous record's
+//             time and instruction count, bit 7 = a flags byte follows (kExtra*; never for a
+//             kInstant)
+//   [flags]   kExtraInlineIndex: an inline_index varint follows
 //   unless bit 6: time_ns - previous, then instructions - previous, as LEB128 varints modulo 2^64
 //             (both never decrease inside a tracker, so they are small; a decrease still comes
 //             back exactly, in 10 bytes)
-//   unless frame kind 7: address - previous address, zigzag LEB128 varint (modulo 2^64)
-//   [inline_index varint]; for kInstant (or kExtraText) the text's index, a varint: 0 for none,
-//             else 1 + its place in the block's text table, where Encode copies each text (the
-//             block owns its texts: no pointer is ever read from the bytes).
+//   unless frame kind 7: address - that last address, zigzag LEB128 varint (modulo 2^64)
+//   [inline_index varint]; for kInstant the text's index, a varint: 0 for none, else 1 + its
+//             place in the block's text table, where Encode copies each text (the block owns
+//             its texts: no pointer is ever read from the bytes).
 // The bytes are not trusted when read back (a file can be cut short or changed under us): Decode
 // checks every read against the block's length, the type, flags and text indexes, and a block
 // that does not decode to exactly its records in exactly its bytes is one that cannot be read
@@ -109,7 +111,7 @@ class RecordSpill {
     size_t bytes_ = 0;      // the block's encoded bytes (for the message)
     size_t left_ = 0;    // records not yet read
     size_t read_ = 0;    // records read
-    SliceRecord prev_;   // the last record decoded
+    SliceRecord prev_;   // the last record's clock, the last frame (Decode's `prev`)
   };
 
   // Blocks stored, those kept as they were, those written to the file, the most held at once,
@@ -124,8 +126,9 @@ class RecordSpill {
 
   // The encoding alone (also for tests): writes the records' bytes to `out` (room for
   // count * kMaxRecordBytes), appends their texts to `texts` (the bytes hold indexes into it) and
-  // returns how many bytes. Decode reads `count` records from [data, end) after *prev (an
-  // all-zero SliceRecord before a block's first), their texts pointing into `texts`, leaving the
+  // returns how many bytes. Decode reads `count` records from [data, end) after *prev (the clock
+  // of the record before them and the frame of the last one with a frame; an all-zero
+  // SliceRecord before a block's first), their texts pointing into `texts`, leaving those of the
   // last in *prev; it returns the position after them, or null when the bytes run past `end` or
   // are not such records (a bad type, flags or text index).
   static size_t Encode(const SliceRecord* records, size_t count, uint8_t* out,

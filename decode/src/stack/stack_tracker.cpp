@@ -67,9 +67,9 @@ inline void StackTracker::EmitInSlot(RecordType type, uint64_t t, const FrameId&
   // Field by field: `frame` was usually just stored field by field, and one 16-byte load of it
   // would wait for those stores to retire (a failed store forward).
   r.frame.kind = frame.kind;
-  r.frame.address = frame.address;
+  // An instant's text is kept in its frame's address (SliceRecord::text()); its frame is none.
+  r.frame.address = text != nullptr ? reinterpret_cast<uintptr_t>(text) : frame.address;
   r.frame.inline_index = frame.inline_index;
-  r.text = text;
   if (type == RecordType::kBegin) {
     buffer_depth_max_ = std::max(buffer_depth_max_, ++buffer_depth_);
   } else if (type == RecordType::kEnd) {
@@ -105,45 +105,7 @@ inline void StackTracker::PopInline(uint64_t t) {
 
 void StackTracker::Pop(uint64_t t) { PopInline(t); }
 
-void StackTracker::OnEvent(const FlowEvent& e) {
-  uint64_t t = e.time_ns;
-  const uint64_t position_before = position_;
-  position_ += e.insn_count;
-  if (!anchored_) [[unlikely]] {
-    anchored_ = true;
-    anchor_time_ = t;
-    anchor_position_ = position_before;  // the instructions before it ran in the first frame
-  } else if (t < last_time_) [[unlikely]] {
-    t = last_time_;
-    ++stats_[Stat::kClampedTimes];
-  }
-  last_time_ = t;
-  // Bound the buffer between events, when the stack is consistent.
-  if (buffer_size_ >= flush_at_) [[unlikely]] {  // held back: spilled_ + buffer_size_
-    FlushAtBoundThenDispatch(e, t);
-    return;
-  }
-  Dispatch(e, t);
-}
-
-inline void StackTracker::Dispatch(const FlowEvent& e, uint64_t t) {
-  using K = FlowEvent::Kind;
-  switch (e.kind) {
-    case K::kCall: OnCall(e, t); return;
-    case K::kReturn: OnReturn(e, t); return;
-    case K::kJump: OnJump(e, t); return;
-    case K::kSyscall:
-    case K::kDisable: OnLeave(e, t); return;
-    case K::kEnable: OnEnable(e, t); return;
-    case K::kAsync: OnAsync(e, t); return;
-    case K::kGap: OnGap(e, t); return;
-    case K::kInlineChange: OnInlineChange(e, t); return;
-    case K::kTrigger: OnTrigger(e, t); return;
-    case K::kEnd: OnEnd(t); return;
-  }
-}
-
-// For unit_speculation.cpp, where Dispatch and StartOf (inline here) are not seen.
+// For unit_speculation.cpp, where StartOf (inline here) is not seen.
 void StackTracker::DispatchOutOfLine(const FlowEvent& e, uint64_t t) { Dispatch(e, t); }
 
 // Whether `e` could touch the incoming stack with `size` frames (the sentinel and the unit's):
@@ -677,7 +639,7 @@ inline void StackTracker::Write(const Record& r) {
       AddToBatch(SliceRecord::Type::kEnd, r, nullptr);
       return;
     case RecordType::kInstant:
-      AddToBatch(SliceRecord::Type::kInstant, r, r.text);
+      AddToBatch(SliceRecord::Type::kInstant, r, r.text());
       return;
   }
 }
@@ -688,8 +650,13 @@ inline void StackTracker::AddToBatch(SliceRecord::Type type, const Record& r, co
   out.inferred = r.inferred;
   out.time_ns = r.time_ns;
   out.instructions = r.instructions;
-  out.frame = r.frame;
-  out.text = text;
+  if (type == SliceRecord::Type::kInstant) {
+    out.SetText(text);  // an instant has no frame (a folded note's record is the End's)
+  } else {
+    out.frame.address = r.frame.address;
+    out.frame.inline_index = r.frame.inline_index;
+    out.frame.kind = r.frame.kind;
+  }
   if (batch_.size() >= kBatchSize) SendBatch();
 }
 

@@ -43,7 +43,7 @@
 // later then start at the time the last written-out frame closed (not at the trace start), so they
 // no longer wrap what was written. Memory per thread is bounded by max_buffered_events records,
 // and with a RecordSpill (options.spill) by its block of records: each full block goes to the
-// RecordSpill, which keeps it as it is, or encoded (3 to 4 bytes a record instead of 40), in
+// RecordSpill, which keeps it as it is, or encoded (3 to 4 bytes a record instead of 32), in
 // memory up to its byte budgets, past them in a temporary file; the blocks come back, in order,
 // at the flush (record_spill.h). The output is the same.
 //
@@ -148,7 +148,7 @@ class StackTracker {
   StackTracker(const StackTracker&) = delete;
   StackTracker& operator=(const StackTracker&) = delete;
 
-  void OnEvent(const FlowEvent& event);
+  void OnEvent(const FlowEvent& event);  // inline (below)
   // Closes everything still open at max(end_time_ns, last event time) and writes the buffer.
   void Finish(uint64_t end_time_ns);
 
@@ -179,10 +179,12 @@ class StackTracker {
   using Record = SliceRecord;
   using RecordType = SliceRecord::Type;
 
-  // OnEvent only times the event and hands it on by tail calls: with no call of its own it saves
-  // no registers per event. The handlers stay out of line (noinline) so that it keeps so.
+  // OnEvent only times the event and hands it on to its handler. Both are inline (below the
+  // class), so that ThreadFeed's loop calls the handler itself: one call per event, not a call
+  // of OnEvent, its jump through Dispatch's table and another jump on to the handler. The
+  // handlers stay out of line (noinline): the loop keeps its registers across one call.
   void Dispatch(const FlowEvent& e, uint64_t t);
-  void FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t);
+  [[gnu::noinline]] void FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t);
   // OnCall, OnReturn and OnJump handle the common case (a known call site calling its usual callee; a
   // return to the top frame's return address) without a call of their own, so that they save no
   // registers; anything else goes on (a tail call) to the general handler (OnCallSlow ...), which
@@ -342,5 +344,43 @@ class StackTracker {
     bool valid = false;
   } last_jump_;
 };
+
+[[gnu::always_inline]] inline void StackTracker::OnEvent(const FlowEvent& e) {
+  uint64_t t = e.time_ns;
+  const uint64_t position_before = position_;
+  position_ += e.insn_count;
+  if (!anchored_) [[unlikely]] {
+    anchored_ = true;
+    anchor_time_ = t;
+    anchor_position_ = position_before;  // the instructions before it ran in the first frame
+  } else if (t < last_time_) [[unlikely]] {
+    t = last_time_;
+    ++stats_[Stat::kClampedTimes];
+  }
+  last_time_ = t;
+  // Bound the buffer between events, when the stack is consistent.
+  if (buffer_size_ >= flush_at_) [[unlikely]] {  // held back: spilled_ + buffer_size_
+    FlushAtBoundThenDispatch(e, t);
+    return;
+  }
+  Dispatch(e, t);
+}
+
+[[gnu::always_inline]] inline void StackTracker::Dispatch(const FlowEvent& e, uint64_t t) {
+  using K = FlowEvent::Kind;
+  switch (e.kind) {
+    case K::kCall: OnCall(e, t); return;
+    case K::kReturn: OnReturn(e, t); return;
+    case K::kJump: OnJump(e, t); return;
+    case K::kSyscall:
+    case K::kDisable: OnLeave(e, t); return;
+    case K::kEnable: OnEnable(e, t); return;
+    case K::kAsync: OnAsync(e, t); return;
+    case K::kGap: OnGap(e, t); return;
+    case K::kInlineChange: OnInlineChange(e, t); return;
+    case K::kTrigger: OnTrigger(e, t); return;
+    case K::kEnd: OnEnd(t); return;
+  }
+}
 
 }  // namespace ptscope::decode
