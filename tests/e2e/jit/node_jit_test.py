@@ -141,6 +141,8 @@ def run(emulate, decode, archive_tool, script, work):
     in_hot = sum(1 for addrs in decoded.values() for a in addrs
                  if any(start <= a < start + size for start, size in hot))
     if in_hot < 10000:
+        if not problems:  # the decode is exact: the window missed hot's code (see WINDOW_MISSED)
+            return WINDOW_MISSED + f" ({in_hot} executed instructions inside JS:*hot's code)"
         problems.append(f"only {in_hot} decoded instructions inside JS:*hot's jitdump code")
 
     text_path = os.path.join(work, "node.txt")
@@ -190,10 +192,24 @@ def run(emulate, decode, archive_tool, script, work):
     return None
 
 
+# Where a 150 K-instruction window falls in node is not ours to choose: once in a while (seen at
+# load ~4) it falls where node's main thread runs no `hot` at all (garbage collection of the
+# warm-up's throw-away functions, its timers). The decode is then still held exactly to the ground
+# truth, but there is nothing of `hot` to check: only in that case (every instruction decoded
+# exactly, fewer than 10000 of them inside hot's code) the test records a fresh node again, at
+# most ATTEMPTS times in all, and says so. Anything else fails at once.
+WINDOW_MISSED = "the trace window missed JS:*hot: node ran other code in it"
+ATTEMPTS = 3
+
+
 def main():
     emulate, decode, archive_tool, script = (os.path.abspath(a) for a in sys.argv[1:5])
-    with tempfile.TemporaryDirectory(prefix="node_jit_") as work:
-        failure = run(emulate, decode, archive_tool, script, work)
+    for attempt in range(1, ATTEMPTS + 1):
+        with tempfile.TemporaryDirectory(prefix="node_jit_") as work:
+            failure = run(emulate, decode, archive_tool, script, work)
+        if not (failure or "").startswith(WINDOW_MISSED) or attempt == ATTEMPTS:
+            break
+        print(f"attempt {attempt}: {failure}; recording a fresh node again")
     if failure:
         print("FAIL " + failure)
         return 1
