@@ -248,6 +248,28 @@ TEST_CASE("a direct jump to the last address, then a disable without an ip: miss
         "missing code at 0xffffffffffffffff\n");
 }
 
+// Issue 24's decode fuzz target (stop 37): a TIP into the middle of libc's code, at bytes
+// c5 48 85 db 7e 4b 41. libipt decodes them as one 7-byte VEX-encoded instruction and, as every
+// VEX or EVEX one, not a branch (pt_instruction_decode); Zydis as a conditional branch (Knights
+// Corner's jknzd). The walker took a TNT bit for it, and the next Jcc found none.
+// 0x1030: those 7 bytes; 0x1037: jz 0x103b; 0x1039: nop; nop; 0x103b: syscall.
+TEST_CASE("a VEX-encoded instruction Zydis calls a branch takes no TNT bit, as in libipt") {
+  std::vector<uint8_t> code = TestCode();
+  const std::vector<uint8_t> bytes = {0xc5, 0x48, 0x85, 0xdb, 0x7e, 0x4b, 0x41,  // VEX
+                                      0x74, 0x02,                                // jz +2
+                                      0x90, 0x90, 0x0f, 0x05};                   // syscall
+  std::copy(bytes.begin(), bytes.end(), code.begin() + 0x30);
+  PtBuilder pt;
+  pt.Psb(1000, 0x1030);
+  pt.Cyc(1);
+  pt.Tnt({true});
+  pt.Cyc(1);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), code) ==
+        "syscall 0x103b->0x0 t=1002 n=3\n"
+        "end 0x103b->0x0 t=1002 n=0\n");
+}
+
 TEST_CASE("after an error, decoding resumes at the next PSB without repeating decoded trace") {
   PtBuilder pt;
   pt.Psb(1000, 0x1025);

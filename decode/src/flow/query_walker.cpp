@@ -18,6 +18,15 @@ constexpr uint64_t kNowhere = ~uint64_t{0};  // ProceedTo's ip when there is non
 // libipt's instruction class of a decoded instruction, and its direct target when it has one.
 pt_insn_class ClassOf(const ZydisDecodedInstruction& insn, bool* direct) {
   *direct = false;
+  // libipt's pt_instruction_decode (pt_ild.c) classifies no VEX- or EVEX-encoded instruction
+  // (`if (ild->u.s.vex) return 0;`): all are ptic_other. Zydis decodes some as branches (Knights
+  // Corner's VEX-encoded mask branches, e.g. c5 48 85 ..: a conditional branch to Zydis), met
+  // where fuzzed trace jumps into the middle of instructions; taking a TNT bit for one
+  // desynchronises the TNT stream.
+  if (insn.encoding != ZYDIS_INSTRUCTION_ENCODING_LEGACY &&
+      insn.encoding != ZYDIS_INSTRUCTION_ENCODING_3DNOW) {
+    return ptic_other;
+  }
   const bool far = insn.meta.branch_type == ZYDIS_BRANCH_TYPE_FAR;
   switch (insn.mnemonic) {
     case ZYDIS_MNEMONIC_CALL:
