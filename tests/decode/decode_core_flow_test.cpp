@@ -105,6 +105,15 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
   return described;
 }
 
+// Ends a trace the way most cases here do: decoding resumes at a PSB (TSC 2000) at 0x1020, runs
+// nop; syscall, and tracing stops there. Its events: "syscall 0x1021->0x0 t=2002 n=2" and
+// "end 0x1021->0x0 t=2002 n=0".
+void ResumeToSyscall(PtBuilder& pt) {
+  pt.Psb(2000, 0x1020);
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);
+}
+
 // Decodes `trace` over TestCode() (or `code`) and returns the events as text. Every trace is also
 // decoded with QueryWalker, which must give exactly the same events (all of these traces are
 // 64-bit code and events it models: it must not refuse them), and with QueryWalker on
@@ -189,9 +198,7 @@ TEST_CASE("a branch to an address without code is a missing-code gap, then decod
   pt.Psb(1000, 0x1025);
   pt.Cyc(1);
   pt.Ip(ppt_tip, 0x9000);  // no code mapped there
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   CHECK(Decode(pt.bytes()) ==
         "jump 0x1025->0x9000 t=1001 n=1\n"
         "gap 0x0->0x0 cause=missing code t=1001 n=0\n"
@@ -212,9 +219,7 @@ TEST_CASE("enabled at the last address, disabled without an ip: a missing-code g
   pt.Cyc(1);
   pt.Ip(ppt_tip_pgd, 0);
   pt.Tnt({true});
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true) ==
         "enable 0x0->0xffffffffffffffff t=1001 n=0\n"
         "gap 0x0->0x0 cause=missing code t=1001 n=0\n"
@@ -236,9 +241,7 @@ TEST_CASE("a direct jump to the last address, then a disable without an ip: miss
   pt.Cyc(1);
   pt.Ip(ppt_tip_pgd, 0);
   pt.Tnt({true});
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   CHECK(Decode(pt.bytes(), code, /*gap_texts=*/true) ==
         "jump 0x1030->0xffffffffffffffff t=1000 n=1\n"
         "gap 0x0->0x0 cause=missing code t=1000 n=0\n"
@@ -303,9 +306,7 @@ TEST_CASE("code that runs off the end of its mapping: the gap names the first ad
   // event (the next PSB's would be pending without it, and libipt walks to an event's ip
   // instruction by instruction: the next test).
   pt.Tnt({true});
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true) ==
         "gap 0x0->0x0 cause=missing code t=1000 n=16\n"
         "syscall 0x1021->0x0 t=2002 n=2\n"
@@ -323,9 +324,7 @@ TEST_CASE("walking to an event's ip past the mapping's end: the gap names no add
   pt.Cyc(1);
   pt.Ip(ppt_fup, 0x1050);
   pt.Ip(ppt_tip, 0x1020);
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true) ==
         "gap 0x0->0x0 cause=missing code t=1000 n=16\n"
         "syscall 0x1021->0x0 t=2002 n=2\n"
@@ -585,9 +584,7 @@ TEST_CASE("code that runs off its mapping's end after an image epoch change: the
   pt.Cyc(6);             // t=1006: a mapping made at t=1005 starts a new epoch
   pt.Ip(ppt_tip, 0x1030);
   pt.Tnt({true});  // as above: nothing reaches it, no event is pending at the mapping's end
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   CHECK(Decode(pt.bytes(), TestCode(), /*gap_texts=*/true, /*later_mapping_ns=*/1005) ==
         "jump 0x1025->0x1030 t=1006 n=1\n"
         "gap 0x0->0x0 cause=missing code t=1102 n=16\n"
@@ -624,9 +621,7 @@ SuppressedTipTrace SuppressedTipAfter(int passes, bool cyc_after_tip = false) {
   if (cyc_after_tip) pt.Cyc(1);
   pt.Tnt({true});     // what libipt's second query of the same branch meets
   trace.psb = pt.bytes().size();
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   trace.bytes = pt.bytes();
   return trace;
 }
@@ -746,9 +741,7 @@ TEST_CASE("the differential's exception for a suppressed-IP TIP still catches ev
   pt.Ip(ppt_tip, 0x1027);
   pt.Cyc(3);
   pt.Ip(ppt_tip, 0x1027);
-  pt.Psb(2000, 0x1020);
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  ResumeToSyscall(pt);
   CHECK(testing::CompareDecoders(pt.bytes(), DecodeBoth) == "");
 }
 

@@ -5,9 +5,9 @@
 // per-section block cache, image look-ups, one pt_blk_next call per block); the packets themselves
 // are a quarter. The walker keeps libipt's query decoder for the packets (pt_qry_*: TNT, TIP,
 // events, time), or our own PacketQuery with the same answers (flow/packet_query.h: a TNT bit
-// without a call; what it does not model, it refuses: packets_refused()), and replaces the walk by a table of runs: from an address, how many instructions up to the next
-// branch, which branch, and its direct target. A run is decoded once per address (Zydis) and then
-// costs one look-up.
+// without a call; what it does not model, it refuses: packets_refused()), and replaces the walk
+// by a table of runs: from an address, how many instructions up to the next branch, which branch,
+// and its direct target. A run is decoded once per address (Zydis) and then costs one look-up.
 //
 // It reproduces the block decoder's output in the configuration pt-decode uses (end_on_call,
 // end_on_jump, enable_tick_events): the same blocks (ip, end_ip, ninsn, iclass, isid) and the same
