@@ -75,7 +75,8 @@ std::string Describe(const UnitEvents& unit) {
 constexpr uint64_t kLaterBase = 0x3000;
 std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint8_t>& code,
                        WalkerCache* walker, bool* refused, bool gap_texts = false,
-                       uint64_t later_mapping_ns = 0, bool own_packets = false) {
+                       uint64_t later_mapping_ns = 0, bool own_packets = false,
+                       CodeFacts* code_facts = nullptr) {
   CodeFile file(code);
   symbols::AddressSpace space;
   uint32_t module = space.InternModule(file.path(), {});
@@ -90,6 +91,7 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
   UnitEvents unit;
   FlowDecoder decoder(setup, images, 1, facts, unit);
   if (walker != nullptr) decoder.UseWalker(walker, own_packets);
+  if (code_facts != nullptr) decoder.SetCodeFacts(code_facts);
   decoder.DecodeSegment(trace.data(), trace.size());
   *refused = decoder.walker_refused() || decoder.packets_refused();
   std::string described = Describe(unit);
@@ -569,6 +571,108 @@ TEST_CASE("a continuing unit states its first block's inlined depth; a first uni
       "end 0x1021->0x0 t=1008 n=0\n";
   CHECK(decode(1, false) == depth1);
   CHECK(decode(1, true) == depth1);
+}
+
+// Two functions, F1 [0x1000, 0x1020) and F2 [0x1030, 0x1040), each a uniform stretch of inlined
+// depth as code without inlining has: depth 0 for [0x1000, 0x1003), then depth 2 for
+// [0x1003, 0x1040) (one stretch over both functions, so only the function test tells F2 apart).
+// 0x1000 nop; 0x1001 jz 0x1000; 0x1003 jz 0x1030
+// 0x1030 nop; 0x1031 jz 0x1030; 0x1033 jz 0x1000; 0x1035 syscall
+struct TwoFunctions : CodeFacts {
+  uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override {
+    return FunctionRange(pid, address, time_ns).first;
+  }
+  std::pair<uint64_t, uint64_t> FunctionRange(uint32_t, uint64_t address, uint64_t) override {
+    if (address >= 0x1000 && address < 0x1020) return {0x1000, 0x1020};
+    if (address >= 0x1030 && address < 0x1040) return {0x1030, 0x1040};
+    return {0, 0};
+  }
+  uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override {
+    return InlineStretch(pid, address, time_ns).uniform_depth;
+  }
+  InlineDepthStretch InlineStretch(uint32_t, uint64_t address, uint64_t) override {
+    InlineDepthStretch stretch;
+    if (address >= 0x1000 && address < 0x1003) {
+      stretch.begin = 0x1000;
+      stretch.end = 0x1003;
+    } else if (address >= 0x1003 && address < 0x1040) {
+      stretch.begin = 0x1003;
+      stretch.end = 0x1040;
+      stretch.uniform_depth = 2;
+    } else {
+      return stretch;
+    }
+    // One step: a uniform span, as SymbolsFrameNamer::InlineStretch gives for such code.
+    auto span = std::make_shared<symbols::InlineDepthSpan>();
+    span->begin = stretch.begin;
+    span->end = stretch.end;
+    span->steps.push_back({stretch.begin, stretch.uniform_depth});
+    stretch.uniform = true;
+    stretch.span = std::move(span);
+    return stretch;
+  }
+  static std::vector<uint8_t> Code() {
+    std::vector<uint8_t> code(0x40, 0x90);
+    code[0x01] = 0x74;  // jz 0x1000
+    code[0x02] = 0xfd;
+    code[0x03] = 0x74;  // jz 0x1030
+    code[0x04] = 0x2b;
+    code[0x31] = 0x74;  // jz 0x1030
+    code[0x32] = 0xfd;
+    code[0x33] = 0x74;  // jz 0x1000
+    code[0x34] = 0xcb;
+    code[0x35] = 0x0f;  // syscall
+    code[0x36] = 0x05;
+    return code;
+  }
+};
+
+// FlowDecoder::TakeQuietBlocks: after a conditional branch, the walker steps through the blocks
+// that make no event (a cached bit after a quiet tick, a run decoded before, the same function,
+// no inlined depth to state) without handing them over. A TNT packet's bits from its third on
+// are taken after a quiet tick. The walker decodes the trace twice with one cache, as a worker's
+// units share it, so that the second time every run is known: bits 5 and 6 (fifth and sixth of
+// their packet) end the blocks that start at 0x1003, which states depth 2, and at 0x1030, a jump
+// into F2; stepped through, they would make neither. (The same in the second round through both
+// functions, bits 15 and 16.) Every way must give libipt's block decoder's events, with every
+// instruction counted.
+TEST_CASE("blocks stepped through after a conditional branch: the counts, jumps and depths exact") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(2);
+  // F1's loop 4 times, jz 0x1030 taken, F2's loop 4 times, jz 0x1000 taken; the same again, but
+  // the last jz not taken: on to the syscall.
+  pt.Tnt({true, true, true, false, true, true});  // bits 1-6
+  pt.Tnt({true, true, false, true, true, true});  // bits 7-12
+  pt.Tnt({true, false, true, true, true, true});  // bits 13-18
+  pt.Tnt({false, false});                         // bits 19-20
+  pt.Cyc(2);
+  pt.Ip(ppt_tip_pgd, 0);  // at the syscall
+  const std::vector<uint8_t> code = TwoFunctions::Code();
+  std::string outputs[3];
+  for (int way = 0; way < 3; ++way) {  // libipt's blocks, the walker on libipt's packets, on ours
+    WalkerCache cache;
+    for (int pass = way == 0 ? 1 : 0; pass < 2; ++pass) {
+      TwoFunctions facts_of_code;
+      bool refused = false;
+      outputs[way] = DecodeWith(pt.bytes(), code, way == 0 ? nullptr : &cache, &refused, false,
+                                0, /*own_packets=*/way == 2, &facts_of_code);
+      CHECK_FALSE(refused);
+    }
+  }
+  CHECK(outputs[1] == outputs[0]);
+  CHECK(outputs[2] == outputs[0]);
+  CHECK(outputs[0] ==
+        "inline 0x1003->0x1003 depth=2 t=1002 n=8\n"
+        "jump 0x1003->0x1030 t=1002 n=1\n"
+        "inline 0x1030->0x1030 depth=2 t=1002 n=0\n"
+        "jump 0x1033->0x1000 t=1002 n=9\n"
+        "inline 0x1000->0x1000 depth=0 t=1002 n=0\n"
+        "inline 0x1003->0x1003 depth=2 t=1003 n=8\n"
+        "jump 0x1003->0x1030 t=1003 n=1\n"
+        "inline 0x1030->0x1030 depth=2 t=1003 n=0\n"
+        "syscall 0x1035->0x0 t=1004 n=10\n"
+        "end 0x1035->0x0 t=1004 n=0\n");
 }
 
 // Issue 24 (decode fuzz target, sideband mutants of the input above whose mappings start a few ns

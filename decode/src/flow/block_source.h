@@ -75,6 +75,13 @@ class BlockSource {
     *call_size = 0;
     return pt_blk_next(decoder_, block, sizeof *block);
   }
+  // QueryWalker::NextQuiet; none with libipt's block decoder, or once PacketQuery refused (then
+  // NextBlock ends the trace: Refused).
+  [[gnu::always_inline]] QueryWalker::QuietBlocks NextQuiet(const QueryWalker::QuietBounds& bounds,
+                                                             uint64_t budget) {
+    if (walker_ == nullptr || walker_packets_refused_) return {};
+    return walker_->NextQuiet(bounds, budget);
+  }
   int NextEvent(pt_event* event) {
     return walker_ ? Refused(walker_->Event(event)) : pt_blk_event(decoder_, event, sizeof *event);
   }

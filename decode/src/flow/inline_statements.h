@@ -66,6 +66,17 @@ class InlineStatements {
     }
     return false;
   }
+  // The window in which Quiet holds for every block (its first and last address inside) from now
+  // on, as long as only such blocks come: false when none does (no window, or a depth to state).
+  // After such blocks, QuietBlocks does what Quiet did for them.
+  bool QuietWindow(uint64_t* begin, uint64_t* width) const {
+    // Quiet's test for the first block (after_transfer_ as it is), and for the next ones (false).
+    if ((restate_ & (after_transfer_ ? 3 : 1)) != 0) return false;
+    *begin = fast_begin_;
+    *width = fast_width_;
+    return true;
+  }
+  void QuietBlocks() { after_transfer_ = false; }
   // The statements `block` needs (it starts at instruction `block_position`), each handed to
   // `state(position, ip, depth)`; `time_ns` chooses the mappings.
   template <typename State>

@@ -48,6 +48,12 @@ class PacketQuery {
     tnt_index_ >>= 1;
     return true;
   }
+  // The TNT cache for a caller that takes several cached bits in a row, as CachedCondBranch would
+  // one by one (QueryWalker::NextQuiet): the packet's bits and the next bit's mask (> 1: a bit is
+  // cached); SetTntIndex stores the mask after the bits taken.
+  uint64_t tnt_bits() const { return tnt_bits_; }
+  uint64_t tnt_index() const { return tnt_index_; }
+  void SetTntIndex(uint64_t index) { tnt_index_ = index; }
   int IndirectBranch(uint64_t* ip);
   int Event(pt_event* event);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;

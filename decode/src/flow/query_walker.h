@@ -119,6 +119,26 @@ class QueryWalker {
   // Next, inlined into the caller (include flow/query_walker_step.h): the block loop's form.
   int NextInline(pt_block* block);
   int Event(pt_event* event);
+  // Where NextQuiet's blocks may lie: each block's first address in [start_begin, start_begin +
+  // start_width), its first and last address in [begin, begin + width) (unsigned differences:
+  // width ~0 from 0 holds every address but the last, an empty window none).
+  struct QuietBounds {
+    uint64_t start_begin = 0, start_width = ~uint64_t{0};
+    uint64_t begin = 0, width = ~uint64_t{0};
+  };
+  // What NextQuiet took: `ninsn` instructions (0: no block), the last block's end_ip and isid.
+  struct QuietBlocks {
+    uint64_t ninsn = 0;
+    uint64_t end_ip = 0;
+    int isid = 0;
+  };
+  // Takes the blocks NextInline would return next, without returning them, as long as each is
+  // one cached run ending at a conditional branch whose bit PacketQuery has cached after a quiet
+  // Tick (NextInline's answer for it: status 0, no event, no tick; its call size 0) inside
+  // `bounds`, and the blocks taken have fewer than `budget` instructions in all. The walker is
+  // left as NextInline would leave it after the same blocks. (The FlowDecoder's block loop walks
+  // through the blocks that make no event this way: see FlowDecoder::TakeQuietBlocks.)
+  QuietBlocks NextQuiet(const QuietBounds& bounds, uint64_t budget);
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
   int GetSyncOffset(uint64_t* offset) const;

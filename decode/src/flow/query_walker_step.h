@@ -20,6 +20,48 @@ namespace ptscope::decode {
   return Proceed(block);
 }
 
+[[gnu::always_inline]] inline QueryWalker::QuietBlocks QueryWalker::NextQuiet(
+    const QuietBounds& bounds, uint64_t budget) {
+  QuietBlocks taken;
+  // Proceed's way to a quiet block, once for all of them: no event ahead, tracing enabled (which
+  // tick_quiet_ implies), a bit cached after a quiet Tick. Each quiet block leaves these as they
+  // were (status_ 0, tick_quiet_ set, nothing fetched), so they hold for the next one.
+  PacketQuery* packets = packets_.get();
+  if (!tick_quiet_ || packets == nullptr || EventAhead()) return taken;
+  uint64_t index = packets->tnt_index();
+  const uint64_t bits = packets->tnt_bits();
+  // RunAt's fast path, and ProceedNoEvent's test of the run: a run it would take another way
+  // (not yet cached, slow, reaching past the section) ends the walk, and NextInline takes it.
+  const uint64_t section_begin = last_section_begin_, section_end = last_section_end_;
+  const uint64_t section_width = section_end - section_begin;
+  const RunTable& runs = cache_->runs;
+  const int isid = last_isid_;
+  uint64_t ip = ip_;
+  const Run* last = nullptr;
+  while (index > 1 && ip - section_begin < section_width) {
+    const Run* run = runs.Find(ip, isid);
+    if (run == nullptr || run->slow || run->end_ip >= section_end ||
+        run->iclass != ptic_cond_jump) {
+      break;
+    }
+    if (ip - bounds.start_begin >= bounds.start_width || ip - bounds.begin >= bounds.width ||
+        run->end_ip - bounds.begin >= bounds.width || taken.ninsn + run->ninsn >= budget) {
+      break;
+    }
+    taken.ninsn += run->ninsn;
+    ip = (bits & index) != 0 ? run->target : run->end_ip + run->size;
+    index >>= 1;
+    last = run;
+  }
+  if (last == nullptr) return taken;
+  ip_ = ip;
+  status_ = 0;
+  packets->SetTntIndex(index);
+  taken.end_ip = last->end_ip;
+  taken.isid = last->isid;
+  return taken;
+}
+
 [[gnu::always_inline]] inline int QueryWalker::Proceed(pt_block* block) {
   if (EventAhead()) [[unlikely]] {
     const int fetched = FetchEvent();
