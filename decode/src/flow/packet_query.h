@@ -18,6 +18,7 @@
 
 #include <intel-pt.h>
 
+#include <array>
 #include <cstdint>
 
 namespace ptscope::decode {
@@ -107,6 +108,11 @@ class PacketQuery {
   int Start(const uint8_t* pos, uint64_t* ip);
   int Fetch();  // sets next_ for the packet at pos_
   int FetchAt(const uint8_t* pos, Kind* kind) const;
+  // FetchAt's look-up by a packet's first byte: its Kind, or kOpcodeExtended (0x02: the second
+  // byte tells) or kOpcodeRefused (not modelled). One load instead of a chain of compares:
+  // FetchAt runs for every packet.
+  static constexpr uint8_t kOpcodeExtended = 0xfe, kOpcodeRefused = 0xff;
+  static const std::array<uint8_t, 256> kOpcodeKinds;
   bool WillEvent() const;
   bool WillEos() const;
   int StatusFlags() const;
