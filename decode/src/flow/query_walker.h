@@ -119,6 +119,19 @@ class QueryWalker {
   // Next, inlined into the caller (include flow/query_walker_step.h): the block loop's form.
   int NextInline(pt_block* block);
   int Event(pt_event* event);
+  // Event for a tick, inlined into the caller and without the pt_event: when the event in
+  // process is a tick, takes it as Event does and returns true, with Event's answer in
+  // `*status` and the tick's time in `*has_tsc` (pt_event::has_tsc) and `*tsc`; false, with
+  // nothing done, for any other event. Most events are ticks, and the block loop needs only
+  // their time (Event stays the interface compared with libipt's pt_blk_event).
+  [[gnu::always_inline]] bool TakeTick(int* status, bool* has_tsc, uint64_t* tsc) {
+    if (!process_event_ || event_.type != ptev_tick) return false;
+    process_event_ = false;  // (Event's tick case: no check, no state)
+    *has_tsc = event_.has_tsc != 0;
+    *tsc = event_.tsc;
+    *status = ProceedTrailingEvent();
+    return true;
+  }
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
   int GetSyncOffset(uint64_t* offset) const;
