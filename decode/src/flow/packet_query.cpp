@@ -352,14 +352,6 @@ int PacketQuery::Event(pt_event* event) {
   return StatusFlags();
 }
 
-int PacketQuery::Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
-  if (refused_) return kRefused;
-  *tsc = last_clock_.tsc;
-  if (lost_mtc != nullptr) *lost_mtc = last_clock_.lost_mtc;
-  if (lost_cyc != nullptr) *lost_cyc = last_clock_.lost_cyc;
-  return last_clock_.have_tsc ? 0 : -pte_no_time;
-}
-
 // ---- Packets -------------------------------------------------------------------------------
 
 int PacketQuery::Decode() {

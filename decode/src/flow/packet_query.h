@@ -51,7 +51,13 @@ class PacketQuery {
   }
   int IndirectBranch(uint64_t* ip);
   int Event(pt_event* event);
-  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
+  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {  // (inline: per tick)
+    if (refused_) return kRefused;
+    *tsc = last_clock_.tsc;
+    if (lost_mtc != nullptr) *lost_mtc = last_clock_.lost_mtc;
+    if (lost_cyc != nullptr) *lost_cyc = last_clock_.lost_cyc;
+    return last_clock_.have_tsc ? 0 : -pte_no_time;
+  }
   int GetOffset(uint64_t* offset) const {
     if (pos_ == nullptr) return -pte_nosync;
     *offset = static_cast<uint64_t>(pos_ - begin_);

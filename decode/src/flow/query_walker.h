@@ -229,6 +229,12 @@ class QueryWalker {
   // packet; `size`: the packet's length.
   unsigned TntBitsAt(uint64_t offset, unsigned* size) const;
   int TickSlow(uint64_t ip);
+  // Time, inlined into TickSlow (a tick is about every other TNT packet).
+  [[gnu::always_inline]] int TimeInline(uint64_t* tsc, uint32_t* lost_mtc,
+                                        uint32_t* lost_cyc) const {
+    if (PacketQuery* packets = packets_.get()) return packets->Time(tsc, lost_mtc, lost_cyc);
+    return pt_qry_time(query_, tsc, lost_mtc, lost_cyc);
+  }
   void PushReturn(uint64_t ip);
   int PopReturn(uint64_t* ip);
 
