@@ -745,7 +745,7 @@ int PacketQuery::DecodeMtc() {
   return 0;
 }
 
-int PacketQuery::DecodeCyc() {
+[[gnu::always_inline]] inline int PacketQuery::DecodeCyc() {
   // The first byte: opcode, 5 payload bits, an extension bit; then 7 bits a byte while the
   // byte before has its extension bit set.
   if ((pos_[0] & 0x04) == 0) {  // one byte (nothing for SKD007 to look at)
