@@ -85,6 +85,14 @@ class BlockSource {
   int NextEvent(pt_event* event) {
     return walker_ ? Refused(walker_->Event(event)) : pt_blk_event(decoder_, event, sizeof *event);
   }
+  // NextEvent when the next event is the walker's tick (QueryWalker::TakeTick): true, with
+  // NextEvent's status in `*status` and the tick's time; false, with nothing taken, for any
+  // other event and with libipt.
+  [[gnu::always_inline]] bool NextTick(int* status, bool* has_tsc, uint64_t* tsc) {
+    if (!walker_ || !walker_->TakeTick(status, has_tsc, tsc)) return false;
+    *status = Refused(*status);
+    return true;
+  }
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
     return walker_ ? walker_->Time(tsc, lost_mtc, lost_cyc)
                    : pt_blk_time(decoder_, tsc, lost_mtc, lost_cyc);

@@ -198,8 +198,12 @@ bool FlowDecoder::Stuck() {
 
 int FlowDecoder::DrainEvents(int status) {
   while (status >= 0 && (status & pts_event_pending) != 0) {
+    // Most events are the walker's ticks: their time without a pt_event (HandleEvent's case).
+    bool has_tsc = false;
+    uint64_t tsc = 0;
     pt_event event;
-    status = blocks_.NextEvent(&event);
+    const bool tick = blocks_.NextTick(&status, &has_tsc, &tsc);
+    if (!tick) status = blocks_.NextEvent(&event);
     if (status < 0) {
       uint64_t offset = 0;
       blocks_.Offset(&offset);
@@ -208,7 +212,11 @@ int FlowDecoder::DrainEvents(int status) {
       HandleError(status, none, offset);
       return status;
     }
-    HandleEvent(event);
+    if (tick) {
+      if (has_tsc) Anchor(tsc);
+    } else {
+      HandleEvent(event);
+    }
   }
   return status;
 }

@@ -5,6 +5,7 @@
 // an event and pt_qry_time see.
 #include "flow/packet_query.h"
 
+#include <bit>
 #include <cstddef>
 #include <cstring>
 
@@ -19,10 +20,19 @@ constexpr unsigned kPipSize = 8;
 constexpr unsigned kTnt64Size = 8;
 constexpr unsigned kCycBits = 64;
 constexpr unsigned kFcrShift = 8;  // the fixed-point shift of libipt's fcr
+static_assert(std::endian::native == std::endian::little);  // (Load8)
 
 uint64_t ReadLittle(const uint8_t* at, unsigned size) {
   uint64_t value = 0;
   for (unsigned i = 0; i < size; ++i) value |= uint64_t{at[i]} << (8 * i);
+  return value;
+}
+
+// The 8 bytes at `at` as a little-endian number, one unaligned load (the caller checked that
+// they lie in the trace): a packet of 8 bytes, its payload the bits above its opcode bytes.
+uint64_t Load8(const uint8_t* at) {
+  uint64_t value = 0;
+  std::memcpy(&value, at, sizeof value);
   return value;
 }
 
@@ -72,6 +82,57 @@ void PacketQuery::Reset() {
   last_clock_ = Clock{};
   calibration_ = Calibration{};
   for (Queue& queue : queues_) queue.begin = queue.end = 0;
+}
+
+// ---- Fetching ------------------------------------------------------------------------------
+
+const std::array<uint8_t, 256> PacketQuery::kOpcodeKinds = [] {
+  std::array<uint8_t, 256> kinds{};
+  for (unsigned opc = 0; opc < 256; ++opc) {
+    Kind kind = Kind::kNone;  // (none of the rules: an unknown opcode)
+    if (opc == 0x02) {
+      kinds[opc] = kOpcodeExtended;
+      continue;
+    }
+    if (opc == 0x00) kind = Kind::kPad;
+    else if (opc == 0x99) kind = Kind::kMode;
+    else if (opc == 0x19) kind = Kind::kTsc;
+    else if (opc == 0x59) kind = Kind::kMtc;
+    else if ((opc & 0x01) == 0) kind = Kind::kTnt8;
+    else if ((opc & 0x03) == 0x03) kind = Kind::kCyc;
+    else if ((opc & 0x1f) == 0x0d) kind = Kind::kTip;
+    else if ((opc & 0x1f) == 0x1d) kind = Kind::kFup;
+    else if ((opc & 0x1f) == 0x11) kind = Kind::kTipPge;
+    else if ((opc & 0x1f) == 0x01) kind = Kind::kTipPgd;
+    kinds[opc] = kind != Kind::kNone ? static_cast<uint8_t>(kind) : kOpcodeRefused;
+  }
+  return kinds;
+}();
+
+[[gnu::always_inline]] inline int PacketQuery::FetchAt(const uint8_t* pos, Kind* kind) const {
+  *kind = Kind::kNone;
+  if (pos == end_) return -pte_eos;
+  const uint8_t entry = kOpcodeKinds[pos[0]];
+  if (entry < kOpcodeExtended) [[likely]] {
+    *kind = static_cast<Kind>(entry);
+    return 0;
+  }
+  if (entry == kOpcodeRefused) return kRefused;
+  if (pos + 1 == end_) return -pte_eos;
+  switch (pos[1]) {
+    case 0x82: *kind = Kind::kPsb; return 0;
+    case 0xa3: *kind = Kind::kTnt64; return 0;
+    case 0x23: *kind = Kind::kPsbend; return 0;
+    case 0x03: *kind = Kind::kCbr; return 0;
+    case 0x73: *kind = Kind::kTma; return 0;
+    case 0x43: *kind = Kind::kPip; return 0;
+    default: return kRefused;  // OVF, STOP, VMCS, MNT, power, PTW, unknown
+  }
+}
+
+[[gnu::always_inline]] inline int PacketQuery::Fetch() {
+  const int status = FetchAt(pos_, &next_);
+  return status == kRefused ? Refuse() : status;
 }
 
 // ---- Synchronisation -------------------------------------------------------------------------
@@ -139,45 +200,7 @@ int PacketQuery::Start(const uint8_t* pos, uint64_t* ip) {
 
 // ---- The query loop ------------------------------------------------------------------------
 
-int PacketQuery::FetchAt(const uint8_t* pos, Kind* kind) const {
-  *kind = Kind::kNone;
-  if (pos == end_) return -pte_eos;
-  const uint8_t opc = pos[0];
-  switch (opc) {
-    case 0x00: *kind = Kind::kPad; return 0;
-    case 0x99: *kind = Kind::kMode; return 0;
-    case 0x19: *kind = Kind::kTsc; return 0;
-    case 0x59: *kind = Kind::kMtc; return 0;
-    case 0x02:
-      if (pos + 1 == end_) return -pte_eos;
-      switch (pos[1]) {
-        case 0x82: *kind = Kind::kPsb; return 0;
-        case 0xa3: *kind = Kind::kTnt64; return 0;
-        case 0x23: *kind = Kind::kPsbend; return 0;
-        case 0x03: *kind = Kind::kCbr; return 0;
-        case 0x73: *kind = Kind::kTma; return 0;
-        case 0x43: *kind = Kind::kPip; return 0;
-        default: return kRefused;  // OVF, STOP, VMCS, MNT, power, PTW, unknown
-      }
-    default:
-      break;
-  }
-  if ((opc & 0x01) == 0) *kind = Kind::kTnt8;
-  else if ((opc & 0x03) == 0x03) *kind = Kind::kCyc;
-  else if ((opc & 0x1f) == 0x0d) *kind = Kind::kTip;
-  else if ((opc & 0x1f) == 0x1d) *kind = Kind::kFup;
-  else if ((opc & 0x1f) == 0x11) *kind = Kind::kTipPge;
-  else if ((opc & 0x1f) == 0x01) *kind = Kind::kTipPgd;
-  else return kRefused;  // unknown opcode
-  return 0;
-}
-
-int PacketQuery::Fetch() {
-  const int status = FetchAt(pos_, &next_);
-  return status == kRefused ? Refuse() : status;
-}
-
-bool PacketQuery::WillEvent() const {
+[[gnu::always_inline]] inline bool PacketQuery::WillEvent() const {
   switch (next_) {
     case Kind::kTipPge: case Kind::kTipPgd: case Kind::kMode: case Kind::kCbr: case Kind::kPip:
       return true;
@@ -207,9 +230,20 @@ int PacketQuery::ReadAhead() {
   for (;;) {
     const int status = Fetch();
     if (status != 0) return status;
-    if (next_ == Kind::kTnt8 || next_ == Kind::kTnt64 || next_ == Kind::kTip) return 0;
-    if (WillEvent()) return 0;
-    const int decoded = Decode();
+    int decoded = 0;
+    // The timing packets between branches (CYC, MTC) without Decode's call and switch: these
+    // are most of the packets read ahead. (Decode's treatment of an error, inlined.)
+    if (next_ == Kind::kCyc) {
+      decoded = DecodeCyc();
+      if (decoded < 0 && decoded != -pte_eos) decoded = Refuse();
+    } else if (next_ == Kind::kMtc) {
+      decoded = DecodeMtc();
+      if (decoded < 0 && decoded != -pte_eos) decoded = Refuse();
+    } else {
+      if (next_ == Kind::kTnt8 || next_ == Kind::kTnt64 || next_ == Kind::kTip) return 0;
+      if (WillEvent()) return 0;
+      decoded = Decode();
+    }
     if (decoded != 0) {
       if (decoded == -pte_eos) {  // a status packet cut off at the end
         pos_ = end_;
@@ -233,6 +267,14 @@ int PacketQuery::CondBranchSlow(int* taken) {
 
 int PacketQuery::CacheTnt() {
   for (;;) {
+    // Nearly always the read-ahead stopped at the TNT packet: the loop's tests and Decode's
+    // switch for it, short.
+    if (next_ == Kind::kTnt8 || next_ == Kind::kTnt64) [[likely]] {
+      event_ = nullptr;
+      const int status = DecodeTnt();
+      if (status != 0) return status < 0 && status != -pte_eos ? Refuse() : status;
+      break;
+    }
     if (next_ == Kind::kNone) {  // pt_qry_provoke_fetch_error
       const int status = Fetch();
       return status < 0 ? status : Refuse();
@@ -310,14 +352,6 @@ int PacketQuery::Event(pt_event* event) {
   return StatusFlags();
 }
 
-int PacketQuery::Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
-  if (refused_) return kRefused;
-  *tsc = last_clock_.tsc;
-  if (lost_mtc != nullptr) *lost_mtc = last_clock_.lost_mtc;
-  if (lost_cyc != nullptr) *lost_cyc = last_clock_.lost_cyc;
-  return last_clock_.have_tsc ? 0 : -pte_no_time;
-}
-
 // ---- Packets -------------------------------------------------------------------------------
 
 int PacketQuery::Decode() {
@@ -360,20 +394,22 @@ int PacketQuery::DecodeHeader() {
   }
 }
 
-int PacketQuery::ReadIp(uint64_t* ip, int* ipc) const {
+[[gnu::always_inline]] inline int PacketQuery::ReadIp(uint64_t* ip, int* ipc) const {
+  // The payload's size by IPBytes (-1: reserved, a bad packet).
+  static constexpr int8_t kSizes[8] = {0, 2, 4, 6, 6, -1, 8, -1};
   *ipc = pos_[0] >> 5;
-  unsigned size = 0;
-  switch (*ipc) {
-    case 0: size = 0; break;
-    case 1: size = 2; break;
-    case 2: size = 4; break;
-    case 3: case 4: size = 6; break;
-    case 6: size = 8; break;
-    default: return kRefused;  // (-pte_bad_packet)
+  const int size = kSizes[*ipc];
+  if (size < 0) return kRefused;  // (-pte_bad_packet)
+  const std::ptrdiff_t left = end_ - (pos_ + 1);
+  if (left < size) return -pte_eos;
+  if (left >= 8) {
+    // One unaligned load, masked to the payload.
+    const uint64_t value = Load8(pos_ + 1);
+    *ip = size == 8 ? value : value & ((uint64_t{1} << (8 * size)) - 1);
+  } else {
+    *ip = ReadLittle(pos_ + 1, static_cast<unsigned>(size));
   }
-  if (end_ - (pos_ + 1) < static_cast<std::ptrdiff_t>(size)) return -pte_eos;
-  *ip = ReadLittle(pos_ + 1, size);
-  return static_cast<int>(size) + 1;
+  return size + 1;
 }
 
 int PacketQuery::DecodeIp() {
@@ -407,14 +443,14 @@ int PacketQuery::LastIp(uint64_t* ip) const {
   return 0;
 }
 
-int PacketQuery::DecodeTnt() {
+[[gnu::always_inline]] inline int PacketQuery::DecodeTnt() {
   uint64_t payload = 0;
   unsigned size = 1;
   if (next_ == Kind::kTnt8) {
     payload = pos_[0] >> 1;
   } else {
     if (end_ - pos_ < static_cast<std::ptrdiff_t>(kTnt64Size)) return -pte_eos;
-    payload = ReadLittle(pos_ + 2, 6);
+    payload = Load8(pos_) >> 16;
     size = kTnt64Size;
   }
   uint64_t bits = 0;
@@ -599,7 +635,7 @@ int PacketQuery::DecodeMode(bool header) {
 
 int PacketQuery::DecodePip(bool header) {
   if (end_ - pos_ < static_cast<std::ptrdiff_t>(kPipSize)) return -pte_eos;
-  const uint64_t payload = ReadLittle(pos_ + 2, 6);
+  const uint64_t payload = Load8(pos_) >> 16;
   const uint64_t cr3 = (payload >> 1) << 5;
   const bool non_root = (payload & 1) != 0;
   pt_event* event = nullptr;
@@ -667,7 +703,7 @@ int PacketQuery::DecodePsbend() {
 
 int PacketQuery::DecodeTsc(bool header) {
   if (end_ - pos_ < static_cast<std::ptrdiff_t>(kTscSize)) return -pte_eos;
-  const int status = ApplyTsc(ReadLittle(pos_ + 1, 7), header);
+  const int status = ApplyTsc(Load8(pos_) >> 8, header);
   if (status < 0) return status;
   pos_ += kTscSize;
   return 0;
@@ -709,9 +745,15 @@ int PacketQuery::DecodeMtc() {
   return 0;
 }
 
-int PacketQuery::DecodeCyc() {
+[[gnu::always_inline]] inline int PacketQuery::DecodeCyc() {
   // The first byte: opcode, 5 payload bits, an extension bit; then 7 bits a byte while the
   // byte before has its extension bit set.
+  if ((pos_[0] & 0x04) == 0) {  // one byte (nothing for SKD007 to look at)
+    const int status = ApplyCyc(pos_[0] >> 3);
+    if (status < 0) return status;
+    ++pos_;
+    return 0;
+  }
   const uint8_t* at = pos_;
   uint64_t value = at[0] >> 3;
   bool more = (at[0] & 0x04) != 0;
@@ -900,7 +942,7 @@ int PacketQuery::ApplyMtc(uint8_t payload) {
   return 0;
 }
 
-int PacketQuery::ApplyCyc(uint64_t cyc) {
+[[gnu::always_inline]] inline int PacketQuery::ApplyCyc(uint64_t cyc) {
   calibration_.cyc_mtc += cyc;
   calibration_.cyc_tsc += cyc;
   const uint64_t fcr = HaveFcr() ? calibration_.fcr : 0;

@@ -18,6 +18,7 @@
 
 #include <intel-pt.h>
 
+#include <array>
 #include <cstdint>
 
 namespace ptscope::decode {
@@ -56,7 +57,13 @@ class PacketQuery {
   void SetTntIndex(uint64_t index) { tnt_index_ = index; }
   int IndirectBranch(uint64_t* ip);
   int Event(pt_event* event);
-  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
+  int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {  // (inline: per tick)
+    if (refused_) return kRefused;
+    *tsc = last_clock_.tsc;
+    if (lost_mtc != nullptr) *lost_mtc = last_clock_.lost_mtc;
+    if (lost_cyc != nullptr) *lost_cyc = last_clock_.lost_cyc;
+    return last_clock_.have_tsc ? 0 : -pte_no_time;
+  }
   int GetOffset(uint64_t* offset) const {
     if (pos_ == nullptr) return -pte_nosync;
     *offset = static_cast<uint64_t>(pos_ - begin_);
@@ -113,6 +120,11 @@ class PacketQuery {
   int Start(const uint8_t* pos, uint64_t* ip);
   int Fetch();  // sets next_ for the packet at pos_
   int FetchAt(const uint8_t* pos, Kind* kind) const;
+  // FetchAt's look-up by a packet's first byte: its Kind, or kOpcodeExtended (0x02: the second
+  // byte tells) or kOpcodeRefused (not modelled). One load instead of a chain of compares:
+  // FetchAt runs for every packet.
+  static constexpr uint8_t kOpcodeExtended = 0xfe, kOpcodeRefused = 0xff;
+  static const std::array<uint8_t, 256> kOpcodeKinds;
   bool WillEvent() const;
   bool WillEos() const;
   int StatusFlags() const;

@@ -131,8 +131,7 @@ int QueryWalker::Start(int status) {
 }
 
 int QueryWalker::Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const {
-  if (packets_) return packets_->Time(tsc, lost_mtc, lost_cyc);
-  return pt_qry_time(query_, tsc, lost_mtc, lost_cyc);
+  return TimeInline(tsc, lost_mtc, lost_cyc);
 }
 int QueryWalker::GetOffset(uint64_t* offset) const {
   return packets_ ? packets_->GetOffset(offset) : pt_qry_get_offset(query_, offset);
@@ -498,7 +497,7 @@ int QueryWalker::TickSlow(uint64_t ip) {
   if (offset != time_offset_ || offset == kNoTimeOffset) {
     time_tsc_ = 0;
     time_lost_mtc_ = time_lost_cyc_ = 0;
-    time_status_ = Time(&time_tsc_, &time_lost_mtc_, &time_lost_cyc_);
+    time_status_ = TimeInline(&time_tsc_, &time_lost_mtc_, &time_lost_cyc_);
     time_offset_ = offset;
   }
   const int status = time_status_;

@@ -139,6 +139,19 @@ class QueryWalker {
   // left as NextInline would leave it after the same blocks. (The FlowDecoder's block loop walks
   // through the blocks that make no event this way: see FlowDecoder::TakeQuietBlocks.)
   QuietBlocks NextQuiet(const QuietBounds& bounds, uint64_t budget);
+  // Event for a tick, inlined into the caller and without the pt_event: when the event in
+  // process is a tick, takes it as Event does and returns true, with Event's answer in
+  // `*status` and the tick's time in `*has_tsc` (pt_event::has_tsc) and `*tsc`; false, with
+  // nothing done, for any other event. Most events are ticks, and the block loop needs only
+  // their time (Event stays the interface compared with libipt's pt_blk_event).
+  [[gnu::always_inline]] bool TakeTick(int* status, bool* has_tsc, uint64_t* tsc) {
+    if (!process_event_ || event_.type != ptev_tick) return false;
+    process_event_ = false;  // (Event's tick case: no check, no state)
+    *has_tsc = event_.has_tsc != 0;
+    *tsc = event_.tsc;
+    *status = ProceedTrailingEvent();
+    return true;
+  }
   int Time(uint64_t* tsc, uint32_t* lost_mtc, uint32_t* lost_cyc) const;
   int GetOffset(uint64_t* offset) const;
   int GetSyncOffset(uint64_t* offset) const;
@@ -236,6 +249,12 @@ class QueryWalker {
   // packet; `size`: the packet's length.
   unsigned TntBitsAt(uint64_t offset, unsigned* size) const;
   int TickSlow(uint64_t ip);
+  // Time, inlined into TickSlow (a tick is about every other TNT packet).
+  [[gnu::always_inline]] int TimeInline(uint64_t* tsc, uint32_t* lost_mtc,
+                                        uint32_t* lost_cyc) const {
+    if (PacketQuery* packets = packets_.get()) return packets->Time(tsc, lost_mtc, lost_cyc);
+    return pt_qry_time(query_, tsc, lost_mtc, lost_cyc);
+  }
   void PushReturn(uint64_t ip);
   int PopReturn(uint64_t* ip);
 
