@@ -4,6 +4,7 @@
 // Proceed, ProceedNoEvent, CondBranch and PushReturn are always_inline for the same reason.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 
 #include "flow/query_walker.h"
@@ -29,36 +30,39 @@ namespace ptscope::decode {
   PacketQuery* packets = packets_.get();
   if (!tick_quiet_ || packets == nullptr || EventAhead()) return taken;
   uint64_t index = packets->tnt_index();
-  const uint64_t bits = packets->tnt_bits();
-  // RunAt's fast path, and ProceedNoEvent's test of the run: a run it would take another way
-  // (not yet cached, slow, reaching past the section) ends the walk, and NextInline takes it.
+  if (index <= 1) return taken;
+  // RunAt's fast path and ProceedNoEvent's test of the run: a run NextInline would take another
+  // way (not cached yet, slow, reaching the section's end) ends the walk, and NextInline takes
+  // it. One window for a block's first address, the section's and both of `bounds`; one limit
+  // for its last, which is at or after the first in a run that is not slow: the section's end
+  // and the window's. (Fewer values in registers: the loop is inlined into a large function.)
   const uint64_t section_begin = last_section_begin_, section_end = last_section_end_;
-  const uint64_t section_width = section_end - section_begin;
+  const uint64_t first_begin = std::max({section_begin, bounds.start_begin, bounds.begin});
+  const uint64_t first_end = std::min({section_end, bounds.start_begin + bounds.start_width,
+                                       bounds.begin + bounds.width});
+  const uint64_t first_width = first_end > first_begin ? first_end - first_begin : 0;
+  const uint64_t last_end = std::min(section_end, bounds.begin + bounds.width);
+  const uint64_t bits = packets->tnt_bits();
   const RunTable& runs = cache_->runs;
   const int isid = last_isid_;
   uint64_t ip = ip_;
-  const Run* last = nullptr;
-  while (index > 1 && ip - section_begin < section_width) {
+  while (ip - first_begin < first_width) {
     const Run* run = runs.Find(ip, isid);
-    if (run == nullptr || run->slow || run->end_ip >= section_end ||
-        run->iclass != ptic_cond_jump) {
-      break;
-    }
-    if (ip - bounds.start_begin >= bounds.start_width || ip - bounds.begin >= bounds.width ||
-        run->end_ip - bounds.begin >= bounds.width || taken.ninsn + run->ninsn >= budget) {
+    if (run == nullptr || run->slow || run->iclass != ptic_cond_jump || run->end_ip >= last_end ||
+        taken.ninsn + run->ninsn >= budget) {
       break;
     }
     taken.ninsn += run->ninsn;
+    taken.end_ip = run->end_ip;
     ip = (bits & index) != 0 ? run->target : run->end_ip + run->size;
     index >>= 1;
-    last = run;
+    if (index <= 1) break;
   }
-  if (last == nullptr) return taken;
+  if (taken.ninsn == 0) return taken;  // (a run has an instruction at least)
   ip_ = ip;
   status_ = 0;
   packets->SetTntIndex(index);
-  taken.end_ip = last->end_ip;
-  taken.isid = last->isid;
+  taken.isid = isid;  // (the runs' own: RunTable::Find matched it)
   return taken;
 }
 
