@@ -22,6 +22,9 @@ constexpr unsigned kCycBits = 64;
 constexpr unsigned kFcrShift = 8;  // the fixed-point shift of libipt's fcr
 static_assert(std::endian::native == std::endian::little);  // (Load8)
 
+// The payload size of an IP packet by its IPBytes field (-1: reserved, a bad packet).
+constexpr int8_t kIpSizes[8] = {0, 2, 4, 6, 6, -1, 8, -1};
+
 uint64_t ReadLittle(const uint8_t* at, unsigned size) {
   uint64_t value = 0;
   for (unsigned i = 0; i < size; ++i) value |= uint64_t{at[i]} << (8 * i);
@@ -395,10 +398,8 @@ int PacketQuery::DecodeHeader() {
 }
 
 [[gnu::always_inline]] inline int PacketQuery::ReadIp(uint64_t* ip, int* ipc) const {
-  // The payload's size by IPBytes (-1: reserved, a bad packet).
-  static constexpr int8_t kSizes[8] = {0, 2, 4, 6, 6, -1, 8, -1};
   *ipc = pos_[0] >> 5;
-  const int size = kSizes[*ipc];
+  const int size = kIpSizes[*ipc];
   if (size < 0) return kRefused;  // (-pte_bad_packet)
   const std::ptrdiff_t left = end_ - (pos_ + 1);
   if (left < size) return -pte_eos;
@@ -485,7 +486,10 @@ int PacketQuery::DecodeTip() {
 }
 
 int PacketQuery::DecodeTipPge() {
-  const int size = DecodeIp();
+  // Decoded again for the events bound to it (consume_packet_: its enable was taken, and the
+  // packet stays until they are): its ip is in the last ip already, and applying it again would
+  // change nothing, so only its size is read.
+  const int size = consume_packet_ ? kIpSizes[pos_[0] >> 5] + 1 : DecodeIp();
   if (size < 0) return size;
   pt_event* event = nullptr;
   if (!consume_packet_) {
