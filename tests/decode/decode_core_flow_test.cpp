@@ -116,6 +116,18 @@ void ResumeToSyscall(PtBuilder& pt) {
   pt.Ip(ppt_tip_pgd, 0);
 }
 
+// A whole trace of one branch: a PSB (TSC 1000) at `ip`, `cycles` CYC, one taken bit, `cycles`
+// CYC, and tracing stops (TIP.PGD without an ip) at the syscall the code reaches next.
+std::vector<uint8_t> TakenBitToSyscall(uint64_t ip, uint64_t cycles) {
+  PtBuilder pt;
+  pt.Psb(1000, ip);
+  pt.Cyc(cycles);
+  pt.Tnt({true});
+  pt.Cyc(cycles);
+  pt.Ip(ppt_tip_pgd, 0);
+  return pt.bytes();
+}
+
 // Decodes `trace` over TestCode() (or `code`) and returns the events as text. Every trace is also
 // decoded with QueryWalker, which must give exactly the same events (all of these traces are
 // 64-bit code and events it models: it must not refuse them), and with QueryWalker on
@@ -264,13 +276,8 @@ TEST_CASE("a VEX-encoded instruction Zydis calls a branch takes no TNT bit, as i
                                       0x74, 0x02,                                // jz +2
                                       0x90, 0x90, 0x0f, 0x05};                   // syscall
   std::copy(bytes.begin(), bytes.end(), code.begin() + 0x30);
-  PtBuilder pt;
-  pt.Psb(1000, 0x1030);
-  pt.Cyc(1);
-  pt.Tnt({true});
-  pt.Cyc(1);
-  pt.Ip(ppt_tip_pgd, 0);
-  CHECK(Decode(pt.bytes(), code) ==
+  const std::vector<uint8_t> trace = TakenBitToSyscall(0x1030, 1);
+  CHECK(Decode(trace, code) ==
         "syscall 0x103b->0x0 t=1002 n=3\n"
         "end 0x103b->0x0 t=1002 n=0\n");
 }
@@ -426,25 +433,20 @@ TEST_CASE("a run of kMaxRunInsns instructions is refused by the walker; a shorte
     code[nops + 3] = 0x05;
     return code;
   };
-  PtBuilder pt;
-  pt.Psb(1000, 0x1000);
-  pt.Cyc(2);
-  pt.Tnt({true});
-  pt.Cyc(2);
-  pt.Ip(ppt_tip_pgd, 0);
+  const std::vector<uint8_t> trace = TakenBitToSyscall(0x1000, 2);
   auto expected = [](size_t nops) {
     const std::string syscall = ToHex(0x1000 + nops + 2);
     return "syscall 0x" + syscall + "->0x0 t=1004 n=" + std::to_string(nops + 2) + "\nend 0x" +
            syscall + "->0x0 t=1004 n=0\n";
   };
   const size_t longest = QueryWalker::kMaxRunInsns - 1;  // nops and the jz: one run, walked
-  CHECK(Decode(pt.bytes(), code_with_nops(longest - 1)) == expected(longest - 1));
+  CHECK(Decode(trace, code_with_nops(longest - 1)) == expected(longest - 1));
   bool refused = false;
   WalkerCache cache;
   const std::vector<uint8_t> code = code_with_nops(longest);
-  DecodeWith(pt.bytes(), code, &cache, &refused);
+  DecodeWith(trace, code, &cache, &refused);
   CHECK(refused);
-  CHECK(DecodeWith(pt.bytes(), code, nullptr, &refused) == expected(longest));
+  CHECK(DecodeWith(trace, code, nullptr, &refused) == expected(longest));
 }
 
 // The walk to an event's ip from a block's start (QueryWalker::ProceedToIp): a run that does not
