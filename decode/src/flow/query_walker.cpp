@@ -88,6 +88,12 @@ QueryWalker::QueryWalker(const pt_config& config, WalkerCode& code, WalkerCache*
   }
   auto* zydis = new ZydisDecoder;
   ZydisDecoderInit(zydis, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+  // Minimal mode: what ClassOf and Displacement read (length, encoding, mnemonic, meta.category
+  // and branch_type, raw.imm) is decoded as in full mode, without the attributes and operand
+  // details nothing here reads. Decoding a run's instructions was most of a new run's cost
+  // (~900 Ir an instruction in full mode). Checked: both modes agree on those fields at every
+  // offset of libc and pt-decode's code and of 4 MB of random bytes (77 M decodes).
+  ZydisDecoderEnableMode(zydis, ZYDIS_DECODER_MODE_MINIMAL, ZYAN_TRUE);
   zydis_ = zydis;
   trace_begin_ = config.begin;
   trace_end_ = config.end;
