@@ -65,10 +65,11 @@ class BlockSource {
     return walker_ ? Refused(walker_->SyncSet(offset)) : pt_blk_sync_set(decoder_, offset);
   }
   // `call_size`: the length of the call that ends the block when the walker knows it
-  // (QueryWalker::last_call_size), else 0.
-  [[gnu::always_inline]] int NextBlock(pt_block* block, uint8_t* call_size) {
+  // (QueryWalker::last_call_size), else 0. `at`: QueryWalker::QuietBlocks::next, or nullptr.
+  [[gnu::always_inline]] int NextBlock(pt_block* block, uint8_t* call_size,
+                                       const WalkerRun* at = nullptr) {
     if (walker_) {
-      const int status = Refused(walker_->NextInline(block));
+      const int status = Refused(walker_->NextInline(block, at));
       *call_size = walker_->last_call_size();
       return status;
     }

@@ -96,16 +96,18 @@ void FlowDecoder::DecodeSegment(const uint8_t* begin, size_t size) {
     if (cpu_.following()) UpdateThread(image_time);
     if (image_.NeedsSwitch(image_time)) SwitchImageIfNeeded(image_time);
     for (;;) {
+      // The run the walker stopped at after quiet blocks: NextBlock's, without a second probe.
+      const WalkerRun* next_run = nullptr;
       // Nearly every block leaves status 0: one test for the three below.
       if (status != 0) [[unlikely]] {
         if ((status & pts_event_pending) != 0) status = DrainEvents(status);
         if (status < 0 || (status & pts_eos) != 0) break;
       } else if (pending_.cond) {
-        TakeQuietBlocks();
+        next_run = TakeQuietBlocks();
       }
       pt_block block;  // pt_blk_next zeroes it first, also when it fails
       uint8_t call_size = 0;
-      status = blocks_.NextBlock(&block, &call_size);
+      status = blocks_.NextBlock(&block, &call_size, next_run);
       if (block.ninsn > 0) HandleBlock(block, call_size);
       if (status >= 0 && position_ >= stuck_.next && Stuck()) status = -pte_internal;
       if (status < 0) {
@@ -386,26 +388,27 @@ BranchInsn FlowDecoder::ClassifyLast(const pt_block& block) {
 // Each went through the whole loop (the block's fields, the status tests, HandleBlock's slot and
 // tables) only to add to position_; the walker now steps through them in one call, and they leave
 // exactly what HandleBlock and the stuck check would have left.
-[[gnu::always_inline]] inline void FlowDecoder::TakeQuietBlocks() {
+[[gnu::always_inline]] inline const WalkerRun* FlowDecoder::TakeQuietBlocks() {
   // pending_.cond: the last block ended in a conditional branch (so pending_.active is false and
   // a block makes no event unless HandleBlock's function test fails).
   QueryWalker::QuietBounds bounds;  // without CodeFacts: anywhere (LeavesFunction says no)
   if (code_ != nullptr) {
     // HandleBlock's test without LeavesFunction: last_target_ stays put while no event comes.
-    if (!function_.Contains(last_target_)) return;
+    if (!function_.Contains(last_target_)) return nullptr;
     bounds.start_begin = function_.start;
     bounds.start_width = function_.size;
-    if (!inline_.QuietWindow(&bounds.begin, &bounds.width)) return;
+    if (!inline_.QuietWindow(&bounds.begin, &bounds.width)) return nullptr;
   }
   // The stuck check runs after the block that reaches stuck_.next: that one is NextBlock's.
-  if (list_insns_ || position_ >= stuck_.next) return;
+  if (list_insns_ || position_ >= stuck_.next) return nullptr;
   const QueryWalker::QuietBlocks taken = blocks_.NextQuiet(bounds, stuck_.next - position_);
-  if (taken.ninsn == 0) return;
+  if (taken.ninsn == 0) return taken.next;
   position_ += taken.ninsn;
   // HandleBlock's pending_ for a block ending in a conditional branch: the rest is as it was.
   pending_.from = taken.end_ip;
   pending_.isid = taken.isid;
   if (code_ != nullptr) inline_.QuietBlocks();
+  return taken.next;
 }
 
 uint8_t FlowDecoder::CallLengthOf(const pt_block& block, BranchClass* branch_class) {

@@ -105,8 +105,9 @@ class FlowDecoder {
   void HandleEvent(const pt_event& event);
   void HandleBlock(const pt_block& block, uint8_t call_size);
   // After a conditional branch: the walker takes the blocks for which HandleBlock would do nothing
-  // but count their instructions and note the last one's end (QueryWalker::NextQuiet).
-  void TakeQuietBlocks();
+  // but count their instructions and note the last one's end (QueryWalker::NextQuiet). Returns
+  // the run the walker stopped at, for NextBlock (QueryWalker::QuietBlocks::next), or nullptr.
+  const WalkerRun* TakeQuietBlocks();
   // The length of the call `block` ends with, through BlockFacts::call_lengths; a block whose
   // class libipt did not say (ptic_error) is classified here, into `branch_class`.
   uint8_t CallLengthOf(const pt_block& block, BranchClass* branch_class);

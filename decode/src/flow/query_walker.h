@@ -117,7 +117,9 @@ class QueryWalker {
   int SyncSet(uint64_t offset);
   int Next(pt_block* block);
   // Next, inlined into the caller (include flow/query_walker_step.h): the block loop's form.
-  int NextInline(pt_block* block);
+  // `at`: RunAt(ip_)'s answer when the caller has it from NextQuiet (QuietBlocks::next), which
+  // saves its second probe of the run table; else nullptr.
+  int NextInline(pt_block* block, const WalkerRun* at = nullptr);
   int Event(pt_event* event);
   // Where NextQuiet's blocks may lie: each block's first address in [start_begin, start_begin +
   // start_width), its first and last address in [begin, begin + width) (unsigned differences:
@@ -126,11 +128,15 @@ class QueryWalker {
     uint64_t start_begin = 0, start_width = ~uint64_t{0};
     uint64_t begin = 0, width = ~uint64_t{0};
   };
-  // What NextQuiet took: `ninsn` instructions (0: no block), the last block's end_ip and isid.
+  // What NextQuiet took: `ninsn` instructions (0: no block), the last block's end_ip and isid;
+  // `next`: the run it found at the address it stopped at but did not take (a call, a return, a
+  // bit not cached...), which is what RunAt would answer there, for the NextInline that comes
+  // next (valid until the walker does anything else), or nullptr.
   struct QuietBlocks {
     uint64_t ninsn = 0;
     uint64_t end_ip = 0;
     int isid = 0;
+    const WalkerRun* next = nullptr;
   };
   // Takes the blocks NextInline would return next, without returning them, as long as each is
   // one cached run ending at a conditional branch whose bit PacketQuery has cached after a quiet
@@ -192,11 +198,11 @@ class QueryWalker {
   // Whether an event is in process or libipt has one pending (FetchEvent has work to do).
   bool EventAhead() const { return process_event_ || (status_ & pts_event_pending) != 0; }
   int FetchEvent();
-  int Proceed(pt_block* block);
+  int Proceed(pt_block* block, const Run* at);
   // ProceedNoEvent's answer for a block that ended at a conditional branch whose bit came from
   // PacketQuery's cache after a quiet Tick: Proceed's answer is 0, no trailing event to look for.
   static constexpr int kQuietBlock = 1;
-  int ProceedNoEvent(pt_block* block);
+  int ProceedNoEvent(pt_block* block, const Run* at);
   int ProceedNoEventSlow(pt_block* block);  // instruction by instruction
   int ProceedEvent(pt_block* block);
   // After a block: the event that binds to where it stopped, if any. Nearly every block has

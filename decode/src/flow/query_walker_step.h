@@ -11,14 +11,15 @@
 
 namespace ptscope::decode {
 
-[[gnu::always_inline]] inline int QueryWalker::NextInline(pt_block* __restrict block) {
+[[gnu::always_inline]] inline int QueryWalker::NextInline(pt_block* __restrict block,
+                                                         const WalkerRun* at) {
   std::memset(block, 0, sizeof *block);
   block->ip = ip_;
   block->mode = mode_;
   last_call_size_ = 0;
   // block->speculative stays 0: TSX is not modelled (MODE.TSX and TSX events are refused), so
   // no block is speculative.
-  return Proceed(block);
+  return Proceed(block, at);
 }
 
 [[gnu::always_inline]] inline QueryWalker::QuietBlocks QueryWalker::NextQuiet(
@@ -50,6 +51,8 @@ namespace ptscope::decode {
     const Run* run = runs.Find(ip, isid);
     if (run == nullptr || run->slow || run->iclass != ptic_cond_jump || run->end_ip >= last_end ||
         taken.ninsn + run->ninsn >= budget) {
+      // RunAt's answer at `ip`: inside the section's window, run (or none: then RunAtSlow's).
+      taken.next = run;
       break;
     }
     taken.ninsn += run->ninsn;
@@ -58,7 +61,7 @@ namespace ptscope::decode {
     index >>= 1;
     if (index <= 1) break;
   }
-  if (taken.ninsn == 0) return taken;  // (a run has an instruction at least)
+  if (taken.ninsn == 0) return taken;  // (a run has an instruction at least; ip_ is `ip`)
   ip_ = ip;
   status_ = 0;
   packets->SetTntIndex(index);
@@ -66,13 +69,13 @@ namespace ptscope::decode {
   return taken;
 }
 
-[[gnu::always_inline]] inline int QueryWalker::Proceed(pt_block* block) {
+[[gnu::always_inline]] inline int QueryWalker::Proceed(pt_block* block, const Run* at) {
   if (EventAhead()) [[unlikely]] {
     const int fetched = FetchEvent();
     if (fetched != 0) return fetched < 0 ? fetched : ProceedEvent(block);
   }
   if (!enabled_) return (status_ & pts_eos) != 0 ? -pte_eos : -pte_no_enable;
-  const int status = ProceedNoEvent(block);
+  const int status = ProceedNoEvent(block, at);
   if (status != 0) return status == kQuietBlock ? 0 : status;
   // ProceedTrailingEvent, knowing that tracing is enabled (only events change that): Status(0)
   // is the end-of-stream flag then.
@@ -96,8 +99,9 @@ namespace ptscope::decode {
   return 0;
 }
 
-[[gnu::always_inline]] inline int QueryWalker::ProceedNoEvent(pt_block* block) {
-  const Run& run = RunAt(ip_);
+[[gnu::always_inline]] inline int QueryWalker::ProceedNoEvent(pt_block* block,
+                                                             const Run* at) {
+  const Run& run = at != nullptr ? *at : RunAt(ip_);
   // (A run decoded in another epoch may reach into a section this epoch lays over its end.)
   if (run.slow || run.end_ip >= last_section_end_) [[unlikely]] {
     if (run.unsupported) return kUnsupported;  // (also a run of kMaxRunInsns or more)
