@@ -144,6 +144,7 @@ class ThreadFeed {
     DeliverDueTriggers(triggers_, &next_trigger_, UINT64_MAX, end.time_ns,
                        [this](FlowEvent& trigger) { Track(trigger); });
     NoteNextTrigger();
+    NoteWatch(counting_.timing);
     const uint64_t end_time = std::max(stats_.last_ns == 0 ? 0 : stats_.last_ns, counting_.last_ns);
     tracker_.Finish(end_time);
     if (summary_tracker_) summary_tracker_->Finish(end_time);
@@ -167,6 +168,8 @@ class ThreadFeed {
     next_trigger_ns_ =
         next_trigger_ < triggers_.size() ? triggers_[next_trigger_].time_ns : UINT64_MAX;
   }
+  // Step's watch_ns_ after a trigger or a gap-time change (`timing`: Counting::timing).
+  void NoteWatch(bool timing) { watch_ns_ = timing ? 0 : next_trigger_ns_; }
   static constexpr size_t kPrefetchAhead = 8;  // events: 384 bytes
   // What Deliver keeps from one event to the next.
   struct Counting {
@@ -188,21 +191,31 @@ class ThreadFeed {
   template <bool kAdopt = false>
   [[gnu::always_inline]] void Step(Counting& c, FlowEvent& event, size_t index = 0) {
     if (event.time_ns < c.last_ns) event.time_ns = c.last_ns;  // non-decreasing per thread
-    // Tested here: GCC leaves the template's call out of line, and most threads have no trigger.
-    if (next_trigger_ns_ <= event.time_ns) [[unlikely]] {
-      DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, c.last_ns,
-                         [this](FlowEvent& trigger) { Track(trigger); });
-      NoteNextTrigger();
+    // Triggers and gap time in one test of the time (watch_ns_) and one of the kind: most
+    // threads have no trigger, and time in gaps is counted only around a gap.
+    if (watch_ns_ <= event.time_ns || event.kind == FlowEvent::Kind::kGap) [[unlikely]] {
+      Watch(c, event);
     }
     CountSymbolized(c, event);
     c.instructions += event.insn_count;
-    if (c.timing | (event.kind == FlowEvent::Kind::kGap)) [[unlikely]] CountGapTime(c, event);
     c.last_ns = event.time_ns;
     if constexpr (kAdopt) {
       tracker_.AdoptEvent(event, index);
     } else {
       Track(event);
     }
+  }
+  // Delivers the triggers due by `event` (before it) and counts its gap time. Inline: a call
+  // would take the address of Step's Counting, which would then live in memory.
+  [[gnu::always_inline]] void Watch(Counting& c, FlowEvent& event) {
+    // Tested here: GCC leaves the template's call out of line.
+    if (next_trigger_ns_ <= event.time_ns) {
+      DeliverDueTriggers(triggers_, &next_trigger_, event.time_ns, c.last_ns,
+                         [this](FlowEvent& trigger) { Track(trigger); });
+      NoteNextTrigger();
+    }
+    if (c.timing | (event.kind == FlowEvent::Kind::kGap)) CountGapTime(c, event);
+    NoteWatch(c.timing);
   }
   [[gnu::always_inline]] void Track(const FlowEvent& event) {
     tracker_.OnEvent(event);
@@ -248,6 +261,9 @@ class ThreadFeed {
   std::vector<TriggerMark> triggers_;
   size_t next_trigger_ = 0;
   uint64_t next_trigger_ns_ = UINT64_MAX;  // triggers_[next_trigger_].time_ns, if any
+  // The time from which Step calls Watch: 0 while Counting::timing (until the first event and
+  // in a gap), else next_trigger_ns_.
+  uint64_t watch_ns_ = 0;
   FlowStats stats_;
   Counting counting_;
   bool ends_in_gap_ = false;

@@ -104,7 +104,9 @@ PerfettoSink::ThreadState& PerfettoSink::CreateThread(const ThreadKey& thread,
     tail.PutVarint((packet::kTrackEvent << 3) | 2);
     tail.PutVarint(2);
     tail.Varint(event::kType, event::kSliceEnd);
-    state.end_tail = std::string(tail.view()) + std::string(kTailPadding, '\0');
+    PutHead(state.end_tail, tail.size());
+    state.end_tail += tail.view();
+    state.end_tail.append(kTailPadding, '\0');
     state.max_tail = std::max(state.max_tail, tail.size());
   }
   ProtoBuffer thread_desc;
@@ -271,8 +273,11 @@ const SliceRecord* PerfettoSink::WriteCommonRun(ThreadState& state, const SliceR
   // Runs of a bounded size keep the reservation a small part of the output buffer.
   const size_t per_run = std::max<size_t>(1, (size_t{32} << 10) / room);
   const char* const field_bytes = state.field_bytes.data();
-  const char* const end_tail = state.end_tail.data();
-  const size_t end_tail_size = state.end_tail.size() - kTailPadding;
+  const char* const end_tail = state.end_tail.data() + kHeadSize;
+  const size_t end_tail_size = state.end_tail.size() - kHeadSize - kTailPadding;
+  // A one-byte delta and a packet size below 128 (every tail shorter than 126 bytes): the head
+  // before the tail is the packet's.
+  const uint64_t head_limit = state.max_tail < 126 ? 0x80 : 0;
   uint64_t last_time = state.last_time;
   uint64_t clock_ns = state.clock_ns;
   uint32_t open = state.open_slices;
@@ -302,8 +307,18 @@ const SliceRecord* PerfettoSink::WriteCommonRun(ThreadState& state, const SliceR
       }
       const uint64_t time_ns = std::max(r->time_ns, last_time);
       last_time = time_ns;
-      p = PutTailPacket(p, time_ns - clock_ns, tail, tail_size);  // time never goes back
+      const uint64_t delta_ns = time_ns - clock_ns;  // time never goes back
       clock_ns = time_ns;
+      if (delta_ns < head_limit) [[likely]] {
+        const char* const head = tail - kHeadSize;
+        std::memcpy(p, head, 16);
+        std::memcpy(p + 16, head + 16, 16);
+        for (size_t i = 32; i < kHeadSize + tail_size; i += 16) std::memcpy(p + i, head + i, 16);
+        p[kHeadSize - 1] = static_cast<char>(delta_ns);
+        p += kHeadSize + tail_size;
+      } else {
+        p = PutTailPacket(p, delta_ns, tail, tail_size);
+      }
     }
     out_->Commit(p);
     if (r != run_end) break;
@@ -357,6 +372,7 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
   tail.Varint(event::kType, event::kSliceBegin);
   tail.Append(encoded);
   state.field_bytes.resize(state.field_bytes.size() - kTailPadding);  // the tails stay padded
+  PutHead(state.field_bytes, tail.size());
   FieldSpan fields{static_cast<uint32_t>(state.field_bytes.size()),
                    static_cast<uint32_t>(tail.size()), static_cast<uint32_t>(encoded.size())};
   state.field_bytes += tail.view();
@@ -364,6 +380,16 @@ PerfettoSink::FieldSpan PerfettoSink::FieldsOf(ThreadState& state, const FrameId
   state.max_tail = std::max(state.max_tail, tail.size());
   *state.frame_fields.TryEmplace(frame).first = fields;
   return fields;
+}
+
+void PerfettoSink::PutHead(std::string& bytes, size_t tail_size) {
+  // PutTailPacket's first bytes for a one-byte delta (its packet size: the timestamp's tag, the
+  // delta, the tail); the delta's byte is written per packet. Only used while every tail is
+  // shorter than 126 bytes (WriteCommonRun's head_limit), when the size is one byte.
+  bytes += static_cast<char>((1 << 3) | 2);  // Trace.packet = 1, length-delimited
+  bytes += static_cast<char>(1 + 1 + tail_size);
+  bytes += static_cast<char>(packet::kTimestamp << 3);
+  bytes += '\0';
 }
 
 inline void PerfettoSink::WriteTail(uint64_t delta_ns, const char* tail, size_t tail_size) {
@@ -438,7 +464,8 @@ inline void PerfettoSink::EndLocked(ThreadState& state, uint64_t time_ns) {
 }
 
 inline void PerfettoSink::WriteFastEnd(ThreadState& state, uint64_t time_ns) {
-  WriteTail(ClockDelta(state, time_ns), state.end_tail.data(), state.end_tail.size() - kTailPadding);
+  WriteTail(ClockDelta(state, time_ns), state.end_tail.data() + kHeadSize,
+            state.end_tail.size() - kHeadSize - kTailPadding);
 }
 
 void PerfettoSink::Instant(const ThreadKey& thread, uint64_t time_ns, const std::string& text) {

@@ -50,6 +50,12 @@ class PerfettoSink : public SliceSink {
   };
   // 32: WriteTail copies the first 32 bytes of every tail unconditionally (most are shorter).
   static constexpr size_t kTailPadding = 32;
+  // Before every tail in field_bytes and end_tail: the packet's first bytes when its timestamp
+  // delta takes one byte (most do: events nanoseconds apart), as WriteCommonRun writes them -
+  // the Trace.packet tag, the packet's size, the timestamp's tag - and a byte for the delta.
+  // Such a packet is then one block copy and one byte store, no varint to size or encode.
+  static constexpr size_t kHeadSize = 4;
+  static void PutHead(std::string& bytes, size_t tail_size);
   // Per thread: its track and its sequence's interning tables.
   struct ThreadState {
     ThreadKey key;
@@ -58,11 +64,12 @@ class PerfettoSink : public SliceSink {
     bool sequence_started = false;
     uint64_t last_time = 0;
     uint32_t open_slices = 0;
-    // Per distinct frame: the tail of its (non-inferred) begin packet, encoded once. field_bytes
-    // ends in kTailPadding bytes so that tails can be copied in whole 16-byte blocks.
+    // Per distinct frame: the tail of its (non-inferred) begin packet, encoded once, after its
+    // head (kHeadSize). field_bytes ends in kTailPadding bytes so that tails can be copied in
+    // whole 16-byte blocks.
     FlatMap<FrameId, FieldSpan, FrameIdHash> frame_fields;
     std::string field_bytes = std::string(kTailPadding, '\0');
-    std::string end_tail;  // the tail of every end packet, padded likewise
+    std::string end_tail;  // the head and tail of every end packet, padded likewise
     size_t max_tail = 0;   // the longest tail in field_bytes or end_tail (without padding)
     uint64_t next_name_iid = 1, next_location_iid = 1;
     std::unordered_map<std::string, uint64_t> string_iids;

@@ -177,21 +177,20 @@ void StackTracker::OnCall(const FlowEvent& e, uint64_t t) {
   // The common case, as OnCallSlow would handle it: a traced caller on the stack, a call site
   // seen before whose function is the caller's (no correction) and whose last callee is this one,
   // no inlined call-site slices to open, and room for the frame and its record.
-  if (stack_.empty() || e.to == 0 || buffer_size_ == buffer_slots_ || !stack_.HasRoom())
-      [[unlikely]] {
+  // (e.to != 0: a fast_call site's callee is never 0. No wrappers: a fast_call site has none to
+  // open, whatever the top frame has open.)
+  if (stack_.empty() || buffer_size_ == buffer_slots_ || !stack_.HasRoom()) [[unlikely]] {
     return OnCallSlow(e, t);
   }
   const Frame& top = stack_.back();
   const AddressFacts* site = address_facts_.Find(e.from);
-  if (top.type == FrameType::kSynthetic || site == nullptr || !site->has_start ||
+  if (top.type == FrameType::kSynthetic || site == nullptr || !site->fast_call ||
       site->callee != e.to) [[unlikely]] {
     return OnCallSlow(e, t);
   }
   const bool corrected = site->start != 0 && top.function_start != 0 &&
                          site->start != top.function_start;
-  const bool wraps = options_.inlined_frames && top.inline_open == 0 &&
-                     !(site->has_inline_depth && site->inline_depth == 0);
-  if (corrected || wraps) [[unlikely]] return OnCallSlow(e, t);
+  if (corrected) [[unlikely]] return OnCallSlow(e, t);
   ++stats_[Stat::kCalls];
   const uint64_t start = site->callee_start;
   Frame& f = stack_.PushInRoom();
@@ -234,6 +233,10 @@ void StackTracker::OnCallSlow(const FlowEvent& e, uint64_t t) {
     AddressFacts& same_site = FactsOf(e.from);  // StartOf may have moved `site` (a new entry)
     same_site.callee = e.to;
     same_site.callee_start = start;
+    same_site.fast_call = !options_.inlined_frames ||
+                          (same_site.has_inline_depth && same_site.inline_depth == 0);
+  } else if (!site.fast_call) {
+    site.fast_call = !options_.inlined_frames || (site.has_inline_depth && site.inline_depth == 0);
   }
   // Built in place (what Push does): copying a fresh local Frame stalls on the stores just made.
   Frame& f = stack_.emplace_back();
