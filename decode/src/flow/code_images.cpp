@@ -249,6 +249,16 @@ int ThreadImageCode::Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid,
   return read == 0 ? -pte_nomap : static_cast<int>(read);
 }
 
+const uint8_t* ThreadImageCode::Bytes(uint64_t ip, int* isid, uint64_t* section_end) {
+  // Read's first case, without the copy.
+  uint64_t begin = 0, end = 0;
+  if (!Locate(ip, isid, &begin, &end)) return nullptr;
+  const uint8_t* bytes = image_.images().SectionBytes(*isid);
+  if (bytes == nullptr) return nullptr;
+  *section_end = end;
+  return bytes + (ip - image_.images().SectionRange(*isid).first);
+}
+
 // One section cache per worker. libipt maps and unmaps a section, under that section's mutex and
 // its cache's, for every instruction it decodes outside its block cache (on the way to each
 // syscall and event); with one cache shared by all workers those locks and the block cache's

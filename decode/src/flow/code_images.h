@@ -137,6 +137,7 @@ class ThreadImageCode : public WalkerCode {
   explicit ThreadImageCode(const ThreadImage& image) : image_(image) {}
   bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) override;
   int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) override;
+  const uint8_t* Bytes(uint64_t ip, int* isid, uint64_t* section_end) override;
   uint64_t CallbackVersion(uint64_t ip) override { return image_.JitVersion(ip); }
 
  private:

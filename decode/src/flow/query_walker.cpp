@@ -8,6 +8,7 @@
 
 #include <Zydis/Zydis.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace ptscope::decode {
@@ -188,8 +189,20 @@ QueryWalker::Run QueryWalker::DecodeRun(uint64_t ip, bool cached) {
   Run run;
   Insn insn;
   uint64_t section_end = 0;
+  // The section's bytes in place, when the code has them: the run lies in the section holding
+  // its first instruction (it ends at the section's end: below), so one look-up serves it all,
+  // with the isid and section end Read would answer for each instruction.
+  int bytes_isid = 0;
+  uint64_t bytes_end = 0;
+  const uint8_t* bytes = cached ? nullptr : code_.Bytes(ip, &bytes_isid, &bytes_end);
   for (uint64_t at = ip;;) {
-    const int status = cached ? CachedInsn(at, &insn) : DecodeInsn(at, &insn);
+    const int status =
+        cached              ? CachedInsn(at, &insn)
+        : bytes != nullptr ? DecodeBytes(at, bytes + (at - ip),
+                                         std::min<uint64_t>(ZYDIS_MAX_INSTRUCTION_LENGTH,
+                                                            bytes_end - at),
+                                         bytes_isid, bytes_end, &insn)
+                           : DecodeInsn(at, &insn);
     if (status != 0) {
       run.slow = true;
       run.unsupported = status == kUnsupported;
@@ -236,9 +249,14 @@ int QueryWalker::DecodeInsn(uint64_t ip, Insn* insn) {
   uint64_t section_end = 0;
   const int read = code_.Read(ip, bytes, sizeof bytes, &isid, &section_end);
   if (read <= 0) return -pte_nomap;
+  return DecodeBytes(ip, bytes, static_cast<size_t>(read), isid, section_end, insn);
+}
+
+int QueryWalker::DecodeBytes(uint64_t ip, const uint8_t* bytes, size_t size, int isid,
+                             uint64_t section_end, Insn* insn) {
   ZydisDecodedInstruction decoded;
   if (ZYAN_FAILED(ZydisDecoderDecodeInstruction(static_cast<ZydisDecoder*>(zydis_), nullptr,
-                                                bytes, static_cast<ZyanUSize>(read), &decoded))) {
+                                                bytes, static_cast<ZyanUSize>(size), &decoded))) {
     // Zydis validates more than libipt's length decoder, which accepts some encodings Zydis
     // rejects (met in damaged trace that jumps into the middle of instructions), and an
     // instruction cut off at the section's end is a truncated one: neither is modelled.

@@ -41,6 +41,10 @@ class WalkerCode {
   virtual ~WalkerCode() = default;
   virtual bool Locate(uint64_t ip, int* isid, uint64_t* begin, uint64_t* end) = 0;
   virtual int Read(uint64_t ip, uint8_t* buffer, size_t size, int* isid, uint64_t* section_end) = 0;
+  // The bytes Read would copy at `ip`, in place, from `ip` up to `*section_end` (with Read's isid
+  // and section end), or nullptr when Read must copy them (code read through libipt's cache or a
+  // callback). A run's instructions then cost one look-up for the run instead of one each.
+  virtual const uint8_t* Bytes(uint64_t ip, int* isid, uint64_t* section_end) { return nullptr; }
   // For code no section holds (Locate false): an id of the bytes Read returns at `ip` now, such
   // as a JIT code load's (equal ids, equal bytes up to the same end), or 0 when there is none
   // (then that code is decoded again on every visit).
@@ -186,6 +190,9 @@ class QueryWalker {
   // Decodes the run at `ip`, its instructions with DecodeInsn, or with CachedInsn when `cached`.
   Run DecodeRun(uint64_t ip, bool cached = false);
   int DecodeInsn(uint64_t ip, Insn* insn);
+  // DecodeInsn on bytes at hand: `size` (1 to 15) bytes of code at `ip`, in section `isid`.
+  int DecodeBytes(uint64_t ip, const uint8_t* bytes, size_t size, int isid, uint64_t section_end,
+                  Insn* insn);
   uint8_t CallSize(uint64_t ip);  // WalkerRun::call_size of the call at `ip`
   int CachedInsn(uint64_t ip, Insn* insn);  // DecodeInsn, remembered when it succeeds
   void Reset();
