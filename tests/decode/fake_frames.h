@@ -12,6 +12,19 @@
 
 namespace ptscope::decode::testing {
 
+// A flow event as the decoder makes it; a call is 5 bytes long (its return address is from + 5).
+inline FlowEvent Ev(FlowEvent::Kind kind, uint64_t t, uint64_t from, uint64_t to,
+                    uint64_t insns = 0) {
+  FlowEvent e;
+  e.kind = kind;
+  e.time_ns = t;
+  e.from = from;
+  e.to = to;
+  e.insn_count = insns;
+  if (kind == FlowEvent::Kind::kCall) e.call_size = 5;
+  return e;
+}
+
 // Functions at fixed addresses. Each function spans [start, start + 0x100).
 struct FakeFunction {
   std::string name;

@@ -50,15 +50,7 @@ void WriteSample(SliceSink& sink) {
   sink.End(t8, 200);
   sink.Finish();
 }
-FlowEvent Ev(FlowEvent::Kind kind, uint64_t t, uint64_t from, uint64_t to) {
-  FlowEvent e;
-  e.kind = kind;
-  e.time_ns = t;
-  e.from = from;
-  e.to = to;
-  e.call_size = kind == FlowEvent::Kind::kCall ? 5 : 0;
-  return e;
-}
+using ptscope::decode::testing::Ev;
 
 void WriteDeep(SliceSink& sink, ptscope::decode::CodeFacts& code) {
   using K = FlowEvent::Kind;

@@ -170,16 +170,7 @@ TEST_CASE("summary: ties sort by calls, then name; top N keeps the first rows") 
         "all threads\n" + kHeader + top2 + "\nthread 1/1 \"\" \"\"\n" + kHeader + top2);
 }
 
-FlowEvent Ev(K kind, uint64_t t, uint64_t from, uint64_t to, uint64_t insns) {
-  FlowEvent e;
-  e.kind = kind;
-  e.time_ns = t;
-  e.from = from;
-  e.to = to;
-  e.insn_count = insns;
-  if (kind == K::kCall) e.call_size = 5;
-  return e;
-}
+using testing::Ev;
 
 TEST_CASE("summary through the tracker: instruction totals from FlowEvent::insn_count") {
   std::string text = Summarize([](SliceSink& sink, testing::FakeNamer& namer) {

@@ -15,16 +15,7 @@ namespace {
 
 using K = FlowEvent::Kind;
 
-FlowEvent Ev(K kind, uint64_t t, uint64_t from, uint64_t to, uint64_t insns) {
-  FlowEvent e;
-  e.kind = kind;
-  e.time_ns = t;
-  e.from = from;
-  e.to = to;
-  e.insn_count = insns;
-  if (kind == K::kCall) e.call_size = 5;
-  return e;
-}
+using testing::Ev;
 
 TriggerMark Trigger(uint64_t t, std::string text) {
   TriggerMark mark;
