@@ -50,6 +50,27 @@ def run(cmd):
     return r.stdout
 
 
+def run_capture(cmd):
+    """run(), for pt-synth: its summary is on stderr."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise Failure(f'{os.path.basename(cmd[0])} exited with {r.returncode}: '
+                      f'{r.stderr.strip()[-2000:]}')
+    return r.stderr
+
+
+def check_switched(summary, threads):
+    """pt-synth --cpus must have moved threads between CPUs, or the per-CPU case is not tested."""
+    for line in summary.splitlines():
+        if 'switch-ins' in line:
+            switch_ins = int(line.split(', ')[-1].split()[0])
+            if switch_ins <= threads:
+                raise Failure(f'pt-synth switched threads in only {switch_ins} times for {threads} '
+                              f'threads: {line}')
+            return
+    raise Failure(f'pt-synth printed no switch-ins line: {summary.strip()[-500:]}')
+
+
 def read_oracle(text):
     """(alias groups by name, {tid: [(depth, group)]}) from call_tree_oracle's output."""
     group_of, threads, tid = {}, {}, None
@@ -111,6 +132,10 @@ def main():
     parser.add_argument('--synth')
     parser.add_argument('--seed', default='1')
     parser.add_argument('--instructions', default='200000')
+    parser.add_argument('--threads', help='pt-synth --threads')
+    parser.add_argument('--cpus', help='pt-synth --cpus (per-CPU streams; the test also checks '
+                        'that threads were switched: more switch-ins than threads)')
+    parser.add_argument('--timeslice', help='pt-synth --timeslice')
     parser.add_argument('--jobs')
     parser.add_argument('program', nargs='+')
     args = parser.parse_args()
@@ -124,9 +149,14 @@ def main():
             run([args.emulate, '--full', '--start-at', 'main', '--ground-truth', truth, '-o',
                  ptar, '--', *args.program])
         else:
-            run([args.synth, '--binary', args.program[0], '--seed', args.seed, '--instructions',
-                 args.instructions, '--ground-truth', truth, '--untraced-exits', exits,
-                 '-o', ptar])
+            extra = [a for flag, value in (('--threads', args.threads), ('--cpus', args.cpus),
+                                           ('--timeslice', args.timeslice)) if value
+                     for a in (flag, value)]
+            made = run_capture([args.synth, '--binary', args.program[0], '--seed', args.seed,
+                                '--instructions', args.instructions, '--ground-truth', truth,
+                                '--untraced-exits', exits, '-o', ptar, *extra])
+            if args.cpus:
+                check_switched(made, int(args.threads or 1))
         oracle = run([args.oracle, ptar, truth, args.program[0]] +
                      ([exits] if args.synth else []))
         jobs = ['--jobs', args.jobs] if args.jobs else []

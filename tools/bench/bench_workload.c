@@ -3,9 +3,7 @@
 // 300 runs of main": this is such a program, so that the bench can time one like it on a machine
 // without PT. Each run formats a batch of order keys with snprintf, hashes them (FNV-1a), sorts them
 // twice through qsort (its comparators are called back from glibc), then folds them with a
-// recursive divide-and-conquer. Usage: bench-workload [RUNS [THREADS]] (default 300 runs on the
-// main thread; with THREADS, that many threads run RUNS runs each, for per-CPU captures).
-#include <pthread.h>
+// recursive divide-and-conquer and prints one line. Usage: bench-workload [RUNS] (default 300).
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,44 +66,20 @@ NOINLINE static uint64_t run_once(int run) {
   return by_hash_fold ^ fold(items, 0, kItems);
 }
 
-struct Worker {
-  int first_run, runs;
-  uint64_t digest;
-};
-
-static void* work(void* arg) {
-  struct Worker* worker = arg;
-  for (int run = worker->first_run; run < worker->first_run + worker->runs; ++run) {
-    worker->digest = worker->digest * 1099511628211u ^ run_once(run);
-  }
-  return NULL;
-}
-
 int main(int argc, char** argv) {
-  int runs = argc > 1 ? atoi(argv[1]) : 300, threads = argc > 2 ? atoi(argv[2]) : 0;
-  if (runs <= 0 || threads < 0 || threads > 64 || argc > 3) {
-    fprintf(stderr, "usage: bench-workload [RUNS [THREADS]]  (RUNS > 0, default 300; THREADS 1-64)\n");
+  int runs = argc > 1 ? atoi(argv[1]) : 300;
+  if (runs <= 0) {
+    fprintf(stderr, "usage: bench-workload [RUNS]  (RUNS: a positive number, default 300)\n");
     return 2;
   }
-  struct Worker workers[64];
-  pthread_t ids[64];
-  int count = threads == 0 ? 1 : threads;
-  for (int i = 0; i < count; ++i) workers[i] = (struct Worker){i * runs, runs, 0};
-  if (threads == 0) {
-    work(&workers[0]);
-  } else {
-    for (int i = 0; i < count; ++i) {
-      if (pthread_create(&ids[i], NULL, work, &workers[i]) != 0) {
-        fprintf(stderr, "bench-workload: pthread_create failed\n");
-        return 1;
-      }
-    }
-    for (int i = 0; i < count; ++i) pthread_join(ids[i], NULL);
-  }
+  uint64_t digest = 0;
   char line[64];
-  for (int i = 0; i < count; ++i) {
-    snprintf(line, sizeof line, "%d x %d runs: %016llx\n", i, runs, (unsigned long long)workers[i].digest);
-    fputs(line, stdout);
+  for (int run = 0; run < runs; ++run) {
+    digest = digest * 1099511628211u ^ run_once(run);
+    if (run % 50 == 49 || run == runs - 1) {
+      snprintf(line, sizeof line, "run %d: %016llx\n", run + 1, (unsigned long long)digest);
+      fputs(line, stdout);
+    }
   }
   return 0;
 }

@@ -43,7 +43,14 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
       ("binary", po::value(&o.binary), "an x86-64 ELF executable whose code is walked")
       ("instructions", po::value(&o.instructions), "instructions to generate (all threads)")
       ("seed", po::value(&o.seed)->default_value(1), "random seed: same seed, same capture")
-      ("threads", po::value(&o.threads)->default_value(1), "threads (one PT stream each)")
+      ("threads", po::value(&o.threads)->default_value(1),
+       "threads (one PT stream each, unless --cpus)")
+      ("cpus", po::value(&o.cpus),
+       "per-CPU streams: the threads scheduled on N virtual CPUs, with context-switch sideband "
+       "(as perf record -a writes them)")
+      ("timeslice", po::value(&o.timeslice)->default_value(20000),
+       "with --cpus: a thread leaves its CPU at its first syscall, library call or restart after "
+       "this many instructions there")
       ("psb-period", po::value(&o.encoder.psb_period)->default_value(4096), "bytes between PSB+")
       ("timing", po::value(&timing)->default_value("cyc"), "cyc | mtc | tsc | none")
       ("no-retcomp", "never compress returns (TIP for every ret)")
@@ -69,11 +76,24 @@ Result<Parsed> ParseArgs(int argc, char** argv) {
   if (o.threads == 0 || o.threads > 4096) {
     return Unexpected(Errc::kInvalidArgument, "--threads must be between 1 and 4096");
   }
+  if (vm.count("cpus") && (o.cpus < 1 || o.cpus > 1024)) {
+    return Unexpected(Errc::kInvalidArgument, "--cpus must be between 1 and 1024");
+  }
+  if (!vm["timeslice"].defaulted() && o.cpus == 0) {
+    return Unexpected(Errc::kInvalidArgument, "--timeslice needs --cpus N");
+  }
+  if (o.timeslice == 0) return Unexpected(Errc::kInvalidArgument, "--timeslice must be > 0");
   if (o.encoder.psb_period < 256) {
     return Unexpected(Errc::kInvalidArgument, "--psb-period must be at least 256 bytes");
   }
   if (o.piece_size == 0) return Unexpected(Errc::kInvalidArgument, "--piece-size must be > 0");
   PTSCOPE_ASSIGN_OR_RETURN(o.encoder.timing, ParseTiming(timing));
+  if (o.cpus > 0 && o.encoder.timing != Timing::kCyc && o.encoder.timing != Timing::kMtc) {
+    // As pt-emulate --cpus: a decoder splits a CPU's stream into threads by time.
+    return Unexpected(Errc::kInvalidArgument,
+                      "--cpus needs --timing cyc or mtc (per-CPU streams are split into threads "
+                      "at the switch records' times)");
+  }
   o.encoder.return_compression = vm.count("no-retcomp") == 0;
   for (int i = 0; i < argc; ++i) o.command_line += (i ? " " : "") + std::string(argv[i]);
   return parsed;
@@ -110,5 +130,10 @@ int main(int argc, char** argv) {
                static_cast<unsigned long long>(s.restarts),
                static_cast<unsigned long long>(s.blocks_decoded), s.seconds,
                s.seconds > 0 ? s.instructions / s.seconds / 1e6 : 0.0);
+  if (parsed->options.cpus > 0) {
+    std::fprintf(stderr, "pt-synth: %u threads on %u CPUs, %llu switch-ins\n",
+                 parsed->options.threads, parsed->options.cpus,
+                 static_cast<unsigned long long>(s.switch_ins));
+  }
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "ptscope/format.h"
 #include "ptscope/output_file.h"
 #include "ptscope/perf_records.h"
+#include "synth_cpus.h"
 #include "walker.h"
 
 namespace ptscope::synth {
@@ -24,13 +25,16 @@ constexpr uint64_t kTscBase = 1000000000;  // the virtual clock starts here, as 
 constexpr uint16_t kTimeShift = 20;        // ns = (tsc * mult) >> shift: 1 tick = 1 ns
 constexpr uint32_t kTimeMult = 1u << 20;
 
-// Collects one thread's PT bytes and writes a PtDataChunk whenever piece_size bytes are full.
+// Collects one stream's PT bytes (a thread's, or a CPU's: tid 0, cpu >= 0) and writes a
+// PtDataChunk whenever piece_size bytes are full.
 class PieceWriter : public ptgen::PacketSink {
  public:
-  PieceWriter(record::CaptureWriter* writer, uint32_t stream_id, uint32_t tid, uint64_t piece_size)
+  PieceWriter(record::CaptureWriter* writer, uint32_t stream_id, uint32_t tid, int32_t cpu,
+              uint64_t piece_size)
       : writer_(writer), piece_size_(piece_size) {
     chunk_.stream_id = stream_id;
-    chunk_.pid = kPid;
+    chunk_.cpu = cpu;
+    chunk_.pid = cpu < 0 ? kPid : 0;
     chunk_.tid = tid;
     chunk_.data.reserve(piece_size + 64);
   }
@@ -86,6 +90,13 @@ std::vector<std::pair<std::string, std::string>> Metadata(const SynthOptions& o)
   };
 }
 
+// Per-CPU captures only (per-thread archives stay as they were).
+void AddCpuMetadata(const SynthOptions& o, std::vector<std::pair<std::string, std::string>>* entries) {
+  if (o.cpus == 0) return;
+  entries->push_back({"synth.cpus", std::to_string(o.cpus)});
+  entries->push_back({"synth.timeslice", std::to_string(o.timeslice)});
+}
+
 perf::Record Record(uint32_t type, perf::RecordBody body) {
   perf::Record record;
   record.type = type;
@@ -135,6 +146,102 @@ Status WriteUntracedExits(const std::string& path, const std::vector<UntracedExi
   return file.Commit();
 }
 
+// The walks of every thread, each into its own stream (per-thread) or scheduled on the CPUs'
+// streams (per-CPU); the sideband records they make (EXIT, switches) in `sideband`, any order.
+struct Walks {
+  const SynthOptions& o;
+  CodeGraph& graph;
+  record::CaptureWriter& writer;
+  GroundTruthWriter* truth;
+  std::vector<UntracedExit>* untraced;
+  SynthSummary& summary;
+  std::vector<SwitchSideband> sideband;
+
+  WalkOptions OptionsFor(uint32_t t) const {
+    WalkOptions walk;
+    walk.instructions = o.instructions / o.threads + (t < o.instructions % o.threads ? 1 : 0);
+    walk.seed = o.seed * 1000003 + t;
+    walk.tid = kPid + t;
+    walk.start_tsc = kTscBase;
+    if (!o.untraced_exits.empty()) walk.exits = untraced;
+    return walk;
+  }
+  void Count(const WalkStats& stats, uint32_t tid) {
+    summary.instructions += stats.instructions;
+    summary.calls += stats.calls;
+    summary.returns += stats.returns;
+    summary.syscalls += stats.syscalls;
+    summary.restarts += stats.restarts;
+    summary.library_calls += stats.library_calls;
+    summary.max_depth = std::max(summary.max_depth, stats.max_depth);
+    SwitchSideband& exit = sideband.emplace_back();  // (in place, as in SynthCpus::AddSwitch)
+    exit.time = stats.end_tsc;
+    exit.pid = kPid;
+    exit.tid = tid;
+    exit.record.type = perf::kRecordExit;
+    exit.record.misc = perf::kMiscUser;
+    exit.record.body = perf::TaskRecord{kPid, kPid, tid, kPid, stats.end_tsc, true};
+  }
+  void CountStream(const ptgen::PtPacketEncoder& encoder) {
+    summary.pt_bytes += encoder.stats().bytes;
+    summary.psbs += encoder.stats().psbs;
+    summary.compressed_returns += encoder.stats().compressed_returns;
+  }
+
+  Status PerThread() {
+    for (uint32_t t = 0; t < o.threads; ++t) {
+      PieceWriter pieces(&writer, t + 1, kPid + t, -1, o.piece_size);
+      ptgen::PtPacketEncoder encoder(o.encoder, &pieces);
+      PTSCOPE_ASSIGN_OR_RETURN(WalkStats stats, Walk(graph, encoder, OptionsFor(t), truth));
+      PTSCOPE_TRY(pieces.Finish(stats.end_tsc));
+      Count(stats, kPid + t);
+      CountStream(encoder);
+    }
+    return Ok();
+  }
+
+  Status PerCpu() {
+    for (uint32_t c = 0; c < o.cpus; ++c) {  // perf writes one per CPU as the AUX event starts
+      PTSCOPE_TRY(writer.AddRecord(Record(perf::kRecordItraceStart, perf::ItraceStartRecord{0, 0}),
+                                   0, 0, kTscBase - 5, c));
+    }
+    std::vector<std::unique_ptr<PieceWriter>> pieces;
+    std::vector<std::unique_ptr<ptgen::PtPacketEncoder>> encoders;
+    std::vector<ptgen::PtPacketEncoder*> streams;
+    for (uint32_t c = 0; c < o.cpus; ++c) {
+      pieces.push_back(std::make_unique<PieceWriter>(&writer, c + 1, 0, static_cast<int32_t>(c),
+                                                     o.piece_size));
+      encoders.push_back(std::make_unique<ptgen::PtPacketEncoder>(o.encoder, pieces.back().get()));
+      streams.push_back(encoders.back().get());
+    }
+    const uint64_t ticks_per_mtc = o.encoder.timing == ptgen::Timing::kMtc
+                                       ? uint64_t{o.encoder.tsc_per_ctc} << o.encoder.mtc_freq
+                                       : 0;
+    SynthCpus cpus(streams, o.threads, kPid, kPid, kTscBase, o.timeslice, ticks_per_mtc);
+    std::vector<Result<WalkStats>> results(o.threads, Unexpected(Errc::kInternal, "not walked"));
+    std::vector<WalkOptions> options;
+    for (uint32_t t = 0; t < o.threads; ++t) {
+      options.push_back(OptionsFor(t));
+      options.back().placement = cpus.placement(t);
+    }
+    cpus.Schedule([&](size_t t) { results[t] = Walk(graph, *streams[0], options[t], truth); });
+    uint64_t end = kTscBase;
+    for (uint32_t t = 0; t < o.threads; ++t) {
+      if (!results[t]) return results[t].error();
+      Count(*results[t], kPid + t);
+      end = std::max(end, results[t]->end_tsc);
+    }
+    for (uint32_t c = 0; c < o.cpus; ++c) {
+      encoders[c]->Flush();
+      PTSCOPE_TRY(pieces[c]->Finish(end));
+      CountStream(*encoders[c]);
+    }
+    sideband.insert(sideband.end(), cpus.sideband().begin(), cpus.sideband().end());
+    summary.switch_ins = cpus.switch_ins();
+    return Ok();
+  }
+};
+
 }  // namespace
 
 Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
@@ -152,41 +259,21 @@ Result<SynthSummary> WriteSynthCapture(const SynthOptions& o) {
   }
   record::CaptureOptions capture;
   capture.archive.features = format::kFeatureEmulated;
+  if (o.cpus > 0) capture.archive.features |= format::kFeaturePerCpu;
   PTSCOPE_ASSIGN_OR_RETURN(auto writer, record::CaptureWriter::Create(o.output, capture));
-  PTSCOPE_TRY(writer->WriteMetadata(Metadata(o)));
+  auto metadata = Metadata(o);
+  AddCpuMetadata(o, &metadata);
+  PTSCOPE_TRY(writer->WriteMetadata(std::move(metadata)));
   PTSCOPE_TRY(WriteStartSideband(*writer, elf, o.threads));
   SynthSummary summary;
   std::vector<UntracedExit> untraced;
-  std::vector<std::pair<uint64_t, uint32_t>> exits;  // (time, tid)
-  for (uint32_t t = 0; t < o.threads; ++t) {
-    const uint32_t tid = kPid + t;
-    PieceWriter pieces(writer.get(), t + 1, tid, o.piece_size);
-    ptgen::PtPacketEncoder encoder(o.encoder, &pieces);
-    WalkOptions walk;
-    walk.instructions = o.instructions / o.threads + (t < o.instructions % o.threads ? 1 : 0);
-    walk.seed = o.seed * 1000003 + t;
-    walk.tid = tid;
-    walk.start_tsc = kTscBase;
-    if (!o.untraced_exits.empty()) walk.exits = &untraced;
-    PTSCOPE_ASSIGN_OR_RETURN(WalkStats stats, Walk(graph, encoder, walk, truth.get()));
-    PTSCOPE_TRY(pieces.Finish(stats.end_tsc));
-    summary.instructions += stats.instructions;
-    summary.calls += stats.calls;
-    summary.returns += stats.returns;
-    summary.syscalls += stats.syscalls;
-    summary.restarts += stats.restarts;
-    summary.library_calls += stats.library_calls;
-    summary.max_depth = std::max(summary.max_depth, stats.max_depth);
-    summary.pt_bytes += encoder.stats().bytes;
-    summary.psbs += encoder.stats().psbs;
-    summary.compressed_returns += encoder.stats().compressed_returns;
-    exits.emplace_back(stats.end_tsc, tid);
-  }
-  std::stable_sort(exits.begin(), exits.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [time, tid] : exits) {  // sideband records stay in time order
-    perf::TaskRecord exit{kPid, kPid, tid, kPid, time, true};
-    PTSCOPE_TRY(writer->AddRecord(Record(perf::kRecordExit, exit), kPid, tid, time));
+  Walks walks{o, graph, *writer, truth.get(), &untraced, summary, {}};
+  PTSCOPE_TRY(o.cpus > 0 ? walks.PerCpu() : walks.PerThread());
+  // Sideband records in time order; at one time, in the order they were made.
+  std::stable_sort(walks.sideband.begin(), walks.sideband.end(),
+                   [](const SwitchSideband& a, const SwitchSideband& b) { return a.time < b.time; });
+  for (const SwitchSideband& r : walks.sideband) {
+    PTSCOPE_TRY(writer->AddRecord(r.record, r.pid, r.tid, r.time, r.cpu));
   }
   if (truth) PTSCOPE_TRY(truth->Close());
   if (!o.untraced_exits.empty()) PTSCOPE_TRY(WriteUntracedExits(o.untraced_exits, untraced));

@@ -17,6 +17,11 @@ struct SynthOptions {
   uint64_t instructions = 0;  // in total, split evenly over the threads
   uint64_t seed = 1;
   uint32_t threads = 1;
+  // 0: one PT stream per thread. N: per-CPU streams, the threads scheduled on N virtual CPUs
+  // with context-switch sideband (synth_cpus.h); a thread leaves its CPU at its first TIP.PGD
+  // (syscall, library call, restart) after `timeslice` ticks there (1 instruction = 1 tick).
+  uint32_t cpus = 0;
+  uint64_t timeslice = 20000;
   ptgen::EncoderConfig encoder;
   std::string ground_truth;   // empty: none
   // Empty: none. Else one `TID N 0xTARGET` line per TIP.PGD (N: the thread's instructions so far,
@@ -34,6 +39,7 @@ struct SynthSummary {
   uint64_t blocks_decoded = 0;
   uint64_t max_depth = 0;
   uint64_t library_calls = 0;  // deepest shadow call stack
+  uint64_t switch_ins = 0;     // per-CPU: times a thread was put on a CPU
   double seconds = 0;
 };
 

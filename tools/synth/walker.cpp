@@ -47,19 +47,21 @@ class Walker {
  public:
   Walker(CodeGraph& graph, ptgen::PtPacketEncoder& encoder, const WalkOptions& options,
          GroundTruthWriter* truth)
-      : graph_(graph), enc_(encoder), options_(options), truth_(truth), rng_(options.seed) {}
+      : graph_(graph), enc_(&encoder), options_(options), truth_(truth), rng_(options.seed) {}
 
   WalkStats Run() {
     tsc_ = options_.start_tsc;
     NewSegment();
     int32_t current = RandomEntry();
-    enc_.Enable(graph_.block(current).start, tsc_);
+    if (options_.placement != nullptr) enc_ = options_.placement->Run(tsc_, &tsc_);
+    enc_->Enable(graph_.block(current).start, tsc_);
     while (current >= 0) {
-      enc_.MaybePsb(graph_.block(current).start, tsc_);
+      enc_->MaybePsb(graph_.block(current).start, tsc_);
       current = Step(current);
     }
-    enc_.Flush();
+    enc_->Flush();
     stats_.end_tsc = tsc_;
+    if (options_.placement != nullptr) options_.placement->Left(last_disable_, true);
     return stats_;
   }
 
@@ -119,7 +121,7 @@ class Walker {
     // The walk never ends at a conditional branch: perf's decoder does not accept a TIP.PGD
     // bound to one ("Trace doesn't match instruction"), although libipt does.
     if (taken < 0 && not_taken < 0) return Leave(next_ip, at, last);
-    enc_.CondBranch(take, at);
+    enc_->CondBranch(take, at);
     return take ? taken : not_taken;
   }
 
@@ -170,7 +172,7 @@ class Walker {
     const int32_t target = graph_.Target(index);
     if (target < 0) return Leave(b.target, at, false);
     Push(b.fallthrough, graph_.Fallthrough(index));
-    enc_.Call(b.fallthrough, b.target == b.fallthrough);
+    enc_->Call(b.fallthrough, b.target == b.fallthrough);
     return target;
   }
 
@@ -180,9 +182,9 @@ class Walker {
     if (last) return Leave(target_ip, at, true);
     if (end == BlockEnd::kIndirectCall) {
       Push(fallthrough, kUnresolved);
-      enc_.Call(fallthrough, false);
+      enc_->Call(fallthrough, false);
     }
-    enc_.IndirectBranch(target_ip, at);
+    enc_->IndirectBranch(target_ip, at);
     return target;
   }
 
@@ -193,7 +195,7 @@ class Walker {
     stack_.pop_back();
     if (frame.block == kUnresolved) frame.block = graph_.BlockAt(frame.return_ip);
     if (last || frame.block < 0) return Leave(frame.return_ip, at, last);
-    enc_.Return(frame.return_ip, at);
+    enc_->Return(frame.return_ip, at);
     return frame.block;
   }
 
@@ -211,8 +213,8 @@ class Walker {
     if (frame.block < 0) return Leave(kUntracedLibrary, at, false);
     ++stats_.library_calls;
     Disable(kUntracedLibrary, /*suppress_ip=*/false, at);
-    tsc_ += options_.untraced_ticks;
-    enc_.Enable(frame.return_ip, tsc_);
+    Untraced(at);
+    enc_->Enable(frame.return_ip, tsc_);
     return frame.block;
   }
 
@@ -220,7 +222,7 @@ class Walker {
     ++stats_.syscalls;
     Disable(0, /*suppress_ip=*/true, at);
     if (last) return -1;
-    tsc_ += options_.untraced_ticks;
+    Untraced(at);
     int32_t next = graph_.Fallthrough(index);
     // A walk caught in a syscall loop (a retry loop whose exits are dead code) goes elsewhere,
     // and walks keep out of that block from now on.
@@ -233,7 +235,7 @@ class Walker {
       next = RandomEntry();
       stack_.clear();
     }
-    enc_.Enable(graph_.block(next).start, tsc_);
+    enc_->Enable(graph_.block(next).start, tsc_);
     return next;
   }
 
@@ -257,14 +259,24 @@ class Walker {
     ++stats_.restarts;
     NewSegment();
     stack_.clear();
-    tsc_ += options_.untraced_ticks;
+    Untraced(at);
     const int32_t next = RandomEntry();
-    enc_.Enable(graph_.block(next).start, tsc_);
+    enc_->Enable(graph_.block(next).start, tsc_);
     return next;
   }
 
+  // The time between a TIP.PGD at `at` and the TIP.PGE that resumes the walk. Per CPU, the
+  // thread may leave its CPU meanwhile (in the kernel, in untraced code) and resume on another.
+  void Untraced(uint64_t at) {
+    tsc_ += options_.untraced_ticks;
+    if (options_.placement == nullptr) return;
+    options_.placement->Left(at, false);
+    enc_ = options_.placement->Run(tsc_, &tsc_);
+  }
+
   void Disable(uint64_t target_ip, bool suppress_ip, uint64_t at) {
-    enc_.Disable(target_ip, suppress_ip, at);
+    enc_->Disable(target_ip, suppress_ip, at);
+    last_disable_ = at;
     if (options_.exits != nullptr) {
       options_.exits->push_back({options_.tid, stats_.instructions, suppress_ip ? 0 : target_ip});
     }
@@ -280,11 +292,12 @@ class Walker {
   }
 
   CodeGraph& graph_;
-  ptgen::PtPacketEncoder& enc_;
+  ptgen::PtPacketEncoder* enc_;  // (per-CPU: the current CPU's)
   const WalkOptions& options_;
   GroundTruthWriter* truth_;
   Rng rng_;
   uint64_t tsc_ = 0;
+  uint64_t last_disable_ = 0;  // the time of the last TIP.PGD
   uint64_t segment_end_ = 0;
   uint32_t epoch_ = 0;
   uint32_t segment_syscalls_ = 0;        // segment number, for Block::visits

@@ -37,6 +37,21 @@ struct UntracedExit {
   uint64_t target = 0;        // TIP.PGD's address; 0: suppressed (a syscall)
 };
 
+// Per-CPU captures (pt-synth --cpus): which CPU's stream a thread's packets go to, and when it
+// runs there. The walk asks before its first instruction and after every TIP.PGD it resumes
+// from (a syscall, a library call, a restart: the thread may leave its CPU meanwhile, and come
+// back on whichever CPU is free); it says when each TIP.PGD, and its last, happened. Only one
+// walk runs at a time (see SynthCpus).
+class CpuPlacement {
+ public:
+  virtual ~CpuPlacement() = default;
+  // The thread can run user code from `ready_tsc` on: the encoder of the CPU it runs on, with
+  // `*start_tsc` (>= ready_tsc) set to when it starts there.
+  virtual ptgen::PtPacketEncoder* Run(uint64_t ready_tsc, uint64_t* start_tsc) = 0;
+  // It left the traced code (exited: for good) at `tsc`, with TIP.PGD.
+  virtual void Left(uint64_t tsc, bool exited) = 0;
+};
+
 struct WalkOptions {
   uint64_t instructions = 0;  // at least this many (the walk ends at the next ret/indirect/syscall)
   uint64_t seed = 1;
@@ -44,6 +59,7 @@ struct WalkOptions {
   uint64_t start_tsc = 0;
   uint64_t untraced_ticks = 200;  // virtual time spent outside the trace (syscalls, untraced code)
   std::vector<UntracedExit>* exits = nullptr;  // not null: every TIP.PGD is appended here
+  CpuPlacement* placement = nullptr;  // not null: per-CPU streams; Walk's encoder is not used
 };
 
 struct WalkStats {
