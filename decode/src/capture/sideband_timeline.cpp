@@ -16,6 +16,13 @@ struct TimedRecord {
   perf::Record record;
 };
 
+// Whether Apply may use `record` (MMAP/MMAP2, COMM, FORK/EXIT).
+bool ChangesProcesses(const perf::Record& record) {
+  return std::holds_alternative<perf::MmapRecord>(record.body) ||
+         std::holds_alternative<perf::CommRecord>(record.body) ||
+         std::holds_alternative<perf::TaskRecord>(record.body);
+}
+
 // Whether a mapping can hold traced code we can find bytes for.
 bool IsCodeMapping(const perf::MmapRecord& mmap) {
   if (mmap.is_mmap2 && (mmap.prot & kProtExec) == 0) return false;
@@ -27,10 +34,19 @@ bool IsCodeMapping(const perf::MmapRecord& mmap) {
 
 SidebandTimeline SidebandTimeline::Build(const format::Archive& archive) {
   SidebandTimeline timeline;
+  // The records of address spaces and names (a few per process) are kept whole until sorted;
+  // a schedule record (per-CPU captures: two per context switch, as many as the capture is
+  // long) only as the CpuRun it makes, 16 bytes instead of a parsed perf record, so that a long
+  // per-CPU capture's peak memory is not its sideband's. Apply and Schedule touch disjoint state,
+  // so each kind in its own time order gives what one merged order gave.
   std::vector<TimedRecord> records;
+  uint64_t count = 0;
   for (const format::SidebandProblem& problem :
        format::ForEachSidebandRecord(archive, [&](perf::Record&& record) {
+         ++count;
          uint64_t time = record.sample_id ? record.sample_id->time : 0;
+         if (timeline.Schedule(record, time)) return;
+         if (!ChangesProcesses(record)) return;
          records.push_back(TimedRecord{time, std::move(record)});
        })) {
     timeline.notes_.push_back(problem.Describe() + (problem.missing_attr
@@ -39,11 +55,15 @@ SidebandTimeline SidebandTimeline::Build(const format::Archive& archive) {
   }
   std::stable_sort(records.begin(), records.end(),
                    [](const TimedRecord& a, const TimedRecord& b) { return a.time_ns < b.time_ns; });
-  for (const TimedRecord& timed : records) {
-    timeline.Apply(timed.record, timed.time_ns);
-    timeline.Schedule(timed.record, timed.time_ns);
+  for (const TimedRecord& timed : records) timeline.Apply(timed.record, timed.time_ns);
+  // Each CPU's runs were added in file order: sorted stably, they are in the order a stable sort
+  // of all records would have put them.
+  for (auto& [cpu, runs] : timeline.runs_by_cpu_) {
+    std::stable_sort(runs.begin(), runs.end(),
+                     [](const CpuRun& a, const CpuRun& b) { return a.from_ns < b.from_ns; });
+    runs.shrink_to_fit();
   }
-  timeline.records_ = records.size();
+  timeline.records_ = count;
   return timeline;
 }
 
@@ -74,9 +94,10 @@ void SidebandTimeline::Apply(const perf::Record& record, uint64_t time_ns) {
 }
 
 // Who runs on a CPU: a switch-in names the incoming thread in its sample_id; a CPU-wide
-// switch-out names it in next_prev; ITRACE_START names the thread tracing starts in.
-void SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
-  if (!record.sample_id) return;
+// switch-out names it in next_prev; ITRACE_START names the thread tracing starts in. False for
+// any other record (and for these without a sample_id: no CPU, no time).
+bool SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
+  if (!record.sample_id) return false;
   const perf::SampleId& id = *record.sample_id;
   ThreadKey thread;
   if (const auto* sw = std::get_if<perf::SwitchRecord>(&record.body)) {
@@ -85,14 +106,15 @@ void SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
     } else if (sw->cpu_wide) {
       thread = ThreadKey{sw->next_prev_pid, sw->next_prev_tid};
     } else {
-      return;
+      return true;  // a per-thread switch-out: no one known to come in
     }
   } else if (std::holds_alternative<perf::ItraceStartRecord>(record.body)) {
     thread = ThreadKey{id.pid, id.tid};
   } else {
-    return;
+    return false;
   }
   runs_by_cpu_[id.cpu].push_back(CpuRun{time_ns, thread});
+  return true;
 }
 
 ThreadKey SidebandTimeline::ThreadOnCpu(uint32_t cpu, uint64_t time_ns, uint64_t* since_ns) const {

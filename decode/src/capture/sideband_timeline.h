@@ -44,7 +44,7 @@ class SidebandTimeline {
   // The distinct pids or tids (`field`) of the threads seen running on some CPU, sorted.
   std::vector<uint32_t> Scheduled(uint32_t ThreadKey::*field) const;
   void Apply(const perf::Record& record, uint64_t time_ns);
-  void Schedule(const perf::Record& record, uint64_t time_ns);
+  bool Schedule(const perf::Record& record, uint64_t time_ns);  // true: a schedule record
   struct CpuRun {
     uint64_t from_ns;
     ThreadKey thread;
