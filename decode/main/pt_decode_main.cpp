@@ -110,12 +110,13 @@ std::string DefaultOutput(const std::string& input, const std::string& dir, Outp
   return (dir.empty() ? "" : dir + "/") + base + Extension(format);
 }
 
-// A .ptar or a perf.data. The PT bytes stay in the file until they are decoded (see RunPipeline)
-// and the embedded blobs until they are used, one at a time: memory does not grow with the
-// capture.
+// A .ptar or a perf.data. The PT bytes stay in the file until they are decoded (see RunPipeline),
+// the embedded blobs until they are used, one at a time, and a .ptar's sideband records until
+// the sideband timeline reads them, a chunk at a time: memory does not grow with the capture.
 ptscope::Result<ptscope::format::Archive> LoadInput(const std::string& path) {
   return ptscope::format::OpenCapture(
-      path, ptscope::format::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false});
+      path, ptscope::format::ReadOptions{.keep_pt_bytes = false, .keep_blob_bytes = false,
+                                         .keep_sideband_bytes = false});
 }
 
 std::string Count(uint64_t value) {

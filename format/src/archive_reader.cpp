@@ -438,6 +438,10 @@ Archive Collect(ArchiveReader& reader, const ReadOptions& options) {
           } else if constexpr (std::is_same_v<T, SidebandAttrChunk>) {
             a.sideband_attrs.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, SidebandChunk>) {
+            if (!options.keep_sideband_bytes) {
+              a.sideband_offsets.push_back(reader.last_location().offset);
+              std::vector<uint8_t>().swap(c.records);  // freed: read again where used
+            }
             a.sideband.push_back(std::move(c));
           } else if constexpr (std::is_same_v<T, ModuleChunk>) {
             a.modules.push_back(std::move(c));

@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "ptscope/perf_data.h"
@@ -35,17 +36,44 @@ std::vector<SidebandProblem> ForEachSidebandRecord(
     layouts[attr.attr_id] = perf::RecordLayout{attr.sample_type, attr.sample_id_all};
   }
   std::vector<SidebandProblem> problems;
+  // Records not kept (ReadOptions::keep_sideband_bytes): each chunk read again, one at a time.
+  const bool reread = !archive.sideband_offsets.empty();
+  std::unique_ptr<ArchiveReader> reader;
+  if (reread) {
+    Result<std::unique_ptr<ArchiveReader>> opened = ArchiveReader::Open(archive.path);
+    if (!opened) {
+      problems.push_back({0, 0, false, 0, "cannot read the sideband again: " + opened.error().message});
+      return problems;
+    }
+    reader = std::move(*opened);
+  }
+  SidebandChunk again;
   for (size_t chunk = 0; chunk < archive.sideband.size(); ++chunk) {
-    const SidebandChunk& sideband = archive.sideband[chunk];
-    auto layout = layouts.find(sideband.attr_id);
+    const SidebandChunk* sideband = &archive.sideband[chunk];
+    auto layout = layouts.find(sideband->attr_id);
     if (layout == layouts.end()) {
-      problems.push_back({chunk, sideband.attr_id, true, 0, {}});
+      problems.push_back({chunk, sideband->attr_id, true, 0, {}});
       continue;
     }
-    perf::RecordIterator records(sideband.records, layout->second);
+    if (reread) {
+      Result<Chunk> read = reader->ReadChunkAt(archive.sideband_offsets[chunk]);
+      auto* chunk_again = read ? std::get_if<SidebandChunk>(&*read) : nullptr;
+      if (chunk_again == nullptr || chunk_again->attr_id != sideband->attr_id) {
+        problems.push_back({chunk, sideband->attr_id, false, 0,
+                            "read again at file offset " +
+                                HexAddress(archive.sideband_offsets[chunk]) + ", " +
+                                (read ? std::string("it is no longer this chunk (the file changed "
+                                                    "since it was read)")
+                                      : read.error().message)});
+        continue;
+      }
+      again = std::move(*chunk_again);
+      sideband = &again;
+    }
+    perf::RecordIterator records(sideband->records, layout->second);
     while (auto next = records.Next()) {
       if (!*next) {
-        problems.push_back({chunk, sideband.attr_id, false, records.offset(),
+        problems.push_back({chunk, sideband->attr_id, false, records.offset(),
                             next->error().message});
         break;
       }

@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "ptscope/capture.h"
 #include "ptscope/format.h"
+#include "ptscope/perf_records.h"
 #include "test_archives.h"
 
 namespace ptscope::format {
@@ -376,6 +378,78 @@ TEST_CASE("ReadArchive without PT bytes keeps every other field and where to rea
   CHECK(light->pt_refs[2].size == 0);
   CHECK(light->sideband.size() == 3);
   CHECK(light->complete);
+}
+
+// Three sideband chunks of four CPU-wide switch records each (time c*100+i, next tid 100+4c+i).
+std::string WriteSidebandArchive(const std::string& path) {
+  auto writer = ArchiveWriter::Create(path);
+  REQUIRE(writer);
+  SidebandAttrChunk attr;
+  attr.attr_id = 1;
+  attr.sample_type = 0x10086;  // TID | TIME | CPU | IDENTIFIER
+  attr.sample_id_all = true;
+  REQUIRE((*writer)->Write(attr));
+  for (uint32_t c = 0; c < 3; ++c) {
+    std::vector<uint8_t> records;
+    for (uint32_t i = 0; i < 4; ++i) {
+      perf::Record r;
+      r.type = perf::kRecordSwitchCpuWide;
+      r.body = perf::SwitchRecord{i % 2 == 0, false, true, 7, 100 + 4 * c + i};
+      perf::SampleId id;
+      id.pid = id.tid = 7;
+      id.time = c * 100 + i;
+      id.cpu = c;
+      id.id = 1;
+      r.sample_id = id;
+      const std::vector<uint8_t> bytes = perf::BuildRecord(r, {attr.sample_type, true});
+      records.insert(records.end(), bytes.begin(), bytes.end());
+    }
+    REQUIRE((*writer)->Write(SidebandChunk{1, -1, records}));
+  }
+  REQUIRE((*writer)->Close());
+  return path;
+}
+
+// (time, next tid) of every sideband record, and the problems met.
+std::vector<std::pair<uint64_t, uint32_t>> SwitchesOf(const Archive& archive,
+                                                      std::vector<SidebandProblem>* problems) {
+  std::vector<std::pair<uint64_t, uint32_t>> seen;
+  *problems = ForEachSidebandRecord(archive, [&](perf::Record&& r) {
+    seen.emplace_back(r.sample_id->time, std::get<perf::SwitchRecord>(r.body).next_prev_tid);
+  });
+  return seen;
+}
+
+TEST_CASE("ReadArchive without sideband bytes: ForEachSidebandRecord reads each chunk again") {
+  const std::string path = WriteSidebandArchive(TempDir() + "/sideband.ptar");
+  auto whole = ReadArchive(path);
+  auto light = ReadArchive(path, ReadOptions{.keep_sideband_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(light);
+  REQUIRE(light->sideband.size() == 3);
+  CHECK(light->sideband_offsets.size() == 3);
+  CHECK(whole->sideband_offsets.empty());
+  for (const SidebandChunk& chunk : light->sideband) CHECK(chunk.records.empty());
+  std::vector<SidebandProblem> problems;
+  const auto kept = SwitchesOf(*whole, &problems);
+  CHECK(problems.empty());
+  const auto read_again = SwitchesOf(*light, &problems);
+  CHECK(problems.empty());
+  REQUIRE(kept.size() == 12);
+  CHECK(kept[5] == std::pair<uint64_t, uint32_t>{101, 105});
+  CHECK(read_again == kept);
+
+  // The file replaced since by an archive without those chunks: each is a problem naming its
+  // offset, nothing is made up.
+  {
+    auto writer = ArchiveWriter::Create(path);
+    REQUIRE(writer);
+    REQUIRE((*writer)->Write(MetadataChunk{{{"tool", "another"}}}));
+    REQUIRE((*writer)->Close());
+  }
+  CHECK(SwitchesOf(*light, &problems).empty());
+  REQUIRE(problems.size() == 3);
+  CHECK(problems[0].Describe().find("sideband chunk 0 offset 0: read again at file offset 0x") == 0);
 }
 
 TEST_CASE("files that are not archives are refused with a one-line reason") {

@@ -351,6 +351,9 @@ struct Archive {
   std::vector<PtDataRef> pt_refs;
   std::vector<SidebandAttrChunk> sideband_attrs;
   std::vector<SidebandChunk> sideband;
+  // Parallel to sideband when its records were not kept (ReadOptions::keep_sideband_bytes):
+  // where each chunk starts (ForEachSidebandRecord reads it again there). Empty otherwise.
+  std::vector<uint64_t> sideband_offsets;
   std::vector<ModuleChunk> modules;
   std::vector<BlobChunk> blobs;
   // Parallel to blobs: where each blob's chunk starts and how many bytes its data holds (also
@@ -383,6 +386,10 @@ struct ReadOptions {
   // binaries and JIT dumps are loaded one at a time where they are used (LoadBlobData), so that
   // an archive of large, well-compressed blobs never has them all in memory.
   bool keep_blob_bytes = true;
+  // false: every SidebandChunk::records is left empty (Archive::sideband_offsets says where it
+  // is), read again one chunk at a time by ForEachSidebandRecord: a per-CPU capture has a few
+  // context-switch records per millisecond and CPU, as many as the capture is long.
+  bool keep_sideband_bytes = true;
 };
 // Every intact chunk of the archive, and Archive::time from its metadata; fails when the file
 // cannot be opened, its header is unusable, or its time conversion is impossible.
