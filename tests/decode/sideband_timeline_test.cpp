@@ -9,26 +9,15 @@
 #include "capture/sideband_timeline.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
+#include "../support/sideband_records.h"
 
 namespace ptscope::decode {
 namespace {
 
-constexpr uint64_t kSampleType = 0x10086;  // TID | TIME | CPU | IDENTIFIER
-
 void Add(std::vector<uint8_t>* out, uint32_t type, uint16_t misc, perf::RecordBody body,
          uint32_t pid, uint32_t tid, uint64_t time, uint32_t cpu = 0) {
-  perf::Record r;
-  r.type = type;
-  r.misc = misc;
-  r.body = std::move(body);
-  perf::SampleId id;
-  id.pid = pid;
-  id.tid = tid;
-  id.time = time;
-  id.cpu = cpu;
-  id.id = 1;
-  r.sample_id = id;
-  const std::vector<uint8_t> bytes = perf::BuildRecord(r, {kSampleType, true});
+  const std::vector<uint8_t> bytes =
+      ptscope::testing::SidebandRecord(type, misc, std::move(body), pid, tid, time, cpu);
   out->insert(out->end(), bytes.begin(), bytes.end());
 }
 
@@ -45,7 +34,7 @@ format::Archive TwoChunks(const std::vector<uint8_t>& first, const std::vector<u
   format::Archive archive;
   format::SidebandAttrChunk attr;
   attr.attr_id = 1;
-  attr.sample_type = kSampleType;
+  attr.sample_type = ptscope::testing::kSidebandSampleType;
   archive.sideband_attrs.push_back(attr);
   for (const std::vector<uint8_t>* records : {&first, &second}) {
     format::SidebandChunk chunk;

@@ -13,6 +13,7 @@
 #include "ptscope/capture.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
+#include "../support/sideband_records.h"
 #include "test_archives.h"
 
 namespace ptscope::format {
@@ -386,22 +387,15 @@ std::string WriteSidebandArchive(const std::string& path) {
   REQUIRE(writer);
   SidebandAttrChunk attr;
   attr.attr_id = 1;
-  attr.sample_type = 0x10086;  // TID | TIME | CPU | IDENTIFIER
+  attr.sample_type = ptscope::testing::kSidebandSampleType;
   attr.sample_id_all = true;
   REQUIRE((*writer)->Write(attr));
   for (uint32_t c = 0; c < 3; ++c) {
     std::vector<uint8_t> records;
     for (uint32_t i = 0; i < 4; ++i) {
-      perf::Record r;
-      r.type = perf::kRecordSwitchCpuWide;
-      r.body = perf::SwitchRecord{i % 2 == 0, false, true, 7, 100 + 4 * c + i};
-      perf::SampleId id;
-      id.pid = id.tid = 7;
-      id.time = c * 100 + i;
-      id.cpu = c;
-      id.id = 1;
-      r.sample_id = id;
-      const std::vector<uint8_t> bytes = perf::BuildRecord(r, {attr.sample_type, true});
+      const std::vector<uint8_t> bytes = ptscope::testing::SidebandRecord(
+          perf::kRecordSwitchCpuWide, 0, perf::SwitchRecord{i % 2 == 0, false, true, 7, 100 + 4 * c + i},
+          7, 7, c * 100 + i, c);
       records.insert(records.end(), bytes.begin(), bytes.end());
     }
     REQUIRE((*writer)->Write(SidebandChunk{1, -1, records}));

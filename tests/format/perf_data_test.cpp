@@ -14,13 +14,14 @@
 #include "ptscope/format.h"
 #include "ptscope/perf_data.h"
 #include "ptscope/perf_records.h"
+#include "../support/sideband_records.h"
 
 namespace fmt = ptscope::format;
 namespace perf = ptscope::perf;
 
 namespace {
 
-constexpr uint64_t kSidebandType = 0x10086;  // TID|TIME|CPU|IDENTIFIER, the team convention
+constexpr uint64_t kSidebandType = ptscope::testing::kSidebandSampleType;
 
 uint64_t Le(const std::vector<uint8_t>& b, size_t at, size_t n = 8) {
   uint64_t v = 0;
@@ -33,18 +34,7 @@ void PutLe(std::vector<uint8_t>& b, size_t at, uint64_t v, size_t n) {
 
 std::vector<uint8_t> Rec(uint32_t type, uint16_t misc, perf::RecordBody body, uint32_t pid,
                          uint32_t tid, uint64_t time, uint32_t cpu = 0) {
-  perf::Record r;
-  r.type = type;
-  r.misc = misc;
-  r.body = std::move(body);
-  perf::SampleId id;
-  id.pid = pid;
-  id.tid = tid;
-  id.time = time;
-  id.cpu = cpu;
-  id.id = 1;  // the exporter's id, so the round trip is byte-exact
-  r.sample_id = id;
-  return perf::BuildRecord(r, {kSidebandType, true});
+  return ptscope::testing::SidebandRecord(type, misc, std::move(body), pid, tid, time, cpu);
 }
 
 const std::vector<uint8_t> kBuildId = {0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6,

@@ -42,21 +42,13 @@ class Failure(Exception):
     pass
 
 
-def run(cmd):
+def run(cmd, output='stdout'):
+    """cmd's stdout (output='stderr': its stderr, where pt-synth prints its summary)."""
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise Failure(f'{os.path.basename(cmd[0])} exited with {r.returncode}: '
                       f'{r.stderr.strip()[-2000:]}')
-    return r.stdout
-
-
-def run_capture(cmd):
-    """run(), for pt-synth: its summary is on stderr."""
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise Failure(f'{os.path.basename(cmd[0])} exited with {r.returncode}: '
-                      f'{r.stderr.strip()[-2000:]}')
-    return r.stderr
+    return getattr(r, output)
 
 
 def check_switched(summary, threads):
@@ -152,9 +144,9 @@ def main():
             extra = [a for flag, value in (('--threads', args.threads), ('--cpus', args.cpus),
                                            ('--timeslice', args.timeslice)) if value
                      for a in (flag, value)]
-            made = run_capture([args.synth, '--binary', args.program[0], '--seed', args.seed,
-                                '--instructions', args.instructions, '--ground-truth', truth,
-                                '--untraced-exits', exits, '-o', ptar, *extra])
+            made = run([args.synth, '--binary', args.program[0], '--seed', args.seed,
+                        '--instructions', args.instructions, '--ground-truth', truth,
+                        '--untraced-exits', exits, '-o', ptar, *extra], output='stderr')
             if args.cpus:
                 check_switched(made, int(args.threads or 1))
         oracle = run([args.oracle, ptar, truth, args.program[0]] +
