@@ -76,7 +76,7 @@ constexpr uint64_t kLaterBase = 0x3000;
 std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint8_t>& code,
                        WalkerCache* walker, bool* refused, bool gap_texts = false,
                        uint64_t later_mapping_ns = 0, bool own_packets = false,
-                       CodeFacts* code_facts = nullptr) {
+                       CodeFacts* code_facts = nullptr, bool skz84 = false) {
   CodeFile file(code);
   symbols::AddressSpace space;
   uint32_t module = space.InternModule(file.path(), {});
@@ -87,6 +87,7 @@ std::string DecodeWith(const std::vector<uint8_t>& trace, const std::vector<uint
   images.Prepare({1});
   DecoderSetup setup;
   setup.nom_freq = 1;  // with CBR 1: one CYC cycle = one TSC tick
+  setup.errata.skz84 = skz84 ? 1 : 0;
   BlockFacts facts;
   UnitEvents unit;
   FlowDecoder decoder(setup, images, 1, facts, unit);
@@ -133,22 +134,50 @@ std::vector<uint8_t> TakenBitToSyscall(uint64_t ip, uint64_t cycles) {
 // 64-bit code and events it models: it must not refuse them), and with QueryWalker on
 // PacketQuery, which must too where PacketQuery models the trace's packets (`own_packets_refuse`:
 // it does not, e.g. OVF; it must then refuse, never decode differently).
+// `skz84`: the CPU has erratum SKZ84 (libipt skips a TMA with reserved bits set).
 std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode(),
                    bool gap_texts = false, uint64_t later_mapping_ns = 0,
-                   bool own_packets_refuse = false) {
+                   bool own_packets_refuse = false, bool skz84 = false) {
   bool refused = false;
-  const std::string libipt =
-      DecodeWith(trace, code, nullptr, &refused, gap_texts, later_mapping_ns);
+  const std::string libipt = DecodeWith(trace, code, nullptr, &refused, gap_texts,
+                                        later_mapping_ns, false, nullptr, skz84);
   WalkerCache cache;
-  const std::string walker = DecodeWith(trace, code, &cache, &refused, gap_texts, later_mapping_ns);
+  const std::string walker = DecodeWith(trace, code, &cache, &refused, gap_texts,
+                                        later_mapping_ns, false, nullptr, skz84);
   CHECK_FALSE(refused);
   CHECK(walker == libipt);
   WalkerCache own_cache;
   const std::string own = DecodeWith(trace, code, &own_cache, &refused, gap_texts,
-                                     later_mapping_ns, /*own_packets=*/true);
+                                     later_mapping_ns, /*own_packets=*/true, nullptr, skz84);
   CHECK(refused == own_packets_refuse);
   if (!refused) CHECK(own == libipt);
   return libipt;
+}
+
+// Erratum SKZ84 (VMX TSC scaling or offsetting corrupts packets; the Skylake, Ice Lake and
+// Sapphire Rapids servers): libipt 2.0.5 skips a TMA with reserved bits set and the byte after it.
+// PacketQuery does the same instead of refusing every trace of such a CPU; without the erratum
+// the packet is an error, which PacketQuery leaves to libipt (it refuses).
+TEST_CASE("SKZ84: a TMA with a reserved bit set is skipped with the byte after it") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  // A TMA whose reserved byte is 1, then a CYC of 1 cycle that libipt skips with it (decoded,
+  // it would move every time below by one tick).
+  pt.Raw({0x02, 0x73, 0x00, 0x00, 0x01, 0x00, 0x00, 0x0b});
+  pt.Cyc(4);
+  pt.Tnt({true, true});
+  pt.Cyc(4);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), TestCode(), false, 0, /*own_packets_refuse=*/false, /*skz84=*/true) ==
+        "call 0x1001->0x1010 ret=0x1006 t=1002 n=2\n"
+        "return 0x1014->0x1006 t=1005 n=3\n"
+        "jump 0x1006->0x1020 t=1006 n=1\n"
+        "syscall 0x1021->0x0 t=1008 n=2\n"
+        "end 0x1021->0x0 t=1008 n=0\n");
+  bool refused = false;
+  WalkerCache cache;
+  DecodeWith(pt.bytes(), TestCode(), &cache, &refused, false, 0, /*own_packets=*/true);
+  CHECK(refused);
 }
 
 TEST_CASE("call, compressed return, jump, syscall, re-enable: exact events and CYC times") {

@@ -67,11 +67,12 @@ PacketQuery::PacketQuery(const pt_config& config)
       cpuid15_ebx_(config.cpuid_0x15_ebx),
       bdm70_(config.errata.bdm70 != 0),
       skd007_(config.errata.skd007 != 0),
-      skl168_(config.errata.skl168 != 0) {
-  // Configurations whose packets mean more than modelled here: a decode callback for unknown
-  // packets, errata handled at the packet level beyond BDM70/SKD007 (their packets are refused
-  // anyway: OVF for SKD010/APL11/APL12, TMA damage for SKZ84).
-  if (config.decode.callback != nullptr || config.errata.skz84 != 0) refused_ = true;
+      skl168_(config.errata.skl168 != 0),
+      skz84_(config.errata.skz84 != 0) {
+  // A decode callback for unknown packets means more than modelled here. The errata handled at
+  // the packet level are BDM70, SKD007 and SKZ84 (DecodeTma); the others' packets are refused
+  // anyway (OVF for SKD010/APL11/APL12).
+  if (config.decode.callback != nullptr) refused_ = true;
   Reset();
 }
 
@@ -603,7 +604,11 @@ int PacketQuery::Bdm70TipPgeFollows(const uint8_t* pos) const {
         size = 2;
         if (left >= 2 && (pos[1] & 0xe0) > 0x20) return kRefused;  // (a bad packet)
         break;
-      case Kind::kTma: size = kTmaSize; break;
+      case Kind::kTma:
+        size = kTmaSize;
+        // (SKZ84: libipt's packet decoder sizes a bad TMA otherwise; not modelled)
+        if (skz84_ && left >= size && (pos[4] != 0 || (pos[6] & 0xfe) != 0)) return kRefused;
+        break;
       case Kind::kMtc: size = 2; break;
       case Kind::kCyc: {
         size = 1;
@@ -734,7 +739,14 @@ int PacketQuery::DecodeTma() {
   if (end_ - pos_ < static_cast<std::ptrdiff_t>(kTmaSize)) return -pte_eos;
   const uint16_t ctc = static_cast<uint16_t>(pos_[2] | (pos_[3] << 8));
   const uint16_t fc = static_cast<uint16_t>(pos_[5] | (pos_[6] << 8));
-  if ((fc & ~0x1ffu) != 0 || pos_[4] != 0) return Refuse();  // (a bad packet)
+  if ((fc & ~0x1ffu) != 0 || pos_[4] != 0) {  // reserved bits set: a bad packet
+    // Erratum SKZ84 (VMX TSC scaling or offsetting corrupts packets; Skylake, Ice Lake and
+    // Sapphire Rapids servers): libipt 2.0.5's pt_qry_decode_tma skips such a TMA and one byte
+    // more, and goes on. Without the erratum it is a decode error (refused).
+    if (!skz84_ || end_ - pos_ < static_cast<std::ptrdiff_t>(kTmaSize) + 1) return Refuse();
+    pos_ += kTmaSize + 1;
+    return 0;
+  }
   const int status = ApplyTma(ctc, fc);
   if (status < 0) return status;
   pos_ += kTmaSize;

@@ -10,9 +10,9 @@
 //
 // Modelled: PAD, PSB, PSBEND, TNT-8, TNT-64, TIP, TIP.PGE, TIP.PGD, FUP (asynchronous branches and
 // disables), MODE.Exec, PIP, TSC, TMA, MTC, CYC, CBR, with libipt's time and calibration
-// (pt_time/pt_tcal) and errata BDM70 and SKD007. Not modelled, refused: OVF, MODE.TSX, VMCS,
-// STOP, MNT, PTW, EXSTOP, MWAIT, PWRE, PWRX, unknown opcodes, and every decode error other than
-// the end of the trace (damaged trace). A refusal is sticky: refused() turns true, every query
+// (pt_time/pt_tcal) and errata BDM70, SKD007 and SKZ84. Not modelled, refused: OVF, MODE.TSX,
+// VMCS, STOP, MNT, PTW, EXSTOP, MWAIT, PWRE, PWRX, unknown opcodes, and every decode error other
+// than the end of the trace (damaged trace). A refusal is sticky: refused() turns true, every query
 // answers kRefused from then on, and the caller decodes the same trace again with libipt.
 #pragma once
 
@@ -183,7 +183,7 @@ class PacketQuery {
   uint8_t mtc_freq_;
   uint8_t nom_freq_;
   uint32_t cpuid15_eax_, cpuid15_ebx_;
-  bool bdm70_, skd007_, skl168_;
+  bool bdm70_, skd007_, skl168_, skz84_;
   bool refused_ = false;
   bool* notify_ = nullptr;  // (NotifyRefusal)
   bool enabled_ = false;
