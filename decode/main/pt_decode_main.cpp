@@ -231,6 +231,11 @@ std::vector<std::string> PartialReasons(const ptscope::format::Archive& archive,
   } else if (!archive.complete) {
     reasons.push_back("the capture was cut off (no end marker): what is there is decoded");
   }
+  if (s.sideband_unread_chunks != 0) {
+    reasons.push_back("the capture changed or went away while it was decoded: its sideband could "
+                      "not all be read again (see the note above); decode it again from a copy "
+                      "that is not being written to");
+  }
   // Code that ran, not modules that were only mapped (those are listed, but lose nothing).
   const uint64_t missing_code = s.stats[ptscope::decode::GapStat(GapCause::kMissingCode)];
   if (missing_code != 0) {

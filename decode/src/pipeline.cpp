@@ -131,6 +131,14 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
   if (std::string error = assembler.spill_error(); !error.empty()) {
     return Unexpected(Errc::kIo, error);
   }
+  summary.sideband_unread_chunks = view.timeline.unread_chunks();
+  if (summary.sideband_unread_chunks != 0) {
+    summary.notes.push_back(
+        std::to_string(summary.sideband_unread_chunks) + " sideband chunk" +
+        (summary.sideband_unread_chunks == 1 ? "" : "s") + " of " + archive.path +
+        " could not be read again (the file changed or went away during the decode): which "
+        "thread ran on a CPU is unknown where they were needed");
+  }
   // A module nobody ran code of made no gap: it is not reported missing.
   summary.missing = images[0]->MissingThatRan(assembler.missing_code_ips());
   for (std::string& note : TornJitNotes(archive, assembler.missing_code_ips()))

@@ -1,6 +1,7 @@
 // (see ptscope/capture.h)
 #include "ptscope/capture.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -31,6 +32,14 @@ std::string SidebandProblem::Describe() const {
 
 std::vector<SidebandProblem> ForEachSidebandRecord(
     const Archive& archive, const std::function<void(perf::Record&& record)>& visit) {
+  return ForEachSidebandRecordIn(archive, 0, archive.sideband.size(),
+                                 [&](size_t, perf::Record&& record) { visit(std::move(record)); });
+}
+
+std::vector<SidebandProblem> ForEachSidebandRecordIn(
+    const Archive& archive, size_t first, size_t end,
+    const std::function<void(size_t chunk, perf::Record&& record)>& visit) {
+  end = std::min(end, archive.sideband.size());
   std::map<uint32_t, perf::RecordLayout> layouts;
   for (const SidebandAttrChunk& attr : archive.sideband_attrs) {
     layouts[attr.attr_id] = perf::RecordLayout{attr.sample_type, attr.sample_id_all};
@@ -42,13 +51,19 @@ std::vector<SidebandProblem> ForEachSidebandRecord(
   if (reread) {
     Result<std::unique_ptr<ArchiveReader>> opened = ArchiveReader::Open(archive.path);
     if (!opened) {
-      problems.push_back({0, 0, false, 0, "cannot read the sideband again: " + opened.error().message});
+      // One problem for them all (each chunk's would say the same).
+      if (first < end) {
+        problems.push_back({first, archive.sideband[first].attr_id, false, 0,
+                            "cannot read the sideband again (chunks " + std::to_string(first) +
+                                " to " + std::to_string(end - 1) + "): " + opened.error().message,
+                            end - first});
+      }
       return problems;
     }
     reader = std::move(*opened);
   }
   SidebandChunk again;
-  for (size_t chunk = 0; chunk < archive.sideband.size(); ++chunk) {
+  for (size_t chunk = first; chunk < end; ++chunk) {
     const SidebandChunk* sideband = &archive.sideband[chunk];
     auto layout = layouts.find(sideband->attr_id);
     if (layout == layouts.end()) {
@@ -64,7 +79,8 @@ std::vector<SidebandProblem> ForEachSidebandRecord(
                                 HexAddress(archive.sideband_offsets[chunk]) + ", " +
                                 (read ? std::string("it is no longer this chunk (the file changed "
                                                     "since it was read)")
-                                      : read.error().message)});
+                                      : read.error().message),
+                            1});
         continue;
       }
       again = std::move(*chunk_again);
@@ -77,7 +93,7 @@ std::vector<SidebandProblem> ForEachSidebandRecord(
                             next->error().message});
         break;
       }
-      visit(std::move(**next));
+      visit(chunk, std::move(**next));
     }
   }
   return problems;

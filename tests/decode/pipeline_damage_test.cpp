@@ -106,5 +106,58 @@ TEST_CASE("a PT chunk that no longer reads while decoding becomes a gap, not a f
   }
 }
 
+// A per-CPU capture (3 threads on 2 CPUs, a switch every few hundred instructions: 7 sideband
+// chunks) opened as pt-decode opens it (neither PT nor sideband bytes kept) with a schedule held
+// only up to one run: every CPU's thread is looked up in chunks read again, and the output is
+// byte for byte the one with everything held. A capture gone before its sideband is read again
+// decodes, with each chunk counted as unread and a note saying so.
+TEST_CASE("a per-CPU schedule read again from the sideband chunks: the same output, or counted") {
+  TempDir dir;
+  const std::string capture = dir.path + "/percpu.ptar";
+  const std::string command = std::string(PT_SYNTH) + " -o " + capture + " --binary " +
+                              CORPUS_STATIC + " --instructions 3000000 --seed 2" +
+                              " --threads 3 --cpus 2 --timeslice 500 > /dev/null";
+  REQUIRE(std::system(command.c_str()) == 0);
+  auto decode = [&](const format::ReadOptions& read, size_t held, unsigned jobs,
+                    const std::string& output) {
+    auto archive = format::ReadArchive(capture, read);
+    REQUIRE(archive);
+    CHECK(archive->sideband.size() == 7);
+    if (!read.keep_sideband_bytes) CHECK(archive->sideband_offsets.size() == 7);
+    PipelineOptions options;
+    options.jobs = jobs;
+    options.format = OutputFormat::kText;
+    options.output_path = output;
+    options.held_schedule_runs = held;
+    if (read.keep_pt_bytes) REQUIRE(std::remove(capture.c_str()) == 0);  // gone before Build
+    return RunPipeline(*archive, options);
+  };
+  const format::ReadOptions held_whole{.keep_pt_bytes = false};
+  const format::ReadOptions as_pt_decode{.keep_pt_bytes = false, .keep_sideband_bytes = false};
+  auto whole = decode(held_whole, 0, 1, dir.path + "/whole.txt");
+  REQUIRE(whole);
+  CHECK(whole->threads == 3);
+  CHECK(whole->sideband_unread_chunks == 0);
+  for (unsigned jobs : {1u, 2u}) {
+    CAPTURE(jobs);
+    const std::string output = dir.path + "/streamed" + std::to_string(jobs) + ".txt";
+    auto streamed = decode(as_pt_decode, 1, jobs, output);
+    REQUIRE(streamed);
+    CHECK(streamed->sideband_unread_chunks == 0);
+    CHECK(streamed->instructions == whole->instructions);
+    CHECK(ReadText(output) == ReadText(dir.path + "/whole.txt"));
+  }
+  const format::ReadOptions pt_kept{.keep_sideband_bytes = false};
+  auto gone = decode(pt_kept, 1, 1, dir.path + "/gone.txt");
+  REQUIRE(gone);
+  CHECK(gone->sideband_unread_chunks == 7);
+  bool noted = false;
+  for (const std::string& note : gone->notes) {
+    noted = noted || note.find("sideband chunks of " + capture + " could not be read again") !=
+                         std::string::npos;
+  }
+  CHECK(noted);
+}
+
 }  // namespace
 }  // namespace ptscope::decode

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
@@ -432,6 +433,12 @@ TEST_CASE("ReadArchive without sideband bytes: ForEachSidebandRecord reads each 
   REQUIRE(kept.size() == 12);
   CHECK(kept[5] == std::pair<uint64_t, uint32_t>{101, 105});
   CHECK(read_again == kept);
+  // Chunk 1 alone (read again), each record told its chunk: times 100 to 103.
+  std::vector<std::pair<size_t, uint64_t>> one;
+  CHECK(ForEachSidebandRecordIn(*light, 1, 2, [&](size_t chunk, perf::Record&& r) {
+          one.emplace_back(chunk, r.sample_id->time);
+        }).empty());
+  CHECK(one == std::vector<std::pair<size_t, uint64_t>>{{1, 100}, {1, 101}, {1, 102}, {1, 103}});
 
   // The file replaced since by an archive without those chunks: each is a problem naming its
   // offset, nothing is made up.
@@ -444,6 +451,15 @@ TEST_CASE("ReadArchive without sideband bytes: ForEachSidebandRecord reads each 
   CHECK(SwitchesOf(*light, &problems).empty());
   REQUIRE(problems.size() == 3);
   CHECK(problems[0].Describe().find("sideband chunk 0 offset 0: read again at file offset 0x") == 0);
+  for (const SidebandProblem& problem : problems) CHECK(problem.unread == 1);
+  // Gone: one problem for the chunks asked for.
+  REQUIRE(std::remove(path.c_str()) == 0);
+  problems = ForEachSidebandRecordIn(*light, 1, 3, [](size_t, perf::Record&&) {});
+  REQUIRE(problems.size() == 1);
+  CHECK(problems[0].unread == 2);
+  CHECK(problems[0].chunk == 1);
+  CHECK(problems[0].Describe().find("sideband chunk 1 offset 0: cannot read the sideband again "
+                                    "(chunks 1 to 2): ") == 0);
 }
 
 TEST_CASE("files that are not archives are refused with a one-line reason") {

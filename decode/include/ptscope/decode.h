@@ -42,6 +42,11 @@ struct PipelineOptions {
   // Bytes of PT per decode unit (0: the default). Only tests change it: the output must not
   // depend on it.
   size_t unit_bytes = 0;
+  // Context-switch runs (per-CPU captures) held in memory before each CPU's schedule is looked up
+  // in its sideband chunks, read again as needed, instead (only when the archive was read without
+  // its sideband bytes: format::ReadOptions::keep_sideband_bytes); 0: the default, 64 K. Only
+  // tests change it: the output must not depend on it.
+  size_t held_schedule_runs = 0;
   // Walk code with QueryWalker (libipt's query decoder and our own instruction walk) instead of
   // libipt's block decoder; the output is the same.
   bool walker = true;
@@ -180,6 +185,10 @@ struct DecodeSummary {
   DecodeStats stats;                      // data loss and reconstruction counts
   std::vector<MissingModule> missing;     // modules whose code was not found
   std::vector<std::string> notes;         // refused files, sideband damage, decode errors, ...
+  // Sideband chunks that could not be read again (the archive changed or went away during the
+  // decode; format::ReadOptions::keep_sideband_bytes): their records are missing (a note says
+  // which), so the output is partial.
+  uint64_t sideband_unread_chunks = 0;
   // Per-thread decode units by how their stack was tracked (--jobs > 1): from a worker's
   // speculation reconciled whole, with a wrong guess (the join tracked events until its stack
   // and the worker's agreed again), or at the join only; and their events copied from the

@@ -8,7 +8,12 @@ Result<CaptureView> ViewCapture(format::Archive& archive, const PipelineOptions&
                                 DecodeSummary& summary) {
   PTSCOPE_ASSIGN_OR_RETURN(DecoderSetup setup, SetupFromMetadata(archive));
   if (!setup.cpu_note.empty()) summary.notes.push_back(setup.cpu_note);
-  CaptureView view{std::move(setup), SidebandTimeline::Build(archive), {}, {}};
+  CaptureView view{std::move(setup),
+                   SidebandTimeline::Build(archive, options.held_schedule_runs != 0
+                                                        ? options.held_schedule_runs
+                                                        : CpuSchedule::kHeldRuns),
+                   {},
+                   {}};
   summary.notes.insert(summary.notes.end(), view.timeline.notes().begin(),
                        view.timeline.notes().end());
   view.streams = CollectStreams(archive, view.timeline);

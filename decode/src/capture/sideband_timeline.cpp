@@ -2,6 +2,7 @@
 #include "capture/sideband_timeline.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "ptscope/capture.h"
 #include "ptscope/perf_records.h"
@@ -32,37 +33,56 @@ bool IsCodeMapping(const perf::MmapRecord& mmap) {
 
 }  // namespace
 
-SidebandTimeline SidebandTimeline::Build(const format::Archive& archive) {
+SidebandTimeline SidebandTimeline::Build(const format::Archive& archive, size_t held_runs) {
+  // Without the records kept, a chunk is read again where the schedule needs it: from a copy of
+  // the archive's index of its sideband (not of the archive, which may not outlive the timeline).
+  const bool reread = !archive.sideband_offsets.empty();
   SidebandTimeline timeline;
+  timeline.schedule_ = CpuSchedule(reread ? held_runs : SIZE_MAX);
   // The records of address spaces and names (a few per process) are kept whole until sorted;
   // a schedule record (per-CPU captures: two per context switch, as many as the capture is
-  // long) only as the CpuRun it makes, 16 bytes instead of a parsed perf record, so that a long
-  // per-CPU capture's peak memory is not its sideband's. Apply and Schedule touch disjoint state,
-  // so each kind in its own time order gives what one merged order gave.
+  // long) goes to the schedule, which holds it as a 16-byte run or not at all (cpu_schedule.h),
+  // so that a long per-CPU capture's peak memory is not its sideband's. Apply and the schedule
+  // touch disjoint state, so each kind in its own time order gives what one merged order gave.
   std::vector<TimedRecord> records;
   uint64_t count = 0;
-  for (const format::SidebandProblem& problem :
-       format::ForEachSidebandRecord(archive, [&](perf::Record&& record) {
-         ++count;
-         uint64_t time = record.sample_id ? record.sample_id->time : 0;
-         if (timeline.Schedule(record, time)) return;
-         if (!ChangesProcesses(record)) return;
-         records.push_back(TimedRecord{time, std::move(record)});
-       })) {
-    timeline.notes_.push_back(problem.Describe() + (problem.missing_attr
-                                                     ? ": skipped"
-                                                     : " (rest of the chunk skipped)"));
+  for (const format::SidebandProblem& problem : format::ForEachSidebandRecordIn(
+           archive, 0, archive.sideband.size(), [&](size_t chunk, perf::Record&& record) {
+             ++count;
+             uint64_t time = record.sample_id ? record.sample_id->time : 0;
+             CpuSchedule::CpuRun run;
+             if (ScheduleRun(record, &run)) {
+               timeline.schedule_.Add(chunk, run.cpu, run.run);
+               return;
+             }
+             if (!ChangesProcesses(record)) return;
+             records.push_back(TimedRecord{time, std::move(record)});
+           })) {
+    timeline.unread_ += problem.unread;
+    timeline.notes_.push_back(problem.Describe() + (problem.missing_attr || problem.unread != 0
+                                                        ? ": skipped"
+                                                        : " (rest of the chunk skipped)"));
   }
   std::stable_sort(records.begin(), records.end(),
                    [](const TimedRecord& a, const TimedRecord& b) { return a.time_ns < b.time_ns; });
   for (const TimedRecord& timed : records) timeline.Apply(timed.record, timed.time_ns);
-  // Each CPU's runs were added in file order: sorted stably, they are in the order a stable sort
-  // of all records would have put them.
-  for (auto& [cpu, runs] : timeline.runs_by_cpu_) {
-    std::stable_sort(runs.begin(), runs.end(),
-                     [](const CpuRun& a, const CpuRun& b) { return a.from_ns < b.from_ns; });
-    runs.shrink_to_fit();
+  CpuSchedule::ChunkRuns chunk_runs;
+  if (reread) {
+    auto index = std::make_shared<format::Archive>();
+    index->path = archive.path;
+    index->sideband_attrs = archive.sideband_attrs;
+    index->sideband = archive.sideband;  // (their records are empty: not kept)
+    index->sideband_offsets = archive.sideband_offsets;
+    chunk_runs = [index](size_t chunk, std::vector<CpuSchedule::CpuRun>* runs) {
+      return format::ForEachSidebandRecordIn(*index, chunk, chunk + 1,
+                                             [&](size_t, perf::Record&& record) {
+                                               CpuSchedule::CpuRun run;
+                                               if (ScheduleRun(record, &run)) runs->push_back(run);
+                                             })
+          .empty();
+    };
   }
+  timeline.schedule_.Finish(std::move(chunk_runs));
   timeline.records_ = count;
   return timeline;
 }
@@ -95,8 +115,9 @@ void SidebandTimeline::Apply(const perf::Record& record, uint64_t time_ns) {
 
 // Who runs on a CPU: a switch-in names the incoming thread in its sample_id; a CPU-wide
 // switch-out names it in next_prev; ITRACE_START names the thread tracing starts in. False for
-// any other record (and for these without a sample_id: no CPU, no time).
-bool SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
+// any other record and for a per-thread switch-out (no one known to come in); a record without a
+// sample_id has no CPU and no time.
+bool SidebandTimeline::ScheduleRun(const perf::Record& record, CpuSchedule::CpuRun* run) {
   if (!record.sample_id) return false;
   const perf::SampleId& id = *record.sample_id;
   ThreadKey thread;
@@ -106,36 +127,24 @@ bool SidebandTimeline::Schedule(const perf::Record& record, uint64_t time_ns) {
     } else if (sw->cpu_wide) {
       thread = ThreadKey{sw->next_prev_pid, sw->next_prev_tid};
     } else {
-      return true;  // a per-thread switch-out: no one known to come in
+      return false;
     }
   } else if (std::holds_alternative<perf::ItraceStartRecord>(record.body)) {
     thread = ThreadKey{id.pid, id.tid};
   } else {
     return false;
   }
-  runs_by_cpu_[id.cpu].push_back(CpuRun{time_ns, thread});
+  *run = CpuSchedule::CpuRun{id.cpu, CpuSchedule::Run{id.time, thread}};
   return true;
 }
 
 ThreadKey SidebandTimeline::ThreadOnCpu(uint32_t cpu, uint64_t time_ns, uint64_t* since_ns) const {
-  if (since_ns != nullptr) *since_ns = 0;
-  auto runs = runs_by_cpu_.find(cpu);
-  if (runs == runs_by_cpu_.end()) return ThreadKey{};
-  const std::vector<CpuRun>& list = runs->second;
-  auto after = std::upper_bound(list.begin(), list.end(), time_ns,
-                                [](uint64_t t, const CpuRun& run) { return t < run.from_ns; });
-  if (after == list.begin()) return ThreadKey{};
-  if (since_ns != nullptr) *since_ns = std::prev(after)->from_ns;
-  return std::prev(after)->thread;
+  return schedule_.ThreadOn(cpu, time_ns, since_ns);
 }
 
 std::vector<uint32_t> SidebandTimeline::Scheduled(uint32_t ThreadKey::*field) const {
   std::vector<uint32_t> ids;
-  for (const auto& [cpu, runs] : runs_by_cpu_) {
-    for (const CpuRun& run : runs) {
-      if (run.thread.tid != 0) ids.push_back(run.thread.*field);
-    }
-  }
+  for (const ThreadKey& thread : schedule_.threads()) ids.push_back(thread.*field);
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   return ids;
@@ -143,20 +152,7 @@ std::vector<uint32_t> SidebandTimeline::Scheduled(uint32_t ThreadKey::*field) co
 
 std::vector<uint32_t> SidebandTimeline::ScheduledPids() const { return Scheduled(&ThreadKey::pid); }
 
-std::vector<ThreadKey> SidebandTimeline::ScheduledThreads() const {
-  std::vector<ThreadKey> threads;
-  for (const auto& [cpu, runs] : runs_by_cpu_) {
-    for (const CpuRun& run : runs) {
-      if (run.thread.tid != 0) threads.push_back(run.thread);
-    }
-  }
-  auto order = [](const ThreadKey& a, const ThreadKey& b) {
-    return a.pid != b.pid ? a.pid < b.pid : a.tid < b.tid;
-  };
-  std::sort(threads.begin(), threads.end(), order);
-  threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
-  return threads;
-}
+std::vector<ThreadKey> SidebandTimeline::ScheduledThreads() const { return schedule_.threads(); }
 
 size_t SidebandTimeline::ScheduledThreadCount() const {
   return Scheduled(&ThreadKey::tid).size();

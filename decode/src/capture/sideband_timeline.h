@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/cpu_schedule.h"
 #include "events.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
@@ -16,8 +17,12 @@ namespace ptscope::decode {
 
 class SidebandTimeline {
  public:
-  // Never fails: malformed records end their chunk and are counted in notes().
-  static SidebandTimeline Build(const format::Archive& archive);
+  // Never fails: malformed records end their chunk and are counted in notes(). Schedule runs
+  // past `held_runs` are looked up from their chunks read again (cpu_schedule.h) when the
+  // archive was read without its sideband bytes (format::ReadOptions::keep_sideband_bytes);
+  // otherwise they are held (the records themselves are, and take more).
+  static SidebandTimeline Build(const format::Archive& archive,
+                                size_t held_runs = CpuSchedule::kHeldRuns);
 
   const symbols::AddressSpace& address_space() const { return address_space_; }
   symbols::AddressSpace& address_space() { return address_space_; }
@@ -39,21 +44,24 @@ class SidebandTimeline {
   size_t ScheduledThreadCount() const;
   uint64_t records() const { return records_; }
   const std::vector<std::string>& notes() const { return notes_; }
+  // Sideband chunks that could not be read again (the file changed or went away since it was
+  // opened): while building, or later when the schedule needed one. Their records are missing.
+  size_t unread_chunks() const { return unread_ + schedule_.unread_chunks(); }
+  // Whether some CPU's schedule is looked up from chunks read again (for tests).
+  bool schedule_streamed() const { return schedule_.streamed(); }
 
  private:
   // The distinct pids or tids (`field`) of the threads seen running on some CPU, sorted.
   std::vector<uint32_t> Scheduled(uint32_t ThreadKey::*field) const;
   void Apply(const perf::Record& record, uint64_t time_ns);
-  bool Schedule(const perf::Record& record, uint64_t time_ns);  // true: a schedule record
-  struct CpuRun {
-    uint64_t from_ns;
-    ThreadKey thread;
-  };
+  // Whether `record` is a schedule record, and which run it makes, on which CPU.
+  static bool ScheduleRun(const perf::Record& record, CpuSchedule::CpuRun* run);
   symbols::AddressSpace address_space_;
   std::map<uint32_t, std::string> thread_names_;
   std::map<uint32_t, uint32_t> pid_of_tid_;
-  std::map<uint32_t, std::vector<CpuRun>> runs_by_cpu_;  // in time order
+  CpuSchedule schedule_;
   uint64_t records_ = 0;
+  size_t unread_ = 0;
   std::vector<std::string> notes_;
 };
 

@@ -28,6 +28,9 @@ struct SidebandProblem {
   bool missing_attr = false;  // no SidebandAttr chunk describes attr_id: the chunk is skipped
   uint64_t offset = 0;     // else: the malformed record's offset in the chunk (the rest is skipped)
   std::string error;       // and what is wrong with it
+  // Records not kept (ReadOptions::keep_sideband_bytes): how many chunks, from `chunk` on, could
+  // not be read again (the file changed or went away since): all of their records are missing.
+  size_t unread = 0;
   // "sideband chunk N offset O: ERROR", or "... names attr A but no SidebandAttr chunk describes it".
   std::string Describe() const;
 };
@@ -38,5 +41,9 @@ struct SidebandProblem {
 // chunk, so a caller may note the problems (pt-decode) or refuse the capture (the oracles).
 std::vector<SidebandProblem> ForEachSidebandRecord(
     const Archive& archive, const std::function<void(perf::Record&& record)>& visit);
+// The same over the chunks [first, end) of Archive::sideband only, telling each record's chunk.
+std::vector<SidebandProblem> ForEachSidebandRecordIn(
+    const Archive& archive, size_t first, size_t end,
+    const std::function<void(size_t chunk, perf::Record&& record)>& visit);
 
 }  // namespace ptscope::format
