@@ -100,6 +100,19 @@ TEST_CASE("held or streamed, every look-up is the stable sort's answer") {
     for (const auto& [chunk, reads] : streamed_reads) CHECK(reads <= 3);
     CHECK(streamed.unread_chunks() == 0);
     CHECK(held.threads() == streamed.threads());
+    // In time order, every CPU at each time (as per-CPU units are decoded): each chunk once.
+    std::map<size_t, int> time_major_reads;
+    const CpuSchedule time_major = Build(chunks, 0, &time_major_reads);
+    for (uint64_t time = 0; time < 1000; ++time) {
+      for (uint32_t cpu = 0; cpu < 3; ++cpu) {
+        uint64_t since = 0, expected_since = 0;
+        CHECK(time_major.ThreadOn(cpu, time, &since) ==
+              Reference(chunks, cpu, time, &expected_since));
+        CHECK(since == expected_since);
+      }
+    }
+    CHECK(time_major_reads.size() == chunks.size());
+    for (const auto& [chunk, reads] : time_major_reads) CHECK(reads == 1);
   }
 }
 

@@ -44,7 +44,7 @@ struct PipelineOptions {
   size_t unit_bytes = 0;
   // Context-switch runs (per-CPU captures) held in memory before each CPU's schedule is looked up
   // in its sideband chunks, read again as needed, instead (only when the archive was read without
-  // its sideband bytes: format::ReadOptions::keep_sideband_bytes); 0: the default, 64 K. Only
+  // its sideband bytes: format::ReadOptions::keep_sideband_bytes); 0: the default, 256 K. Only
   // tests change it: the output must not depend on it.
   size_t held_schedule_runs = 0;
   // Walk code with QueryWalker (libipt's query decoder and our own instruction walk) instead of

@@ -113,18 +113,22 @@ ThreadKey CpuSchedule::ThreadOn(uint32_t cpu, uint64_t time_ns, uint64_t* since_
     return span.latest.thread;
   }
   std::lock_guard<std::mutex> lock(cache_->mutex);
-  const std::vector<Run>* runs = RunsOf(cpu, span.chunk);
-  return runs == nullptr ? ThreadKey{} : Lookup(*runs, time_ns, since_ns);
+  const Cached* cached = RunsOf(span.chunk);
+  if (cached == nullptr) return ThreadKey{};
+  auto runs = std::lower_bound(cached->by_cpu.begin(), cached->by_cpu.end(), cpu,
+                               [](const auto& entry, uint32_t c) { return entry.first < c; });
+  if (runs == cached->by_cpu.end() || runs->first != cpu) return ThreadKey{};  // (never: a span)
+  return Lookup(runs->second, time_ns, since_ns);
 }
 
-const std::vector<CpuSchedule::Run>* CpuSchedule::RunsOf(uint32_t cpu, size_t chunk) const {
+const CpuSchedule::Cached* CpuSchedule::RunsOf(size_t chunk) const {
   Cache& cache = *cache_;
   ++cache.uses;
   Cached* oldest = &cache.entries[0];
   for (Cached& entry : cache.entries) {
-    if (entry.chunk == chunk && entry.cpu == cpu) {
+    if (entry.chunk == chunk) {
       entry.used = cache.uses;
-      return &entry.runs;
+      return &entry;
     }
     if (entry.used < oldest->used) oldest = &entry;
   }
@@ -134,15 +138,22 @@ const std::vector<CpuSchedule::Run>* CpuSchedule::RunsOf(uint32_t cpu, size_t ch
     cache.unread.insert(std::lower_bound(cache.unread.begin(), cache.unread.end(), chunk), chunk);
     return nullptr;
   }
-  oldest->cpu = cpu;
   oldest->chunk = chunk;
   oldest->used = cache.uses;
-  oldest->runs.clear();
-  for (const CpuRun& run : read) {
-    if (run.cpu == cpu) oldest->runs.push_back(run.run);
+  oldest->by_cpu.clear();
+  for (const CpuRun& run : read) {  // (a few CPUs per chunk: a linear search)
+    auto entry = std::find_if(oldest->by_cpu.begin(), oldest->by_cpu.end(),
+                              [&](const auto& e) { return e.first == run.cpu; });
+    if (entry == oldest->by_cpu.end()) {
+      oldest->by_cpu.emplace_back(run.cpu, std::vector<Run>{});
+      entry = std::prev(oldest->by_cpu.end());
+    }
+    entry->second.push_back(run.run);
   }
-  SortByTime(oldest->runs);
-  return &oldest->runs;
+  std::sort(oldest->by_cpu.begin(), oldest->by_cpu.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [cpu, runs] : oldest->by_cpu) SortByTime(runs);
+  return oldest;
 }
 
 size_t CpuSchedule::unread_chunks() const {

@@ -6,8 +6,10 @@
 // 18 MB at 10 G). So that peak memory does not grow with the capture, the runs are held only up
 // to a budget (all CPUs together); past it, a CPU keeps one Span per sideband chunk that has runs
 // on it (its first and last time, and its latest run: 48 bytes for some thousand records), and a
-// look-up inside a chunk's span reads that chunk again (ChunkRuns) into a small cache. Look-ups
-// come in time order per CPU (a unit's sync point, each re-enable), so nearly all hit the cache.
+// look-up inside a chunk's span reads that chunk again (ChunkRuns) into a small cache, every CPU's
+// runs at once. Look-ups come in time order (a unit's sync point, each re-enable; the per-CPU
+// streams' units are decoded merged by time), so nearly all hit the cache, and each chunk is
+// read about once.
 //
 // The answer is the one a stable sort of all runs by time would give (at one time: the file's
 // order, chunk by chunk). That needs each CPU's chunks to follow each other in time: every run of
@@ -25,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "events.h"
@@ -45,8 +48,10 @@ class CpuSchedule {
   // cannot be read again (the file changed or went away since Build read it).
   using ChunkRuns = std::function<bool(size_t chunk, std::vector<CpuRun>* runs)>;
 
-  // Runs held before the schedule keeps spans instead: 64 K, 1 MB.
-  static constexpr size_t kHeldRuns = size_t{1} << 16;
+  // Runs held before the schedule keeps spans instead: 256 K, 4 MB. (Reading chunks again and the
+  // look-ups' lock cost 2 % more instructions on a capture with a switch every 5 K instructions,
+  // pt-synth --timeslice 2000; on captures under the budget, nothing.)
+  static constexpr size_t kHeldRuns = size_t{1} << 18;
   explicit CpuSchedule(size_t held_runs = kHeldRuns) : held_budget_(held_runs) {}
 
   // Each run as read, chunk by chunk in file order.
@@ -78,20 +83,19 @@ class CpuSchedule {
     bool held = true;         // runs holds every run of the CPU
     bool in_order = true;     // each span starts no earlier than the previous one's last run
   };
-  struct Cached {
-    uint32_t cpu = 0;
+  struct Cached {  // one chunk's runs, every CPU's: per-CPU units are decoded in time order
     size_t chunk = SIZE_MAX;
-    std::vector<Run> runs;  // sorted by time (stable)
+    std::vector<std::pair<uint32_t, std::vector<Run>>> by_cpu;  // by CPU; runs sorted by time
     uint64_t used = 0;
   };
   static ThreadKey Lookup(const std::vector<Run>& sorted, uint64_t time_ns, uint64_t* since_ns);
   void DropHeldRuns();
   void HoldWhole(uint32_t cpu, PerCpu& state);
-  // Under cache_->mutex: the cached runs of `chunk` on `cpu`, read again if needed; null if unreadable.
-  const std::vector<Run>* RunsOf(uint32_t cpu, size_t chunk) const;
+  // Under cache_->mutex: the runs of `chunk`, read again if needed; null if unreadable.
+  const Cached* RunsOf(size_t chunk) const;
 
   struct Cache {  // look-ups' state (behind a pointer: a schedule moves, a mutex does not)
-    static constexpr size_t kEntries = 4;  // two CPUs' chunks for each of two workers
+    static constexpr size_t kEntries = 4;  // a chunk for each worker, and the next ones
     std::mutex mutex;
     Cached entries[kEntries];
     uint64_t uses = 0;
