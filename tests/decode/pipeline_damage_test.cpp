@@ -42,6 +42,13 @@ Result<DecodeSummary> Decode(const std::string& archive_path, const std::string&
   return RunPipeline(*archive, options);
 }
 
+// A pt-synth walk of 3 M instructions over corpus-static into `path`, with `options`.
+void Synth(const std::string& path, const std::string& options) {
+  const std::string command = std::string(PT_SYNTH) + " -o " + path + " --binary " +
+                              CORPUS_STATIC + " --instructions 3000000 " + options + " > /dev/null";
+  REQUIRE(std::system(command.c_str()) == 0);
+}
+
 // Zeros in the middle of the PT chunk three quarters of the way through the capture.
 void DamageOneChunk(const format::Archive& archive, const std::string& path) {
   REQUIRE(archive.pt_refs.size() >= 8);
@@ -70,10 +77,7 @@ std::string WithoutDurations(const std::string& text) {
 TEST_CASE("a PT chunk that no longer reads while decoding becomes a gap, not a failed decode") {
   TempDir dir;
   const std::string capture = dir.path + "/walk.ptar";
-  const std::string command = std::string(PT_SYNTH) + " -o " + capture + " --binary " +
-                              CORPUS_STATIC + " --instructions 3000000 --seed 5" +
-                              " --piece-size 8192 > /dev/null";
-  REQUIRE(std::system(command.c_str()) == 0);
+  Synth(capture, "--seed 5 --piece-size 8192");
   for (unsigned jobs : {1u, 2u}) {
     CAPTURE(jobs);
     auto whole = Decode(capture, dir.path + "/whole.txt", jobs, nullptr);
@@ -114,10 +118,7 @@ TEST_CASE("a PT chunk that no longer reads while decoding becomes a gap, not a f
 TEST_CASE("a per-CPU schedule read again from the sideband chunks: the same output, or counted") {
   TempDir dir;
   const std::string capture = dir.path + "/percpu.ptar";
-  const std::string command = std::string(PT_SYNTH) + " -o " + capture + " --binary " +
-                              CORPUS_STATIC + " --instructions 3000000 --seed 2" +
-                              " --threads 3 --cpus 2 --timeslice 500 > /dev/null";
-  REQUIRE(std::system(command.c_str()) == 0);
+  Synth(capture, "--seed 2 --threads 3 --cpus 2 --timeslice 500");
   auto decode = [&](const format::ReadOptions& read, size_t held, unsigned jobs,
                     const std::string& output) {
     auto archive = format::ReadArchive(capture, read);

@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "capture/sideband_timeline.h"
@@ -88,6 +91,61 @@ TEST_CASE("records of later chunks that are earlier in time come first; at one t
   CHECK(Is(threads[0], 100, 100));
   CHECK(Is(threads[1], 100, 101));
   CHECK(timeline.ScheduledPids() == std::vector<uint32_t>{100});
+}
+
+// Read without its sideband bytes and held only up to one run, the timeline reads its chunks
+// again for the schedule, with the same answers as with every record in memory; a chunk whose
+// last record is malformed gives the runs before it, as when it was first read; a file gone since
+// answers "none known" inside its chunks and counts them.
+TEST_CASE("the schedule read again from the file: the same answers; a malformed tail as before") {
+  char dir_template[] = "/tmp/ptscope-timeline-XXXXXX";
+  const std::string path = std::string(mkdtemp(dir_template)) + "/switches.ptar";
+  {
+    auto writer = format::ArchiveWriter::Create(path);
+    REQUIRE(writer);
+    format::SidebandAttrChunk attr;
+    attr.attr_id = 1;
+    attr.sample_type = ptscope::testing::kSidebandSampleType;
+    attr.sample_id_all = true;
+    REQUIRE((*writer)->Write(attr));
+    for (uint32_t c = 0; c < 3; ++c) {  // CPU 0, times 100c to 100c+40: thread 10c+i from 100c+10i
+      std::vector<uint8_t> records;
+      for (uint32_t i = 0; i < 5; ++i) {
+        Switch(&records, 0, 100 * c + 10 * i, 10 * c + i, 10 * c + i + 1);
+      }
+      if (c == 1) records.insert(records.end(), {1, 0, 0, 0, 0, 0, 4, 0});  // size 4: malformed
+      REQUIRE((*writer)->Write(format::SidebandChunk{1, -1, records}));
+    }
+    REQUIRE((*writer)->Close());
+  }
+  auto whole = format::ReadArchive(path);
+  auto light = format::ReadArchive(path, format::ReadOptions{.keep_sideband_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(light);
+  const SidebandTimeline held = SidebandTimeline::Build(*whole, 1);
+  const SidebandTimeline read_again = SidebandTimeline::Build(*light, 1);
+  CHECK(!held.schedule_streamed());  // its records are in memory anyway
+  CHECK(read_again.schedule_streamed());
+  REQUIRE(held.notes().size() == 1);  // chunk 1's malformed tail
+  CHECK(read_again.notes() == held.notes());
+  for (uint64_t time = 0; time < 260; ++time) {
+    uint64_t since_held = 1, since_again = 2;
+    CAPTURE(time);
+    CHECK(held.ThreadOnCpu(0, time, &since_held) == read_again.ThreadOnCpu(0, time, &since_again));
+    CHECK(since_held == since_again);
+  }
+  CHECK(Is(read_again.ThreadOnCpu(0, 125), 100, 13));  // inside chunk 1: switched in at 120
+  CHECK(read_again.unread_chunks() == 0);
+
+  // Gone after Build (a look-up inside a chunk finds it unreadable), or before.
+  const SidebandTimeline built = SidebandTimeline::Build(*light, 1);
+  REQUIRE(std::remove(path.c_str()) == 0);
+  CHECK(Is(built.ThreadOnCpu(0, 125), 0, 0));
+  CHECK(Is(built.ThreadOnCpu(0, 145), 100, 15));  // past chunk 1's runs: its latest, kept
+  CHECK(built.unread_chunks() == 1);
+  const SidebandTimeline gone = SidebandTimeline::Build(*light, 1);
+  CHECK(gone.unread_chunks() == 3);
+  CHECK(Is(gone.ThreadOnCpu(0, 125), 0, 0));
 }
 
 }  // namespace

@@ -74,12 +74,17 @@ SidebandTimeline SidebandTimeline::Build(const format::Archive& archive, size_t 
     index->sideband = archive.sideband;  // (their records are empty: not kept)
     index->sideband_offsets = archive.sideband_offsets;
     chunk_runs = [index](size_t chunk, std::vector<CpuSchedule::CpuRun>* runs) {
-      return format::ForEachSidebandRecordIn(*index, chunk, chunk + 1,
-                                             [&](size_t, perf::Record&& record) {
-                                               CpuSchedule::CpuRun run;
-                                               if (ScheduleRun(record, &run)) runs->push_back(run);
-                                             })
-          .empty();
+      // A malformed record ends the chunk as it did when Build read it: the runs before it are
+      // what Build saw. Only a chunk that no longer reads is unreadable.
+      bool readable = true;
+      for (const format::SidebandProblem& problem : format::ForEachSidebandRecordIn(
+               *index, chunk, chunk + 1, [&](size_t, perf::Record&& record) {
+                 CpuSchedule::CpuRun run;
+                 if (ScheduleRun(record, &run)) runs->push_back(run);
+               })) {
+        readable = readable && problem.unread == 0;
+      }
+      return readable;
     };
   }
   timeline.schedule_.Finish(std::move(chunk_runs));
