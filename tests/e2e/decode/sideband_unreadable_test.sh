@@ -1,0 +1,41 @@
+#!/bin/bash
+# pt-decode reads a .ptar's sideband chunks again where it uses them (it does not hold them:
+# format::ReadOptions::keep_sideband_bytes). When the archive cannot be opened again by then (it
+# was replaced, removed or made unreadable during the decode), the exit status must not say
+# "complete": the notes name the sideband chunks, the status line says why, and with no
+# sideband at all nothing decodes (exit 1).
+# The failure is injected with strace into pt-decode's third open of the archive: the first two
+# are the magic check (capture.h, IsPerfData) and ReadArchive, the third the sideband's read
+# (SidebandTimeline::Build). Should that order change, the notes checked below are missing and
+# the test fails rather than passing on another failure.
+# usage: sideband_unreadable_test.sh PT_SYNTH PT_DECODE CORPUS_STATIC
+set -u
+pt_synth=$1 pt_decode=$2 binary=$3
+fail() { echo "FAIL: $*"; exit 1; }
+command -v strace > /dev/null || fail "strace is not installed (scripts/setup installs it)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+capture=$tmp/percpu.ptar
+"$pt_synth" -o "$capture" --binary "$binary" --instructions 3000000 --seed 2 --threads 3 \
+  --cpus 2 --timeslice 500 > /dev/null 2>&1 || fail "pt-synth failed"
+
+# Under strace without a fault: complete.
+strace -f -P "$capture" -e trace=openat -o "$tmp/opens" \
+  "$pt_decode" -j1 "$capture" -o "$tmp/whole.pftrace" 2> "$tmp/whole.err"
+status=$?
+[ $status -eq 0 ] || { cat "$tmp/whole.err"; fail "exit $status without a fault, not 0"; }
+[ "$(grep -c 'openat(' "$tmp/opens")" -ge 3 ] || fail "pt-decode opened the archive fewer than 3 times"
+
+# The third open fails: the sideband cannot be read again.
+strace -f -P "$capture" -e trace=openat -e inject=openat:error=EACCES:when=3 -o /dev/null \
+  "$pt_decode" -j1 "$capture" -o "$tmp/gone.pftrace" 2> "$tmp/gone.err"
+status=$?
+cat "$tmp/gone.err"
+[ $status -eq 1 ] || fail "exit $status with the sideband unreadable, not 1"
+grep -qF "note: sideband chunk 0 offset 0: cannot read the sideband again (chunks 0 to 6): $capture: cannot open: Permission denied: skipped" "$tmp/gone.err" ||
+  fail "no note names the sideband chunks and why they could not be read"
+grep -qF "note: 7 sideband chunks of $capture could not be read again" "$tmp/gone.err" ||
+  fail "no note counts the unread sideband chunks"
+grep -q "status: FAILED (exit 1): .*its sideband could not all be read again" "$tmp/gone.err" ||
+  fail "the status line does not give the unread sideband as a reason"
+echo "ok: complete without a fault; exit 1 with the notes and the reason when the sideband cannot be read again"
