@@ -5,7 +5,7 @@
 // (110 K on a 1 G-instruction pt-synth capture of 4 threads on 2 CPUs: 1.8 MB as 16-byte runs,
 // 18 MB at 10 G). So that peak memory does not grow with the capture, the runs are held only up
 // to a budget (all CPUs together); past it, a CPU keeps one Span per sideband chunk that has runs
-// on it (its first and last time, and its latest run: 48 bytes for some thousand records), and a
+// on it (its first and last time, and its latest run: 40 bytes for some thousand records), and a
 // look-up inside a chunk's span reads that chunk again (ChunkRuns) into a small cache, every CPU's
 // runs at once. Look-ups come in time order (a unit's sync point, each re-enable; the per-CPU
 // streams' units are decoded merged by time), so nearly all hit the cache, and each chunk is
