@@ -2,6 +2,7 @@
 // time, as the file has them) whatever the order of the chunks, for the schedule of each CPU and
 // for names and address spaces alike.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -95,7 +96,8 @@ TEST_CASE("records of later chunks that are earlier in time come first; at one t
 
 // Read without its sideband bytes and held only up to one run, the timeline reads its chunks
 // again for the schedule, with the same answers as with every record in memory; a chunk whose
-// last record is malformed gives the runs before it, as when it was first read; a file gone since
+// last record is malformed gives the runs before it, as when it was first read; a file changed,
+// cut or gone since
 // answers "none known" inside its chunks and counts them.
 TEST_CASE("the schedule read again from the file: the same answers; a malformed tail as before") {
   char dir_template[] = "/tmp/ptscope-timeline-XXXXXX";
@@ -136,6 +138,32 @@ TEST_CASE("the schedule read again from the file: the same answers; a malformed 
   }
   CHECK(Is(read_again.ThreadOnCpu(0, 125), 100, 13));  // inside chunk 1: switched in at 120
   CHECK(read_again.unread_chunks() == 0);
+
+  // A copy changed after Build: a byte of chunk 2's payload flipped (its checksum fails), then the
+  // file cut inside chunk 1: each look-up inside a damaged chunk answers none known, and counts it.
+  {
+    const std::string copy = path + ".copy";
+    REQUIRE(std::system(("cp '" + path + "' '" + copy + "'").c_str()) == 0);
+    auto light_copy = format::ReadArchive(copy, format::ReadOptions{.keep_sideband_bytes = false});
+    REQUIRE(light_copy);
+    const SidebandTimeline flipped = SidebandTimeline::Build(*light_copy, 1);
+    const SidebandTimeline cut = SidebandTimeline::Build(*light_copy, 1);
+    std::FILE* f = std::fopen(copy.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fseek(f, static_cast<long>(light->sideband_offsets[2] + 64), SEEK_SET) == 0);
+    const int byte = std::fgetc(f);
+    REQUIRE(std::fseek(f, static_cast<long>(light->sideband_offsets[2] + 64), SEEK_SET) == 0);
+    REQUIRE(std::fputc(byte ^ 0xff, f) != EOF);
+    std::fclose(f);
+    CHECK(Is(flipped.ThreadOnCpu(0, 225), 0, 0));
+    CHECK(Is(flipped.ThreadOnCpu(0, 125), 100, 13));  // chunk 1 still reads
+    CHECK(flipped.unread_chunks() == 1);
+    REQUIRE(truncate(copy.c_str(), static_cast<off_t>(light->sideband_offsets[1] + 40)) == 0);
+    CHECK(Is(cut.ThreadOnCpu(0, 125), 0, 0));
+    CHECK(Is(cut.ThreadOnCpu(0, 225), 0, 0));
+    CHECK(Is(cut.ThreadOnCpu(0, 25), 100, 3));  // chunk 0 is intact
+    CHECK(cut.unread_chunks() == 2);
+  }
 
   // Gone after Build (a look-up inside a chunk finds it unreadable), or before.
   const SidebandTimeline built = SidebandTimeline::Build(*light, 1);
