@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "perf_data/perf_data_parse.h"
 #include "ptscope/perf_data.h"
 
 namespace ptscope::format {
@@ -47,9 +48,26 @@ std::vector<SidebandProblem> ForEachSidebandRecordIn(
   std::vector<SidebandProblem> problems;
   // Records not kept (ReadOptions::keep_sideband_bytes): each chunk read again, one at a time.
   const bool reread = !archive.sideband_offsets.empty();
+  const bool reread_perf = !archive.sideband_ranges.empty();  // a perf.data's (ImportPerfData)
   std::unique_ptr<ArchiveReader> reader;
-  if (reread) {
-    Result<std::unique_ptr<ArchiveReader>> opened = ArchiveReader::Open(archive.path);
+  std::unique_ptr<perf_data::ByteSource> perf_file;
+  if (reread || reread_perf) {
+    Status opened = Ok();
+    if (reread) {
+      Result<std::unique_ptr<ArchiveReader>> archive_reader = ArchiveReader::Open(archive.path);
+      if (archive_reader) {
+        reader = std::move(*archive_reader);
+      } else {
+        opened = std::move(archive_reader).error();
+      }
+    } else {
+      Result<std::unique_ptr<perf_data::ByteSource>> file = perf_data::OpenFileSource(archive.path);
+      if (file) {
+        perf_file = std::move(*file);
+      } else {
+        opened = std::move(file).error();
+      }
+    }
     if (!opened) {
       // One problem for them all (each chunk's would say the same).
       if (first < end) {
@@ -60,7 +78,6 @@ std::vector<SidebandProblem> ForEachSidebandRecordIn(
       }
       return problems;
     }
-    reader = std::move(*opened);
   }
   SidebandChunk again;
   for (size_t chunk = first; chunk < end; ++chunk) {
@@ -84,6 +101,21 @@ std::vector<SidebandProblem> ForEachSidebandRecordIn(
         continue;
       }
       again = std::move(*chunk_again);
+      sideband = &again;
+    } else if (reread_perf) {
+      Result<std::vector<uint8_t>> records =
+          perf_data::ReadSidebandRange(*perf_file, archive.sideband_ranges[chunk]);
+      if (!records) {
+        problems.push_back({chunk, sideband->attr_id, false, 0,
+                            "read again from the data section's [" +
+                                std::to_string(archive.sideband_ranges[chunk].begin) + ", " +
+                                std::to_string(archive.sideband_ranges[chunk].end) +
+                                "): " + records.error().message,
+                            1});
+        continue;
+      }
+      again.attr_id = sideband->attr_id;
+      again.records = std::move(*records);
       sideband = &again;
     }
     perf::RecordIterator records(sideband->records, layout->second);

@@ -13,6 +13,8 @@
 #include "capture/sideband_timeline.h"
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
+#include "ptscope/perf_data.h"
+#include "../support/perf_rounds.h"
 #include "../support/sideband_records.h"
 
 namespace ptscope::decode {
@@ -174,6 +176,67 @@ TEST_CASE("the schedule read again from the file: the same answers; a malformed 
   const SidebandTimeline gone = SidebandTimeline::Build(*light, 1);
   CHECK(gone.unread_chunks() == 3);
   CHECK(Is(gone.ThreadOnCpu(0, 125), 0, 0));
+}
+
+TEST_CASE("a perf.data's schedule read again from the file in perf's order: the answers of the "
+          "import that held and time-sorted it") {
+  // Three ranges of records, each CPU's in time order, CPU 1's of a round before the end of
+  // CPU 0's (perf's ring-buffer order), trace pieces between them: read again with one run held,
+  // every look-up answers as the held import does.
+  char dir_template[] = "/tmp/ptscope-timeline-XXXXXX";
+  const std::string path = std::string(mkdtemp(dir_template)) + "/rounds.data";
+  REQUIRE(format::ExportPerfData(ptscope::testing::PerCpuRoundsArchive(50, 250), path));
+  {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    REQUIRE(f != nullptr);
+    std::vector<uint8_t> bytes;
+    for (int c; (c = std::fgetc(f)) != EOF;) bytes.push_back(static_cast<uint8_t>(c));
+    std::fclose(f);
+    bytes = ptscope::testing::WithTraceBetweenRecords(bytes, 10000);
+    f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    std::fclose(f);
+  }
+  auto whole = format::ImportPerfData(path);
+  auto left = format::ImportPerfData(path, format::ReadOptions{.keep_sideband_bytes = false});
+  REQUIRE(whole);
+  REQUIRE(left);
+  REQUIRE(left->sideband_ranges.size() == 3);
+  const SidebandTimeline held = SidebandTimeline::Build(*whole, 1);
+  const SidebandTimeline read_again = SidebandTimeline::Build(*left, 1);
+  CHECK(!held.schedule_streamed());
+  CHECK(read_again.schedule_streamed());
+  CHECK(held.notes().empty());
+  CHECK(read_again.notes().empty());
+  CHECK(read_again.records() == held.records());
+  CHECK(read_again.ScheduledThreads() == held.ScheduledThreads());
+  CHECK(read_again.ScheduledThreads().size() == 3);
+  CHECK(read_again.ProcessName(7) == "rounds");
+  REQUIRE(read_again.address_space().modules().size() == 1);
+  CHECK(read_again.address_space().modules()[0].path == "/opt/rounds");
+  size_t answered = 0;
+  for (uint64_t time = 0; time < 50 * 10000; time += 3) {
+    for (uint32_t cpu = 0; cpu < 2; ++cpu) {
+      uint64_t since_held = 1, since_again = 2;
+      const ThreadKey want = held.ThreadOnCpu(cpu, time, &since_held);
+      const ThreadKey got = read_again.ThreadOnCpu(cpu, time, &since_again);
+      if (!(got == want) || since_held != since_again) {
+        CAPTURE(time);
+        CAPTURE(cpu);
+        CHECK(got == want);
+        CHECK(since_held == since_again);
+      }
+      answered += want.tid != 0;
+    }
+  }
+  CHECK(answered == 2 * 166667 - 2);  // all but CPU 1 before its first switch (at 5): 0, 3
+  // Round 2, CPU 1, switch 3 (time 20035): thread 100 + (2 + 3 + 1) % 3 = 100 came in; on CPU 0
+  // (at 20030) thread 100 + (2 + 3) % 3 = 102.
+  CHECK(Is(read_again.ThreadOnCpu(1, 20037), 7, 100));
+  CHECK(Is(read_again.ThreadOnCpu(0, 20037), 7, 102));
+  CHECK(read_again.unread_chunks() == 0);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ bool IsCodeMapping(const perf::MmapRecord& mmap) {
 SidebandTimeline SidebandTimeline::Build(const format::Archive& archive, size_t held_runs) {
   // Without the records kept, a chunk is read again where the schedule needs it: from a copy of
   // the archive's index of its sideband (not of the archive, which may not outlive the timeline).
-  const bool reread = !archive.sideband_offsets.empty();
+  const bool reread = archive.sideband_in_file();
   SidebandTimeline timeline;
   timeline.schedule_ = CpuSchedule(reread ? held_runs : SIZE_MAX);
   // The records of address spaces and names (a few per process) are kept whole until sorted;
@@ -73,6 +73,7 @@ SidebandTimeline SidebandTimeline::Build(const format::Archive& archive, size_t 
     index->sideband_attrs = archive.sideband_attrs;
     index->sideband = archive.sideband;  // (their records are empty: not kept)
     index->sideband_offsets = archive.sideband_offsets;
+    index->sideband_ranges = archive.sideband_ranges;
     chunk_runs = [index](size_t chunk, std::vector<CpuSchedule::CpuRun>* runs) {
       // A malformed record ends the chunk as it did when Build read it: the runs before it are
       // what Build saw. Only a chunk that no longer reads is unreadable.

@@ -354,6 +354,17 @@ struct Archive {
   // Parallel to sideband when its records were not kept (ReadOptions::keep_sideband_bytes):
   // where each chunk starts (ForEachSidebandRecord reads it again there). Empty otherwise.
   std::vector<uint64_t> sideband_offsets;
+  // The same for a perf.data (ImportPerfData): each chunk is the kernel records, in file order,
+  // found in [begin, end) of the file's data section among other records (AUXTRACE and its trace
+  // bytes, perf's own records), which reading it again skips; `records` of them, `bytes` long.
+  struct SidebandRange {
+    uint64_t begin = 0, end = 0;
+    uint64_t bytes = 0;
+    uint64_t records = 0;
+  };
+  std::vector<SidebandRange> sideband_ranges;
+  // Whether the sideband's records were left in the file (sideband_offsets or sideband_ranges).
+  bool sideband_in_file() const { return !sideband_offsets.empty() || !sideband_ranges.empty(); }
   std::vector<ModuleChunk> modules;
   std::vector<BlobChunk> blobs;
   // Parallel to blobs: where each blob's chunk starts and how many bytes its data holds (also

@@ -21,10 +21,15 @@ namespace ptscope::format {
 // With options.keep_pt_bytes = false the trace bytes are not read (they are most of a capture):
 // each PtDataChunk's data stays empty and Archive::pt_refs says where they are in the file
 // (PtDataRef::raw), so that memory holds the sideband only.
+// With options.keep_sideband_bytes = false the context-switch records (two per switch of a
+// per-CPU capture) are not held either: each Sideband chunk is left empty, in file order, and
+// Archive::sideband_ranges says where its records are; ForEachSidebandRecord reads them again.
+// (Readers that need time order sort: the file's order is perf's, per CPU ring buffer.)
 Result<Archive> ImportPerfData(const std::string& path, const ReadOptions& options = {});
 Result<Archive> ImportPerfDataFromBytes(std::vector<uint8_t> bytes, const std::string& name);
 
-// Writes an archive from ImportPerfData as a .ptar at `out_path` (ArchiveWriter, `options`):
+// Writes an archive from ImportPerfData (sideband bytes kept) as a .ptar at `out_path`
+// (ArchiveWriter, `options`):
 // metadata, sideband attrs, sideband, modules, blobs, then the PT pieces. A piece left in the
 // perf.data (keep_pt_bytes = false) is read from archive.path just before it is written, so that
 // one piece at a time is in memory; a perf.data that changed since it was imported is an error

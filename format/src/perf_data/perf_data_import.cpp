@@ -237,6 +237,15 @@ class Importer {
       if (a.flags & (kAttrMmap | kAttrMmap2 | kAttrComm) && tracking == 1 && i > 0) tracking = s.attr_id;
       archive_.sideband_attrs.push_back(std::move(s));
     }
+    if (!options_.keep_sideband_bytes) {
+      // Left in the file: a chunk per range, in file order (time order is the reader's to make:
+      // ptscope/capture.h, ForEachSidebandRecord).
+      SidebandChunk left;
+      left.attr_id = tracking;
+      archive_.sideband.assign(p_.sideband_ranges.size(), left);
+      archive_.sideband_ranges = p_.sideband_ranges;
+      return;
+    }
     std::vector<const ParsedRecord*> order;
     for (const ParsedRecord& r : p_.sideband) order.push_back(&r);
     std::stable_sort(order.begin(), order.end(), [&](const ParsedRecord* a, const ParsedRecord* b) {
@@ -303,7 +312,9 @@ Result<Archive> ImportPerfDataFromBytes(std::vector<uint8_t> bytes, const std::s
 
 Result<Archive> ImportPerfData(const std::string& path, const ReadOptions& options) {
   PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenFileSource(path));
-  PTSCOPE_ASSIGN_OR_RETURN(ParsedPerfData parsed, ParsePerfData(*source, path));
+  PTSCOPE_ASSIGN_OR_RETURN(
+      ParsedPerfData parsed,
+      ParsePerfData(*source, path, ParseOptions{.keep_switch_records = options.keep_sideband_bytes}));
   return Importer(parsed, path, *source, options).Run();
 }
 
@@ -312,6 +323,9 @@ Status WriteImportedArchive(const Archive& archive, const std::string& out_path,
   PTSCOPE_ASSIGN_OR_RETURN(auto writer, ArchiveWriter::Create(out_path, options));
   PTSCOPE_TRY(writer->Write(MetadataChunk{archive.metadata}));
   for (const auto& c : archive.sideband_attrs) PTSCOPE_TRY(writer->Write(c));
+  // Sideband chunks hold their records in time order (FORMAT.md): an import that left them in
+  // the file (keep_sideband_bytes = false) has them by file range, in file order.
+  PTSCOPE_CHECK(archive.sideband_ranges.empty());
   for (const auto& c : archive.sideband) PTSCOPE_TRY(writer->Write(c));
   for (const auto& c : archive.modules) PTSCOPE_TRY(writer->Write(c));
   for (const auto& c : archive.blobs) PTSCOPE_TRY(writer->Write(c));

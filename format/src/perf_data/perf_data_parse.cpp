@@ -13,6 +13,7 @@
 #include "../byte_io.h"
 #include "ptscope/file_read.h"
 #include "perf_data_parse.h"
+#include "ptscope/perf_records.h"
 
 namespace ptscope::format::perf_data {
 namespace {
@@ -28,6 +29,7 @@ class FileSource : public ByteSource {
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
   uint64_t size() const override { return size_; }
+  const std::string& name() const override { return path_; }
   Status Read(uint64_t offset, size_t n, uint8_t* out) const override {
     const FileRead read = ReadFileAt(fd_, offset, n, out);
     const std::string where = path_ + ": offset " + std::to_string(offset + read.bytes) + ": ";
@@ -54,6 +56,7 @@ class BufferSource : public ByteSource {
   BufferSource(std::vector<uint8_t> bytes, std::string name)
       : bytes_(std::move(bytes)), name_(std::move(name)) {}
   uint64_t size() const override { return bytes_.size(); }
+  const std::string& name() const override { return name_; }
   Status Read(uint64_t offset, size_t n, uint8_t* out) const override {
     if (offset > bytes_.size() || n > bytes_.size() - offset) {
       return MakeError(Errc::kTruncated, name_ + ": offset " + std::to_string(offset) + ": " +
@@ -77,8 +80,8 @@ constexpr size_t kDataWindowBytes = 1u << 20;
 
 class Parser {
  public:
-  Parser(const ByteSource& source, const std::string& name)
-      : source_(source), file_size_(source.size()), name_(name) {}
+  Parser(const ByteSource& source, const std::string& name, const ParseOptions& options)
+      : source_(source), file_size_(source.size()), name_(name), options_(options) {}
 
   Result<ParsedPerfData> Run() {
     PTSCOPE_TRY(ReadHeader());
@@ -421,10 +424,10 @@ class Parser {
 
   Status OnRecord(uint64_t at, uint32_t type, std::span<const uint8_t> rec, uint64_t end,
                   uint64_t* extra) {
-    if (type == kRecordSample) {
+    if (type == perf::kRecordSample) {
       ++out_.samples_skipped;
     } else if (type < kUserRecordStart) {
-      out_.sideband.push_back({at, out_.records->Add(rec)});
+      OnKernelRecord(at, type, rec);
     } else if (type == kRecordAuxtraceInfo) {
       return OnAuxtraceInfo(at, rec);
     } else if (type == kRecordAuxtrace) {
@@ -445,7 +448,20 @@ class Parser {
     }
     return Ok();  // other perf-tool records (FINISHED_ROUND, ID_INDEX, ...) carry nothing we need
   }
-  static constexpr uint32_t kRecordSample = 9;
+
+  void OnKernelRecord(uint64_t at, uint32_t type, std::span<const uint8_t> rec) {
+    auto& ranges = out_.sideband_ranges;
+    if (ranges.empty() || ranges.back().bytes + rec.size() > kSidebandRangeBytes) {
+      ranges.push_back(Archive::SidebandRange{.begin = at});
+    }
+    Archive::SidebandRange& range = ranges.back();
+    range.end = at + rec.size();
+    range.bytes += rec.size();
+    ++range.records;
+    const bool is_switch = type == perf::kRecordSwitch || type == perf::kRecordSwitchCpuWide;
+    if (is_switch && !options_.keep_switch_records) return;
+    out_.sideband.push_back({at, out_.records->Add(rec)});
+  }
 
   Status OnAuxtraceInfo(uint64_t at, std::span<const uint8_t> rec) {
     ByteReader r(rec.subspan(8));
@@ -506,6 +522,7 @@ class Parser {
   const ByteSource& source_;
   const uint64_t file_size_;
   const std::string& name_;
+  const ParseOptions& options_;
   std::vector<uint8_t> window_;  // data section bytes from window_offset_ on (see DataAt)
   uint64_t window_offset_ = 0;
   uint64_t attr_size_ = 0;
@@ -557,8 +574,54 @@ std::unique_ptr<ByteSource> MakeBufferSource(std::vector<uint8_t> bytes, std::st
   return std::make_unique<BufferSource>(std::move(bytes), std::move(name));
 }
 
-Result<ParsedPerfData> ParsePerfData(const ByteSource& source, const std::string& name) {
-  return Parser(source, name).Run();
+Result<ParsedPerfData> ParsePerfData(const ByteSource& source, const std::string& name,
+                                     const ParseOptions& options) {
+  return Parser(source, name, options).Run();
+}
+
+Result<std::vector<uint8_t>> ReadSidebandRange(const ByteSource& source,
+                                               const Archive::SidebandRange& range) {
+  // Read in windows (the records between the kernel ones may be megabytes of trace, skipped).
+  constexpr uint64_t kWindowBytes = 256u << 10;
+  std::vector<uint8_t> out, window;
+  out.reserve(static_cast<size_t>(std::min<uint64_t>(range.bytes, kSidebandRangeBytes)));
+  uint64_t window_at = 0, records = 0;
+  auto changed = [&](uint64_t at, const std::string& what) {
+    return MakeError(Errc::kCorrupt, source.name() + ": offset " + std::to_string(at) + ": " +
+                                         what + ", not the sideband records read there before; "
+                                         "the file changed since it was read");
+  };
+  auto bytes_at = [&](uint64_t at, uint64_t n) -> Result<const uint8_t*> {
+    if (window.empty() || at < window_at || at + n > window_at + window.size()) {
+      if (at + n > range.end) return changed(at, "a record runs past the end of the range");
+      window.resize(static_cast<size_t>(std::max(n, std::min(kWindowBytes, range.end - at))));
+      window_at = at;
+      PTSCOPE_TRY(source.Read(at, window.size(), window.data()));
+    }
+    return window.data() + (at - window_at);
+  };
+  for (uint64_t at = range.begin; at < range.end;) {
+    PTSCOPE_ASSIGN_OR_RETURN(const uint8_t* head, bytes_at(at, 8));
+    const uint32_t type = static_cast<uint32_t>(LoadLe(head, 4));
+    const uint16_t size = static_cast<uint16_t>(LoadLe(head + 6, 2));
+    if (size < 8) return changed(at, "a record of size " + std::to_string(size));
+    PTSCOPE_ASSIGN_OR_RETURN(const uint8_t* rec, bytes_at(at, size));
+    uint64_t next = at + size;
+    if (type == kRecordAuxtrace) {
+      if (size < 16) return changed(at, "an AUXTRACE record of size " + std::to_string(size));
+      next += LoadLe(rec + 8, 8);  // its trace bytes follow it
+    } else if (type < kUserRecordStart && type != perf::kRecordSample) {
+      out.insert(out.end(), rec, rec + size);
+      ++records;
+    }
+    if (next > range.end) return changed(at, "a record runs past the end of the range");
+    at = next;
+  }
+  if (records != range.records || out.size() != range.bytes) {
+    return changed(range.begin, std::to_string(records) + " records of " +
+                                    std::to_string(out.size()) + " bytes in the range");
+  }
+  return out;
 }
 
 }  // namespace ptscope::format::perf_data

@@ -24,6 +24,7 @@ class ByteSource {
  public:
   virtual ~ByteSource() = default;
   virtual uint64_t size() const = 0;
+  virtual const std::string& name() const = 0;  // the file's path, for messages
   // Copies [offset, offset + n) into `out`. An error names the source and the offset (a file
   // that became shorter since it was opened, an I/O error).
   virtual Status Read(uint64_t offset, size_t n, uint8_t* out) const = 0;
@@ -69,6 +70,16 @@ struct ParsedRecord {  // a kernel record (type < 64), verbatim
   std::span<const uint8_t> bytes;  // in ParsedPerfData::records
 };
 
+// Where the kernel records lie in the data section, in file order, about 1 MiB of them per range
+// (Archive::SidebandRange: the import's chunks when it does not keep the sideband's bytes).
+inline constexpr size_t kSidebandRangeBytes = 1u << 20;
+
+struct ParseOptions {
+  // false: context-switch records (SWITCH, SWITCH_CPU_WIDE: two per context switch of a per-CPU
+  // capture, as many as it is long) are located (sideband_ranges) but not kept in `sideband`.
+  bool keep_switch_records = true;
+};
+
 struct ParsedPerfData {
   std::vector<ParsedAttr> attrs;
   TrailerLayout trailer;            // common to every attr (checked)
@@ -86,7 +97,8 @@ struct ParsedPerfData {
   bool tc_cap_user_time_zero = false;
 
   std::vector<ParsedAuxtrace> auxtrace;
-  std::vector<ParsedRecord> sideband;
+  std::vector<ParsedRecord> sideband;  // every kernel record but SAMPLE (see ParseOptions)
+  std::vector<Archive::SidebandRange> sideband_ranges;  // every kernel record but SAMPLE
   std::unique_ptr<RecordArena> records = std::make_unique<RecordArena>();  // sideband's bytes
   uint64_t samples_skipped = 0;
 
@@ -99,6 +111,14 @@ struct ParsedPerfData {
 
 // Validates the header, attrs, data records and the features we use. Errors read
 // "<name>: offset N: <what>; <what to do>".
-Result<ParsedPerfData> ParsePerfData(const ByteSource& source, const std::string& name);
+Result<ParsedPerfData> ParsePerfData(const ByteSource& source, const std::string& name,
+                                     const ParseOptions& options = {});
+
+// The kernel records of `range` (one of ParsedPerfData::sideband_ranges of the same file), read
+// again and concatenated: the other records between them (AUXTRACE with its trace bytes, perf's
+// own records, samples) are skipped. An error names the source and the offset when the bytes
+// there are no longer the records the range was made from (the file changed since it was parsed).
+Result<std::vector<uint8_t>> ReadSidebandRange(const ByteSource& source,
+                                               const Archive::SidebandRange& range);
 
 }  // namespace ptscope::format::perf_data
