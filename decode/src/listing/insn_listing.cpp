@@ -2,63 +2,46 @@
 #include "listing/insn_listing.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 namespace ptscope::decode {
 
 void InsnWriter::Write(uint32_t tid, uint64_t address) {
-  if (used_ + 48 > sizeof buffer_) Flush();
+  char* at = out_->Extend(48);  // 10 digits, " 0x", 16 hex digits, "\n"
   char digits[20];
   int n = 0;
   do {
     digits[n++] = static_cast<char>('0' + tid % 10);
     tid /= 10;
   } while (tid != 0);
-  while (n > 0) buffer_[used_++] = digits[--n];
-  buffer_[used_++] = ' ';
-  buffer_[used_++] = '0';
-  buffer_[used_++] = 'x';
+  while (n > 0) *at++ = digits[--n];
+  *at++ = ' ';
+  *at++ = '0';
+  *at++ = 'x';
   static constexpr char kHex[] = "0123456789abcdef";
   n = 0;
   do {
     digits[n++] = kHex[address & 0xf];
     address >>= 4;
   } while (address != 0);
-  while (n > 0) buffer_[used_++] = digits[--n];
-  buffer_[used_++] = '\n';
-}
-
-void InsnWriter::Flush() {
-  if (used_ != 0 && std::fwrite(buffer_, 1, used_, out_) != used_) failed_ = true;
-  used_ = 0;
+  while (n > 0) *at++ = digits[--n];
+  *at++ = '\n';
+  out_->Commit(at);
 }
 
 Result<std::unique_ptr<InsnListing>> InsnListing::Open(const std::string& path,
                                                        const std::vector<Stream>& streams,
                                                        const std::vector<uint32_t>& selected) {
-  const bool to_stdout = path == "-";
-  std::FILE* file = to_stdout ? stdout : std::fopen(path.c_str(), "wb");
-  if (file == nullptr) {
-    return Unexpected(Errc::kIo, path + ": cannot create the output file (" +
-                                     std::strerror(errno) + ")");
-  }
-  return std::unique_ptr<InsnListing>(new InsnListing(file, to_stdout, path, streams, selected));
+  PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<OutputFile> out, OutputFile::Open(path));
+  return std::unique_ptr<InsnListing>(new InsnListing(std::move(out), streams, selected));
 }
 
-InsnListing::InsnListing(std::FILE* file, bool to_stdout, const std::string& path,
-                         const std::vector<Stream>& streams, const std::vector<uint32_t>& selected)
-    : file_(file),
-      to_stdout_(to_stdout),
-      path_(path),
+InsnListing::InsnListing(std::unique_ptr<OutputFile> out, const std::vector<Stream>& streams,
+                         const std::vector<uint32_t>& selected)
+    : out_(std::move(out)),
       streams_(streams),
       selected_(selected),
-      writer_(file),
+      writer_(out_.get()),
       first_errors_(streams.size()) {}
-
-InsnListing::~InsnListing() {
-  if (file_ != nullptr && !to_stdout_) std::fclose(file_);
-}
 
 void InsnListing::Consume(const WorkUnit& work, const UnitEvents& events) {
   const Stream& stream = streams_[work.stream];
@@ -91,7 +74,6 @@ Status InsnListing::Finish(DecodeSummary& summary) {
   for (const Run& run : runs_) {
     for (uint64_t address : run.insns) writer_.Write(run.tid, address);
   }
-  writer_.Flush();
   summary.instructions += instructions_;
   summary.stats.Add(counts_);
   for (size_t s = 0; s < streams_.size(); ++s) {
@@ -103,12 +85,7 @@ Status InsnListing::Finish(DecodeSummary& summary) {
                               first_errors_[s]);
     }
   }
-  const bool failed = writer_.failed();
-  std::FILE* file = file_;
-  file_ = nullptr;
-  if ((to_stdout_ ? std::fflush(file) : std::fclose(file)) != 0 || failed) {
-    return Unexpected(Errc::kIo, path_ + ": write failed (disk full?)");
-  }
+  if (std::string error = out_->Close(); !error.empty()) return Unexpected(Errc::kIo, error);
   return Ok();
 }
 

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,33 +14,29 @@
 #include "capture/streams.h"
 #include "flow/unit_events.h"
 #include "ptscope/decode.h"
+#include "sink/output_file.h"
 #include "work_unit.h"
 
 namespace ptscope::decode {
 
-// Buffered writer of "TID 0xADDRESS\n" lines (no printf on the hot path).
+// Writer of "TID 0xADDRESS\n" lines straight into the output's buffer (no printf on the hot
+// path).
 class InsnWriter {
  public:
-  explicit InsnWriter(std::FILE* out) : out_(out) {}
-  ~InsnWriter() { Flush(); }
+  explicit InsnWriter(OutputFile* out) : out_(out) {}
   void Write(uint32_t tid, uint64_t address);
-  void Flush();
-  bool failed() const { return failed_; }
 
  private:
-  std::FILE* out_;
-  char buffer_[1 << 16];
-  size_t used_ = 0;
-  bool failed_ = false;
+  OutputFile* out_;
 };
 
 class InsnListing {
  public:
-  // Opens `path` ("-": stdout).
+  // Opens `path` ("-": stdout; ".gz": compressed) as every output is opened (OutputFile: a
+  // temporary file renamed over the path when complete, never through a symbolic link).
   static Result<std::unique_ptr<InsnListing>> Open(const std::string& path,
                                                    const std::vector<Stream>& streams,
                                                    const std::vector<uint32_t>& selected);
-  ~InsnListing();
 
   // The next decoded unit in plan order.
   void Consume(const WorkUnit& work, const UnitEvents& events);
@@ -49,17 +44,15 @@ class InsnListing {
   Status Finish(DecodeSummary& summary);
 
  private:
-  InsnListing(std::FILE* file, bool to_stdout, const std::string& path,
-              const std::vector<Stream>& streams, const std::vector<uint32_t>& selected);
+  InsnListing(std::unique_ptr<OutputFile> out, const std::vector<Stream>& streams,
+              const std::vector<uint32_t>& selected);
   struct Run {
     uint32_t tid = 0;
     uint64_t time_ns = 0;
     std::vector<uint64_t> insns;
   };
 
-  std::FILE* file_;
-  bool to_stdout_;
-  std::string path_;
+  std::unique_ptr<OutputFile> out_;  // (not closed: removed, never put at the path)
   const std::vector<Stream>& streams_;
   const std::vector<uint32_t>& selected_;
   InsnWriter writer_;

@@ -1,6 +1,6 @@
 #!/bin/bash
-# Every file ptscope writes that is not a recording (pt-decode's traces, summaries and module
-# listings; pt-archive export-perf, import-perf and extract) is written beside its path and
+# Every file ptscope writes that is not a recording (pt-decode's traces, instruction listings,
+# summaries and module listings; pt-archive export-perf, import-perf and extract) is written beside its path and
 # renamed over it only when whole (issue 24):
 #  - a symbolic link at the path, dangling or not, is refused and never followed (its target is
 #    neither created nor changed);
@@ -24,6 +24,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cases=(
   "trace|t.pftrace|$decode -o OUT $tmp/c.ptar"
   "text|t.txt|$decode --format text -o OUT $tmp/c.ptar"
+  "insns|i.txt|$decode --format insns -o OUT $tmp/c.ptar"
   "summary|s.summary.txt|$decode -o OUT $tmp/c.ptar"
   "modules|m.json|$decode --list-modules -o OUT $tmp/c.ptar"
   "export-perf|p.data|$archive export-perf $tmp/c.ptar -o OUT"
