@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -84,6 +85,7 @@ OutputFile& OutputFile::operator=(OutputFile&& other) noexcept {
     dev_ = other.dev_;
     ino_ = other.ino_;
     bytes_written_ = other.bytes_written_;
+    written_back_ = other.written_back_;
   }
   return *this;
 }
@@ -164,6 +166,14 @@ Status OutputFile::Write(const void* data, size_t size) {
     done += static_cast<size_t>(n);
   }
   bytes_written_ += size;
+  // A replacing file is synced before Commit renames it: writing back what is written as it
+  // grows leaves that fdatasync little to wait for (on a 119 MB trace it waited 70-80 ms with
+  // the whole file dirty). A hint only: its errors are fdatasync's to report.
+  if (!temp_path_.empty() && bytes_written_ - written_back_ >= kWritebackBytes) {
+    ::sync_file_range(fd_, static_cast<off_t>(written_back_),
+                      static_cast<off_t>(bytes_written_ - written_back_), SYNC_FILE_RANGE_WRITE);
+    written_back_ = bytes_written_;
+  }
   return Ok();
 }
 
@@ -174,6 +184,7 @@ Status OutputFile::TruncateTo(uint64_t size) {
     return WriteError(path_, "truncate", errno);
   }
   bytes_written_ = size;
+  written_back_ = std::min(written_back_, size);
   return Ok();
 }
 

@@ -68,6 +68,10 @@ class OutputFile {
   dev_t dev_ = 0;
   ino_t ino_ = 0;
   uint64_t bytes_written_ = 0;
+  // Replacing files: bytes before this were handed to writeback (sync_file_range) every
+  // kWritebackBytes, so that Commit's fdatasync waits for the tail only.
+  static constexpr uint64_t kWritebackBytes = 8u << 20;
+  uint64_t written_back_ = 0;
 };
 
 // The sentence for a failed write(2) (or fsync, close) of `path` with errno `err`, saying what the

@@ -25,6 +25,10 @@ trap 'rm -rf "$tmp"' EXIT
 # Inputs for the converters, written on a good disk.
 "$2" --full --start-at main -o "$tmp/c.ptar" -- "$8" > /dev/null 2>&1 || fail "pt-emulate of $8 failed"
 "$5" export-perf "$tmp/c.ptar" -o "$tmp/c.data" 2> /dev/null || fail "export-perf of the capture failed"
+# A listing of 1.2 M instructions is 24 MB: past the 8 MiB from which a replaced output is handed
+# to writeback as it grows (sync_file_range), so the EIO of that early writeback must still
+# surface, at the fdatasync before the rename.
+"$3" -o "$tmp/big.ptar" --binary /bin/true --instructions 1200000 > /dev/null 2>&1 || fail "pt-synth failed"
 
 cat > "$tmp/eio.sh" <<'INNER'
 set -u
@@ -121,6 +125,7 @@ readable_incomplete "$dir/m/w.ptar" "pt-emulate, write-back"
 cases=(
   "trace|t.pftrace|$pt_decode -o OUT $dir/c.ptar"
   "text|t.txt|$pt_decode --format text -o OUT $dir/c.ptar"
+  "listing|l.txt|$pt_decode --format insns -o OUT $dir/big.ptar"
   "export-perf|p.data|$pt_archive export-perf $dir/c.ptar -o OUT"
   "import-perf|i.ptar|$pt_archive import-perf $dir/c.data -o OUT"
   "extract|manifest.tsv|$pt_archive extract $dir/c.ptar DIR"
