@@ -22,7 +22,7 @@ ALLOWED = {
     "names": {"capture", "sink"},
     "parallel": {"capture", "flow"},  # parallel/ drives flow/'s decoders (decode_units.h)
     "join": {"capture", "flow", "stack"},
-    "listing": {"capture", "flow"},
+    "listing": {"capture", "flow", "sink"},  # writes its file as sinks do (output_file.h)
 }
 WIRING = {"pipeline.cpp"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
