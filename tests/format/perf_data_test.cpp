@@ -906,6 +906,25 @@ TEST_CASE("a perf.data's sideband left in the file: ranges in file order, read a
               ": a record of size 0, not the sideband records read there before; the file "
               "changed since it was read");
   }
+  // An AUXTRACE record inside range 0 claiming 2^62 trace bytes: range 0 is the problem, named
+  // at that record (the first after 10,000 others: the data section's AUXTRACE_INFO and
+  // TIME_CONV, 9,998 sideband records).
+  {
+    uint64_t aux = left->sideband_ranges[0].begin;
+    for (int others = 0; others < 9998; ++others) aux += Le(bytes, aux + 6, 2);
+    REQUIRE(Le(bytes, aux, 4) == 71);
+    std::vector<uint8_t> claims = bytes;
+    PutLe(claims, aux + 8, uint64_t{1} << 62, 8);
+    TempFile claims_file(claims);
+    fmt::Archive moved = *left;
+    moved.path = claims_file.path;
+    auto problems = fmt::ForEachSidebandRecord(moved, [](perf::Record&&) {});
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].chunk == 0);
+    CHECK(problems[0].Describe().find(claims_file.path + ": offset " + std::to_string(aux) +
+                                      ": an AUXTRACE record's trace runs past the end of the "
+                                      "range, not the sideband records") != std::string::npos);
+  }
   // Gone: every chunk unread, in one problem.
   const std::string path = file.path;
   fmt::Archive gone = *left;

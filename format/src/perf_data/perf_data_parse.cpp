@@ -609,8 +609,16 @@ Result<std::vector<uint8_t>> ReadSidebandRange(const ByteSource& source,
     uint64_t next = at + size;
     if (type == kRecordAuxtrace) {
       if (size < 16) return changed(at, "an AUXTRACE record of size " + std::to_string(size));
-      next += LoadLe(rec + 8, 8);  // its trace bytes follow it
+      const uint64_t trace = LoadLe(rec + 8, 8);  // its trace bytes follow it
+      if (trace > range.end - std::min(next, range.end)) {
+        return changed(at, "an AUXTRACE record's trace runs past the end of the range");
+      }
+      next += trace;
     } else if (type < kUserRecordStart && type != perf::kRecordSample) {
+      if (size > range.bytes - out.size()) {
+        return changed(at, "more than the range's " + std::to_string(range.bytes) +
+                               " bytes of records");
+      }
       out.insert(out.end(), rec, rec + size);
       ++records;
     }
