@@ -925,6 +925,42 @@ TEST_CASE("a perf.data's sideband left in the file: ranges in file order, read a
                                       ": an AUXTRACE record's trace runs past the end of the "
                                       "range, not the sideband records") != std::string::npos);
   }
+  // A sideband record of range 2 turned into a perf-tool record (type 68, FINISHED_ROUND): the
+  // walk skips it and finds one record fewer than the range held.
+  {
+    std::vector<uint8_t> retyped = bytes;
+    PutLe(retyped, left->sideband_ranges[2].begin + 48 * 3, 68, 4);
+    TempFile retyped_file(retyped);
+    fmt::Archive moved = *left;
+    moved.path = retyped_file.path;
+    auto problems = fmt::ForEachSidebandRecord(moved, [](perf::Record&&) {});
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].chunk == 2);
+    const fmt::Archive::SidebandRange& range = left->sideband_ranges[2];
+    CHECK(problems[0].Describe() ==
+          "sideband chunk 2 offset 0: read again from the data section's [" +
+              std::to_string(range.begin) + ", " + std::to_string(range.end) + "): " +
+              retyped_file.path + ": offset " + std::to_string(range.begin) + ": " +
+              std::to_string(range.records - 1) + " records of " + std::to_string(range.bytes - 48) +
+              " bytes in the range, not the sideband records read there before; the file changed "
+              "since it was read");
+  }
+  // Cut inside range 2 (truncated since): range 2 is the read error naming where the file ends;
+  // ranges 0 and 1 still read.
+  {
+    const uint64_t cut = left->sideband_ranges[2].begin + 1000;
+    std::vector<uint8_t> head(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(cut));
+    TempFile cut_file(head);
+    fmt::Archive moved = *left;
+    moved.path = cut_file.path;
+    size_t visited = 0;
+    auto problems = fmt::ForEachSidebandRecord(moved, [&](perf::Record&&) { ++visited; });
+    CHECK(visited == left->sideband_ranges[0].records + left->sideband_ranges[1].records);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].chunk == 2);
+    CHECK(problems[0].Describe().find(cut_file.path + ": offset " + std::to_string(cut) +
+                                      ": the file ends there") != std::string::npos);
+  }
   // Gone: every chunk unread, in one problem.
   const std::string path = file.path;
   fmt::Archive gone = *left;

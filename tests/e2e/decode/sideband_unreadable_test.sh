@@ -8,9 +8,11 @@
 # are the magic check (capture.h, IsPerfData) and ReadArchive, the third the sideband's read
 # (SidebandTimeline::Build). Should that order change, the notes checked below are missing and
 # the test fails rather than passing on another failure.
-# usage: sideband_unreadable_test.sh PT_SYNTH PT_DECODE CORPUS_STATIC
+# The same capture as a perf.data (pt-archive export-perf) is read the same way (its sideband
+# ranges read again from the file: format/PERF_DATA.md section 6), with the same three opens.
+# usage: sideband_unreadable_test.sh PT_SYNTH PT_DECODE CORPUS_STATIC PT_ARCHIVE
 set -u
-pt_synth=$1 pt_decode=$2 binary=$3
+pt_synth=$1 pt_decode=$2 binary=$3 pt_archive=$4
 fail() { echo "FAIL: $*"; exit 1; }
 command -v strace > /dev/null || fail "strace is not installed (scripts/setup installs it)"
 tmp=$(mktemp -d)
@@ -43,4 +45,24 @@ grep -qF "note: 7 sideband chunks of $capture could not be read again" "$tmp/gon
   fail "no note counts the unread sideband chunks"
 grep -q "status: FAILED (exit 1): .*its sideband could not all be read again" "$tmp/gone.err" ||
   fail "the status line does not give the unread sideband as a reason"
-echo "ok: complete without a fault; exit 1 with the notes and the reason when the sideband cannot be read again"
+
+# The perf.data: one range of sideband records (a chunk), read again by the third open.
+data=$tmp/percpu.data
+"$pt_archive" export-perf "$capture" -o "$data" 2> /dev/null || fail "export-perf failed"
+strace -f -P "$data" -e trace=openat -o "$tmp/data-opens" \
+  "$pt_decode" -j1 "$data" -o "$tmp/data-whole.pftrace" 2> "$tmp/data-whole.err"
+status=$?
+[ $status -eq 0 ] || { cat "$tmp/data-whole.err"; fail "perf.data: exit $status without a fault, not 0"; }
+[ "$(grep -c 'openat(' "$tmp/data-opens")" -ge 3 ] || fail "pt-decode opened the perf.data fewer than 3 times"
+strace -f -P "$data" -e trace=openat -e inject=openat:error=EACCES:when=3 -o /dev/null \
+  "$pt_decode" -j1 "$data" -o "$tmp/data-gone.pftrace" 2> "$tmp/data-gone.err"
+status=$?
+cat "$tmp/data-gone.err"
+[ $status -eq 1 ] || fail "perf.data: exit $status with the sideband unreadable, not 1"
+grep -qF "note: sideband chunk 0 offset 0: cannot read the sideband again (chunks 0 to 0): $data: cannot open: Permission denied: skipped" "$tmp/data-gone.err" ||
+  fail "perf.data: no note names the sideband range and why it could not be read"
+grep -qF "note: 1 sideband chunk of $data could not be read again" "$tmp/data-gone.err" ||
+  fail "perf.data: no note counts the unread sideband chunk"
+grep -q "status: FAILED (exit 1): .*its sideband could not all be read again" "$tmp/data-gone.err" ||
+  fail "perf.data: the status line does not give the unread sideband as a reason"
+echo "ok: .ptar and perf.data: complete without a fault; exit 1 with the notes and the reason when the sideband cannot be read again"
