@@ -88,11 +88,14 @@ Result<std::unique_ptr<ArchiveReader>> ArchiveReader::FromBytes(std::vector<uint
 }
 
 Result<std::span<const uint8_t>> ArchiveReader::ReadAt(uint64_t offset, uint64_t length,
-                                                       std::vector<uint8_t>& buffer) {
+                                                       std::vector<uint8_t>& buffer,
+                                                       bool read_ahead) {
   length = offset < size_ ? std::min(length, size_ - offset) : 0;
   if (fd_ < 0) return std::span<const uint8_t>(bytes_.data() + offset, length);
   if (buffer.size() < length) buffer.resize(length);
-  const FileRead read = ReadFileAt(fd_, offset, static_cast<size_t>(length), buffer.data());
+  const FileRead read =
+      read_ahead ? window_.Read(fd_, offset, static_cast<size_t>(length), buffer.data())
+                 : ReadFileAt(fd_, offset, static_cast<size_t>(length), buffer.data());
   if (read.error != 0) {
     return MakeError(Errc::kIo, "read failed at offset " + std::to_string(offset + read.bytes) +
                                     ": " + std::strerror(read.error));
@@ -104,7 +107,10 @@ Result<std::span<const uint8_t>> ArchiveReader::ReadAt(uint64_t offset, uint64_t
 Status ArchiveReader::ParseHeader() {
   const std::string& n = name_;
   // `head`: the first kMaxFileHeaderSize bytes (all of a shorter file), all a header can span.
-  Result<std::span<const uint8_t>> read = ReadAt(0, layout::kMaxFileHeaderSize, head_buffer_);
+  // Not through the window: Open() reads no chunk, and a file cut after Open() is then read
+  // cut, at the first chunk.
+  Result<std::span<const uint8_t>> read =
+      ReadAt(0, layout::kMaxFileHeaderSize, head_buffer_, /*read_ahead=*/false);
   if (!read) return MakeError(Errc::kIo, n + ": " + read.error().message);
   std::span<const uint8_t> head = *read;
   uint64_t size = size_;

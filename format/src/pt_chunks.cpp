@@ -23,6 +23,7 @@ PtChunkReader::PtChunkReader(PtChunkReader&& other) noexcept
     : path_(std::move(other.path_)),
       reader_(std::move(other.reader_)),
       fd_(std::exchange(other.fd_, -1)),
+      window_(std::move(other.window_)),
       kept_offset_(std::exchange(other.kept_offset_, UINT64_MAX)),
       kept_(std::move(other.kept_)) {}
 
@@ -36,7 +37,7 @@ Status PtChunkReader::ReadRaw(const Archive::PtDataRef& ref) {
     }
   }
   kept_.resize(static_cast<size_t>(ref.size));
-  const FileRead read = ReadFileAt(fd_, ref.chunk_offset, kept_.size(), kept_.data());
+  const FileRead read = window_.Read(fd_, ref.chunk_offset, kept_.size(), kept_.data());
   if (read.bytes == kept_.size()) return Ok();
   return Unexpected(Errc::kIo,
                     path_ + ": offset " + std::to_string(ref.chunk_offset + read.bytes) + ": " +

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "ptscope/file_read.h"
 #include "ptscope/perf_time.h"
 #include "ptscope/result.h"
 
@@ -241,7 +242,8 @@ struct ChunkLocation {
 // checksum) and goes on from there; damage() lists each damaged range, in file order, and every
 // intact chunk before and after them is returned. A cut-off chunk at the end of the file, or a
 // read error, ends reading. Open() reads the file one chunk at a time: the reader holds one
-// chunk, never the whole file (a read error after the header is Damage with Errc::kIo).
+// chunk and a window of read-ahead (FileWindow, 256 KiB), never the whole file (a read error
+// after the header is Damage with Errc::kIo).
 class ArchiveReader {
  public:
   static Result<std::unique_ptr<ArchiveReader>> Open(const std::string& path);
@@ -290,12 +292,13 @@ class ArchiveReader {
   // checksum), or the file size when there is none.
   Result<uint64_t> FindChunkHeader(uint64_t from);
   // `length` bytes at `offset`: a view of bytes_ (FromBytes), or read from fd_ into `buffer`
-  // (Open: the file is read one chunk at a time, never held whole). Shorter when the file ends
-  // (or shrank) before offset + length.
+  // (Open: the file is read one chunk at a time, never held whole; small reads through window_
+  // unless `read_ahead` is false). Shorter when the file ends (or shrank) before offset + length.
   Result<std::span<const uint8_t>> ReadAt(uint64_t offset, uint64_t length,
-                                          std::vector<uint8_t>& buffer);
+                                          std::vector<uint8_t>& buffer, bool read_ahead = true);
   std::vector<uint8_t> bytes_;  // FromBytes: the whole archive
   int fd_ = -1;                 // Open: the file, read chunk by chunk
+  FileWindow window_;           // Open: fd_'s reads (chunks in file order: one pread for many)
   uint64_t size_ = 0;           // of the archive
   std::vector<uint8_t> head_buffer_;     // Open: the chunk header being checked
   std::vector<uint8_t> payload_buffer_;  // Open: the stored payload being checked

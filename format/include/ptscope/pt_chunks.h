@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ptscope/file_read.h"
 #include "ptscope/format.h"
 #include "ptscope/result.h"
 
@@ -41,6 +42,7 @@ class PtChunkReader {
   std::string path_;
   std::unique_ptr<ArchiveReader> reader_;  // .ptar chunks, opened at the first read
   int fd_ = -1;                            // raw chunks, opened at the first read
+  FileWindow window_;                      // fd_'s reads (pieces in file order: few preads)
   uint64_t kept_offset_ = UINT64_MAX;      // the chunk `kept_` holds
   std::vector<uint8_t> kept_;
 };
