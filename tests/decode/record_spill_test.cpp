@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fake_frames.h"
+#include "scratch_dir.h"
 #include "stack/stack_tracker.h"
 
 namespace ptscope::decode {
@@ -307,45 +308,6 @@ TEST_CASE("blocks come back exactly from memory within the budget and from the f
     CHECK(spill.error().empty());
   }
 }
-
-// The descriptor of the spill file, found by its directory (/proc/self/fd names it).
-int SpillFd(const std::string& dir) {
-  DIR* fds = opendir("/proc/self/fd");
-  REQUIRE(fds != nullptr);
-  int found = -1;
-  while (dirent* entry = readdir(fds)) {
-    char target[4096];
-    const std::string link = std::string("/proc/self/fd/") + entry->d_name;
-    const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
-    if (n <= 0) continue;
-    target[n] = '\0';
-    if (std::string(target).rfind(dir + "/", 0) == 0) found = std::atoi(entry->d_name);
-  }
-  closedir(fds);
-  return found;
-}
-
-// Sets TMPDIR to a fresh directory for its lifetime.
-struct SpillDir {
-  SpillDir() {
-    char tmpl[] = "/tmp/ptscope-spill-test.XXXXXX";
-    path = mkdtemp(tmpl);
-    const char* before = std::getenv("TMPDIR");
-    had = before != nullptr;
-    if (had) saved = before;
-    setenv("TMPDIR", path.c_str(), 1);
-  }
-  ~SpillDir() {
-    if (had) {
-      setenv("TMPDIR", saved.c_str(), 1);
-    } else {
-      unsetenv("TMPDIR");
-    }
-    rmdir(path.c_str());
-  }
-  std::string path, saved;
-  bool had = false;
-};
 
 TEST_CASE("a block's texts come back from wherever it waits after the tracker's are gone") {
   SpillDir dir;

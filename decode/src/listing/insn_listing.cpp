@@ -1,7 +1,7 @@
 // The instruction listing (see insn_listing.h).
 #include "listing/insn_listing.h"
 
-#include <algorithm>
+#include <span>
 
 namespace ptscope::decode {
 
@@ -60,20 +60,16 @@ void InsnListing::Consume(const WorkUnit& work, const UnitEvents& events) {
     if (run.thread.tid == 0 || !Selected(selected_, run.thread) || run.first_insn >= end) continue;
     // (A stretch that goes on in the next unit is a run of its own there, timed at that unit's
     // start: the sort below keeps its parts in order.)
-    runs_.push_back(Run{run.thread.tid, run.time_ns, {}});
-    runs_.back().insns.assign(events.insns.begin() + run.first_insn, events.insns.begin() + end);
+    runs_.Add(run.thread.tid, run.time_ns,
+              std::span<const uint64_t>(events.insns.data() + run.first_insn, end - run.first_insn));
   }
 }
 
 Status InsnListing::Finish(DecodeSummary& summary) {
   // A thread's stretches from all CPUs, in time order (equal times: in the order decoded).
-  std::stable_sort(runs_.begin(), runs_.end(), [](const Run& a, const Run& b) {
-    if (a.tid != b.tid) return a.tid < b.tid;
-    return a.time_ns < b.time_ns;
-  });
-  for (const Run& run : runs_) {
-    for (uint64_t address : run.insns) writer_.Write(run.tid, address);
-  }
+  PTSCOPE_TRY(runs_.Replay([&](uint32_t tid, std::span<const uint64_t> addresses) {
+    for (uint64_t address : addresses) writer_.Write(tid, address);
+  }));
   summary.instructions += instructions_;
   summary.stats.Add(counts_);
   for (size_t s = 0; s < streams_.size(); ++s) {

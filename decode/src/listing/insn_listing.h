@@ -1,8 +1,9 @@
 // `--format insns`: every retired instruction as "TID 0xADDRESS", in program order per thread,
 // from the same decode as the trace (the FlowDecoder's blocks, QueryWalker by default: see
 // FlowDecoder::ListInstructions). Per-thread streams are written as their units come; a per-CPU
-// stream's runs (one thread's stretch on one CPU) are kept, and written after them by thread and
-// time. (libipt's own instruction decoder lists the same as the tests' oracle:
+// stream's runs (one thread's stretch on one CPU) are kept, compactly and past a buffer in a
+// scratch file (listing/run_store.h: memory does not grow with the capture), and written after
+// them by thread and time. (libipt's own instruction decoder lists the same as the tests' oracle:
 // tests/support/oracle/ipt_insns.cpp.)
 #pragma once
 
@@ -13,6 +14,7 @@
 
 #include "capture/streams.h"
 #include "flow/unit_events.h"
+#include "listing/run_store.h"
 #include "ptscope/decode.h"
 #include "sink/output_file.h"
 #include "work_unit.h"
@@ -46,17 +48,11 @@ class InsnListing {
  private:
   InsnListing(std::unique_ptr<OutputFile> out, const std::vector<Stream>& streams,
               const std::vector<uint32_t>& selected);
-  struct Run {
-    uint32_t tid = 0;
-    uint64_t time_ns = 0;
-    std::vector<uint64_t> insns;
-  };
-
   std::unique_ptr<OutputFile> out_;  // (not closed: removed, never put at the path)
   const std::vector<Stream>& streams_;
   const std::vector<uint32_t>& selected_;
   InsnWriter writer_;
-  std::vector<Run> runs_;  // per-CPU
+  RunStore runs_;  // per-CPU
   uint64_t instructions_ = 0;
   DecodeStats counts_;
   std::vector<std::string> first_errors_;  // per stream

@@ -1,7 +1,6 @@
 // Held-back slice records, compactly encoded, in memory or a temporary file (see record_spill.h).
 #include "stack/record_spill.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,8 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+
+#include "temp_file.h"
 
 namespace ptscope::decode {
 namespace {
@@ -69,31 +70,6 @@ inline uint64_t Zigzag(uint64_t delta) {
   return (delta << 1) ^ static_cast<uint64_t>(static_cast<int64_t>(delta) >> 63);
 }
 inline uint64_t Unzigzag(uint64_t v) { return (v >> 1) ^ (~(v & 1) + 1); }
-
-bool WriteAll(int fd, const uint8_t* data, size_t size, off_t offset) {
-  while (size > 0) {
-    ssize_t n = pwrite(fd, data, size, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += n;
-  }
-  return true;
-}
-
-bool ReadAll(int fd, uint8_t* data, size_t size, off_t offset) {
-  while (size > 0) {
-    ssize_t n = pread(fd, data, size, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) errno = EIO;  // the file is shorter than what was written to it
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<size_t>(n);
-    offset += n;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -229,15 +205,7 @@ RecordSpill::~RecordSpill() {
 bool RecordSpill::OpenFile() {
   if (fd_ >= 0) return true;
   if (unusable_) return false;
-  const char* dir = std::getenv("TMPDIR");
-  path_ = dir != nullptr && *dir != '\0' ? dir : "/tmp";
-  // Unnamed from the start where the file system can (O_TMPFILE), else named and unlinked at once.
-  fd_ = open(path_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd_ < 0) {
-    std::string name = path_ + "/ptscope-spill.XXXXXX";
-    fd_ = mkostemp(name.data(), O_CLOEXEC);
-    if (fd_ >= 0) unlink(name.c_str());
-  }
+  fd_ = OpenScratchFile(&path_);
   if (fd_ < 0) unusable_ = true;
   return fd_ >= 0;
 }
@@ -281,7 +249,7 @@ int64_t RecordSpill::Store(std::vector<SliceRecord>& buffer, size_t count) {
       } else {
         slot = slots_++;
       }
-      if (WriteAll(fd_, encoded, block.size,
+      if (WriteAllAt(fd_, encoded, block.size,
                    static_cast<off_t>(slot) * static_cast<off_t>(SlotBytes()))) {
         block.slot = slot;
         ++in_file_;
@@ -361,7 +329,7 @@ bool RecordSpill::Reader::Open(RecordSpill& spill, int64_t handle) {
   }
   if (file_bytes_.size() < block.size) file_bytes_.resize(block.size);
   const off_t offset = static_cast<off_t>(block.slot) * static_cast<off_t>(spill.SlotBytes());
-  if (spill.fd_ < 0 || !ReadAll(spill.fd_, file_bytes_.data(), block.size, offset)) {
+  if (spill.fd_ < 0 || !ReadAllAt(spill.fd_, file_bytes_.data(), block.size, offset)) {
     spill.Fail(true, std::strerror(errno));
     return false;
   }

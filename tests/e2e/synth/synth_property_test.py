@@ -7,6 +7,10 @@ same lines, and so must `pt-decode --format insns`.
 Variants cover return compression on/off, every timing mode, a small PSB period (many PSB+ and
 last-IP/return-stack resets) and two threads (two streams, FORK sideband). And a 900 M-instruction
 walk ends within a million instructions of its length (it once looped forever).
+A per-CPU walk of 2 M instructions (4 threads on 2 CPUs) is listed by thread: each thread's
+instructions in the walk's order; its runs are more than the listing keeps in memory (1 MiB
+encoded, decode/src/listing/run_store.h), so they come back from its scratch file, and again
+with no usable scratch directory (kept in memory), the same bytes.
 """
 import argparse
 import os
@@ -102,6 +106,41 @@ def check_long_walk_ends(args, binary, work):
     return []
 
 
+def check_percpu_listing(args, binary, work):
+    archive, truth = os.path.join(work, "percpu.ptar"), os.path.join(work, "percpu.truth")
+    result = subprocess.run([args.synth, "-o", archive, "--binary", binary, "--instructions",
+                             "2000000", "--seed", "4", "--threads", "4", "--cpus", "2",
+                             "--timeslice", "2000", "--ground-truth", truth],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        return [f"pt-synth failed ({result.returncode}): {result.stderr.strip()}"]
+    # The walk's lines grouped by thread (in tid order), each thread's in the walk's order.
+    by_thread = {}
+    with open(truth, "rb") as lines:
+        for line in lines:
+            by_thread.setdefault(int(line.split()[0]), []).append(line)
+    want = b"".join(b"".join(by_thread[tid]) for tid in sorted(by_thread))
+    problems = []
+    if len(by_thread) != 4:
+        problems.append(f"the walk ran {len(by_thread)} threads, asked for 4")
+    scratch = os.path.join(work, "scratch")
+    os.mkdir(scratch)
+    for label, tmpdir in (("scratch file", scratch), ("in memory", os.path.join(work, "none"))):
+        listing = os.path.join(work, f"percpu-{label.replace(' ', '-')}.insns")
+        result = subprocess.run([args.decoder, "--format", "insns", "-j1", "-o", listing, archive],
+                                capture_output=True, text=True, env=dict(os.environ, TMPDIR=tmpdir))
+        if result.returncode != 0:
+            problems.append(f"{label}: pt-decode failed ({result.returncode}): "
+                            f"{result.stderr.strip()[:300]}")
+            continue
+        with open(listing, "rb") as got:
+            if got.read() != want:
+                problems.append(f"{label}: the listing is not the walk's, thread by thread")
+    if os.listdir(scratch):
+        problems.append(f"pt-decode left files in its scratch directory: {os.listdir(scratch)}")
+    return problems
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--synth", required=True)
@@ -121,6 +160,12 @@ def main():
                     if not problems:
                         print(f"ok   {label}")
                     failures += bool(problems)
+        problems = check_percpu_listing(args, args.binary[0], work)
+        for problem in problems:
+            print(f"FAIL per-CPU listing: {problem}")
+        if not problems:
+            print("ok   a per-CPU listing past its memory buffer is the walk, thread by thread")
+        failures += bool(problems)
         problems = check_long_walk_ends(args, args.binary[0], work)
         for problem in problems:
             print(f"FAIL long walk: {problem}")
