@@ -288,10 +288,23 @@ ArchiveReader::ChunkOutcome ArchiveReader::ReadChunk(uint64_t at, bool skip_pt_d
   std::span<const uint8_t> body(payload, stored);
   if (lz4) {
     if (unpacked_.size() < raw) unpacked_.resize(raw);
-    int n = LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
-                                reinterpret_cast<char*>(unpacked_.data()),
-                                static_cast<int>(stored), static_cast<int>(raw));
-    if (n < 0 || static_cast<uint64_t>(n) != raw) {
+    // A PtData chunk whose bytes are skipped: only its fields are decompressed (its bytes, most
+    // of an archive, are decompressed and checked when ReadChunkAt reads them again: decoding
+    // them all here as well was a quarter of pt-decode's start-up). DecodePayload reads no
+    // further than kPtDataFieldBytes then; the rest of `body` is allocated, never read.
+    const bool fields_only =
+        skip_pt_data && type == static_cast<uint16_t>(ChunkType::kPtData) && raw > kPtDataFieldBytes;
+    const uint64_t want = fields_only ? kPtDataFieldBytes : raw;
+    const int n =
+        fields_only
+            ? LZ4_decompress_safe_partial(reinterpret_cast<const char*>(payload),
+                                          reinterpret_cast<char*>(unpacked_.data()),
+                                          static_cast<int>(stored), static_cast<int>(want),
+                                          static_cast<int>(raw))
+            : LZ4_decompress_safe(reinterpret_cast<const char*>(payload),
+                                  reinterpret_cast<char*>(unpacked_.data()),
+                                  static_cast<int>(stored), static_cast<int>(raw));
+    if (n < 0 || static_cast<uint64_t>(n) != want) {
       return fail(Errc::kCorrupt, "lz4 payload does not decompress to 'raw_size' = " +
                                       std::to_string(raw) + " bytes");
     }

@@ -122,6 +122,8 @@ Result<Chunk> Decode(ByteReader& r, PtDataChunk c, const DataHandling& handling)
   c.flags = r.U32("flags");
   c.snapshot_index = r.U32("snapshot_index");
   c.bytes_lost_before = r.U64("bytes_lost_before");
+  // (The fields ArchiveReader decompresses alone when the bytes are skipped: kPtDataFieldBytes.)
+  PTSCOPE_CHECK(!r.ok() || r.pos() + 8 == kPtDataFieldBytes);
   c.data = BulkData(r, handling.skip_pt, handling.data_size);
   return Chunk(std::move(c));
 }

@@ -2,6 +2,7 @@
 // versions, unknown chunk types, random bytes. Chunk boundaries are found by walking the bytes with
 // the layout from FORMAT.md (independently of the reader under test).
 #include <doctest/doctest.h>
+#include <lz4.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -494,6 +495,59 @@ TEST_CASE("an lz4 chunk claiming more than 255 times its stored size is refused 
   // Within the bound the payload itself is looked at (and these zeros are no lz4 block).
   CHECK(claim(104 * 255) ==
         "chunk 0 at offset 0x28: lz4 payload does not decompress to 'raw_size' = 26520 bytes");
+}
+
+TEST_CASE("a PtData payload that does not decompress: damage when read whole, an error where "
+          "its skipped bytes are read") {
+  // Its fields (stream 7, cpu -1, pid 1234, tid 1235, ...) and 400 bytes, compressed, without
+  // the block's last 8 bytes (and checksums over what is stored): the fields decompress, the
+  // whole does not. Only a writer could make this (damage in transit fails the checksum).
+  PtDataChunk pt;
+  pt.stream_id = 7;
+  pt.cpu = -1;
+  pt.pid = 1234;
+  pt.tid = 1235;
+  pt.stream_offset = 4096;
+  pt.data = testing::RepetitiveBytes(400);
+  std::vector<uint8_t> raw;
+  EncodePayload(Chunk(pt), raw);
+  REQUIRE(raw.size() == kPtDataFieldBytes + 400);
+  std::vector<char> packed(static_cast<size_t>(LZ4_compressBound(static_cast<int>(raw.size()))));
+  const int packed_size = LZ4_compress_default(reinterpret_cast<const char*>(raw.data()),
+                                               packed.data(), static_cast<int>(raw.size()),
+                                               static_cast<int>(packed.size()));
+  REQUIRE(packed_size > 8);
+  std::vector<uint8_t> bytes = Header(1, 0, 1, 40);
+  AppendChunk(bytes, 2, std::vector<uint8_t>(packed.begin(), packed.begin() + packed_size - 8));
+  PutLe(bytes, 40 + 6, 1, 2);                                      // lz4
+  PutLe(bytes, 40 + 16, raw.size(), 8);                            // raw_size
+  PutLe(bytes, 40 + 28, Crc32c(std::span<const uint8_t>(bytes.data() + 40, 28)), 4);
+  const std::string damage =
+      "chunk at offset 0x28: lz4 payload does not decompress to 'raw_size' = 456 bytes";
+  {
+    auto whole = ArchiveReader::FromBytes(bytes, "w");
+    REQUIRE(whole);
+    CHECK(!(*whole)->Next());
+    REQUIRE((*whole)->damage().size() == 1);
+    CHECK((*whole)->damage()[0].reason == "chunk 0 at offset 0x28: lz4 payload does not "
+                                          "decompress to 'raw_size' = 456 bytes");
+  }
+  auto skipped = ArchiveReader::FromBytes(bytes, "s");
+  REQUIRE(skipped);
+  (*skipped)->SkipData(true, false);
+  std::optional<Chunk> chunk = (*skipped)->Next();
+  REQUIRE(chunk);
+  const PtDataChunk* fields = std::get_if<PtDataChunk>(&*chunk);
+  REQUIRE(fields != nullptr);
+  CHECK(fields->stream_id == 7);
+  CHECK(fields->tid == 1235);
+  CHECK(fields->stream_offset == 4096);
+  CHECK(fields->data.empty());
+  CHECK((*skipped)->last_location().data_size == 400);
+  CHECK((*skipped)->damage().empty());
+  Result<Chunk> again = (*skipped)->ReadChunkAt(40);
+  REQUIRE(!again);
+  CHECK(again.error().message == "s: " + damage);
 }
 
 TEST_CASE("random bytes are not an archive; a valid header with random chunks is damage") {

@@ -262,8 +262,10 @@ class ArchiveReader {
   // Location of the chunk Next() returned last.
   const ChunkLocation& last_location() const { return last_location_; }
   // From now on Next() leaves PtDataChunk::data (`pt`) and BlobChunk::data (`blobs`) empty: the
-  // payload is still checked whole, but the bytes, most of an archive, are not copied out
-  // (last_location().data_size says how many there are; ReadChunkAt() reads them again).
+  // payload is still checked whole (its checksum), but the bytes, most of an archive, are not
+  // copied out (last_location().data_size says how many there are; ReadChunkAt() reads them
+  // again), and of a compressed PtData payload only the fields are decompressed (whether its
+  // bytes decompress to raw_size, ReadChunkAt checks).
   void SkipData(bool pt, bool blobs) {
     skip_pt_data_ = pt;
     skip_blob_data_ = blobs;
