@@ -499,15 +499,11 @@ TEST_CASE("an lz4 chunk claiming more than 255 times its stored size is refused 
 
 TEST_CASE("a PtData payload that does not decompress: damage when read whole, an error where "
           "its skipped bytes are read") {
-  // Its fields (stream 7, cpu -1, pid 1234, tid 1235, ...) and 400 bytes, compressed, without
-  // the block's last 8 bytes (and checksums over what is stored): the fields decompress, the
-  // whole does not. Only a writer could make this (damage in transit fails the checksum).
-  PtDataChunk pt;
-  pt.stream_id = 7;
-  pt.cpu = -1;
-  pt.pid = 1234;
-  pt.tid = 1235;
-  pt.stream_offset = 4096;
+  // EveryChunkType's PtData fields (stream 7, tid 1235, offset 4096, ...) and 400 bytes,
+  // compressed, without the block's last 8 bytes (and checksums over what is stored): the
+  // fields decompress, the whole does not. Only a writer could make this (damage in transit
+  // fails the checksum).
+  PtDataChunk pt = std::get<PtDataChunk>(testing::EveryChunkType()[1]);
   pt.data = testing::RepetitiveBytes(400);
   std::vector<uint8_t> raw;
   EncodePayload(Chunk(pt), raw);

@@ -141,6 +141,15 @@ def check_percpu_listing(args, binary, work):
     return problems
 
 
+def report(label, passed, problems):
+    """Prints a case's problems (or that it passed); 1 when it failed."""
+    for problem in problems:
+        print(f"FAIL {label}: {problem}")
+    if not problems:
+        print(f"ok   {passed}")
+    return 1 if problems else 0
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--synth", required=True)
@@ -153,25 +162,13 @@ def main():
         for binary in args.binary:
             for name, extra in VARIANTS.items():
                 for seed in SEEDS:
-                    problems = run_case(args, binary, seed, name, extra, work)
                     label = f"{os.path.basename(binary)} {name} seed {seed}"
-                    for problem in problems:
-                        print(f"FAIL {label}: {problem}")
-                    if not problems:
-                        print(f"ok   {label}")
-                    failures += bool(problems)
-        problems = check_percpu_listing(args, args.binary[0], work)
-        for problem in problems:
-            print(f"FAIL per-CPU listing: {problem}")
-        if not problems:
-            print("ok   a per-CPU listing past its memory buffer is the walk, thread by thread")
-        failures += bool(problems)
-        problems = check_long_walk_ends(args, args.binary[0], work)
-        for problem in problems:
-            print(f"FAIL long walk: {problem}")
-        if not problems:
-            print("ok   a 900 M-instruction walk ends")
-        failures += bool(problems)
+                    failures += report(label, label, run_case(args, binary, seed, name, extra, work))
+        failures += report("per-CPU listing",
+                           "a per-CPU listing past its memory buffer is the walk, thread by thread",
+                           check_percpu_listing(args, args.binary[0], work))
+        failures += report("long walk", "a 900 M-instruction walk ends",
+                           check_long_walk_ends(args, args.binary[0], work))
     print(f"{failures} failing case(s)" if failures else "all cases decode to their walks")
     return 1 if failures else 0
 
