@@ -133,6 +133,24 @@ struct TempFile {
   ~TempFile() { std::remove(path.c_str()); }
 };
 
+// The sideband of `archive` read again (ForEachSidebandRecord) from a file that holds `bytes`
+// now: the problems, how many records were visited, and the file's path (for the messages;
+// the file itself is gone when this returns).
+struct ReadAgain {
+  std::vector<fmt::SidebandProblem> problems;
+  size_t visited = 0;
+  std::string path;
+};
+ReadAgain ReadSidebandAgain(const fmt::Archive& archive, const std::vector<uint8_t>& bytes) {
+  TempFile file(bytes);
+  fmt::Archive moved = archive;
+  moved.path = file.path;
+  ReadAgain out;
+  out.path = file.path;
+  out.problems = fmt::ForEachSidebandRecord(moved, [&](perf::Record&&) { ++out.visited; });
+  return out;
+}
+
 std::vector<uint8_t> FileBytes(const std::string& path, uint64_t offset, uint64_t size) {
   std::vector<uint8_t> out(size);
   FILE* f = std::fopen(path.c_str(), "rb");
@@ -889,11 +907,7 @@ TEST_CASE("a perf.data's sideband left in the file: ranges in file order, read a
   const uint64_t at = left->sideband_ranges[1].begin + 48 * 5;
   PutLe(changed, at + 6, 40, 2);
   {
-    TempFile changed_file(changed);
-    fmt::Archive moved = *left;
-    moved.path = changed_file.path;
-    size_t visited = 0;
-    auto problems = fmt::ForEachSidebandRecord(moved, [&](perf::Record&&) { ++visited; });
+    auto [problems, visited, changed_path] = ReadSidebandAgain(*left, changed);
     CHECK(visited == records - left->sideband_ranges[1].records);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].chunk == 1);
@@ -901,7 +915,7 @@ TEST_CASE("a perf.data's sideband left in the file: ranges in file order, read a
     CHECK(problems[0].Describe() ==
           "sideband chunk 1 offset 0: read again from the data section's [" +
               std::to_string(left->sideband_ranges[1].begin) + ", " +
-              std::to_string(left->sideband_ranges[1].end) + "): " + changed_file.path +
+              std::to_string(left->sideband_ranges[1].end) + "): " + changed_path +
               ": offset " + std::to_string(at + 40) +
               ": a record of size 0, not the sideband records read there before; the file "
               "changed since it was read");
@@ -915,13 +929,10 @@ TEST_CASE("a perf.data's sideband left in the file: ranges in file order, read a
     REQUIRE(Le(bytes, aux, 4) == 71);
     std::vector<uint8_t> claims = bytes;
     PutLe(claims, aux + 8, uint64_t{1} << 62, 8);
-    TempFile claims_file(claims);
-    fmt::Archive moved = *left;
-    moved.path = claims_file.path;
-    auto problems = fmt::ForEachSidebandRecord(moved, [](perf::Record&&) {});
+    auto [problems, visited, claims_path] = ReadSidebandAgain(*left, claims);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].chunk == 0);
-    CHECK(problems[0].Describe().find(claims_file.path + ": offset " + std::to_string(aux) +
+    CHECK(problems[0].Describe().find(claims_path + ": offset " + std::to_string(aux) +
                                       ": an AUXTRACE record's trace runs past the end of the "
                                       "range, not the sideband records") != std::string::npos);
   }
@@ -930,17 +941,14 @@ TEST_CASE("a perf.data's sideband left in the file: ranges in file order, read a
   {
     std::vector<uint8_t> retyped = bytes;
     PutLe(retyped, left->sideband_ranges[2].begin + 48 * 3, 68, 4);
-    TempFile retyped_file(retyped);
-    fmt::Archive moved = *left;
-    moved.path = retyped_file.path;
-    auto problems = fmt::ForEachSidebandRecord(moved, [](perf::Record&&) {});
+    auto [problems, visited, retyped_path] = ReadSidebandAgain(*left, retyped);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].chunk == 2);
     const fmt::Archive::SidebandRange& range = left->sideband_ranges[2];
     CHECK(problems[0].Describe() ==
           "sideband chunk 2 offset 0: read again from the data section's [" +
               std::to_string(range.begin) + ", " + std::to_string(range.end) + "): " +
-              retyped_file.path + ": offset " + std::to_string(range.begin) + ": " +
+              retyped_path + ": offset " + std::to_string(range.begin) + ": " +
               std::to_string(range.records - 1) + " records of " + std::to_string(range.bytes - 48) +
               " bytes in the range, not the sideband records read there before; the file changed "
               "since it was read");
@@ -950,15 +958,11 @@ TEST_CASE("a perf.data's sideband left in the file: ranges in file order, read a
   {
     const uint64_t cut = left->sideband_ranges[2].begin + 1000;
     std::vector<uint8_t> head(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(cut));
-    TempFile cut_file(head);
-    fmt::Archive moved = *left;
-    moved.path = cut_file.path;
-    size_t visited = 0;
-    auto problems = fmt::ForEachSidebandRecord(moved, [&](perf::Record&&) { ++visited; });
+    auto [problems, visited, cut_path] = ReadSidebandAgain(*left, head);
     CHECK(visited == left->sideband_ranges[0].records + left->sideband_ranges[1].records);
     REQUIRE(problems.size() == 1);
     CHECK(problems[0].chunk == 2);
-    CHECK(problems[0].Describe().find(cut_file.path + ": offset " + std::to_string(cut) +
+    CHECK(problems[0].Describe().find(cut_path + ": offset " + std::to_string(cut) +
                                       ": the file ends there") != std::string::npos);
   }
   // Gone: every chunk unread, in one problem.

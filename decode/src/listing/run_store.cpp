@@ -8,19 +8,9 @@
 #include <cstring>
 
 #include "temp_file.h"
+#include "varint.h"
 
 namespace ptscope::decode {
-namespace {
-
-constexpr size_t kMaxVarintBytes = 10;
-
-inline uint64_t Zigzag(uint64_t delta) {
-  return (delta << 1) ^ static_cast<uint64_t>(static_cast<int64_t>(delta) >> 63);
-}
-inline uint64_t Unzigzag(uint64_t v) { return (v >> 1) ^ (~(v & 1) + 1); }
-
-}  // namespace
-
 RunStore::~RunStore() {
   if (fd_ >= 0) close(fd_);
 }
@@ -38,13 +28,8 @@ void RunStore::Add(uint32_t tid, uint64_t time_ns, std::span<const uint64_t> add
     buffer_.resize(start + (last - first) * kMaxVarintBytes);
     uint8_t* p = buffer_.data() + start;
     for (size_t i = first; i < last; ++i) {
-      uint64_t v = Zigzag(addresses[i] - previous);  // modulo 2^64: exact both ways
+      p = PutVarint(p, Zigzag(addresses[i] - previous));  // modulo 2^64: exact both ways
       previous = addresses[i];
-      while (v >= 0x80) {
-        *p++ = static_cast<uint8_t>(v | 0x80);
-        v >>= 7;
-      }
-      *p++ = static_cast<uint8_t>(v);
     }
     buffer_.resize(static_cast<size_t>(p - buffer_.data()));
   }
@@ -90,17 +75,10 @@ Status RunStore::Load(const RunRef& run) {
   uint64_t previous = 0;
   for (uint64_t& address : addresses_) {
     uint64_t v = 0;
-    int shift = 0;
-    for (;;) {
-      if (p == end || shift > 63) {
-        return Unexpected(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
-                                         " changed under the decode (a run at offset " +
-                                         std::to_string(run.offset) + " does not decode)");
-      }
-      const uint8_t byte = *p++;
-      v |= static_cast<uint64_t>(byte & 0x7f) << shift;
-      shift += 7;
-      if (byte < 0x80) break;
+    if ((p = GetVarint<true>(p, end, &v)) == nullptr) {
+      return Unexpected(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
+                                       " changed under the decode (a run at offset " +
+                                       std::to_string(run.offset) + " does not decode)");
     }
     previous += Unzigzag(v);
     address = previous;

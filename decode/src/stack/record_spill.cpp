@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "temp_file.h"
+#include "varint.h"
 
 namespace ptscope::decode {
 namespace {
@@ -31,45 +32,9 @@ static_assert(static_cast<uint8_t>(FrameId::Kind::kInlined) < kSameFrame,
               "every frame kind needs a value in the tag besides 'same frame'");
 static_assert(static_cast<uint8_t>(Type::kInstant) <= kTypeMask);
 
-inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<uint8_t>(v) | 0x80;
-    v >>= 7;
-  }
-  *p++ = static_cast<uint8_t>(v);
-  return p;
-}
-
-// Reads a varint from [p, end): null when it runs past `end` or past 10 bytes (bad bytes).
-// kChecked false: the caller knows that 10 bytes are there.
-template <bool kChecked>
-inline const uint8_t* GetVarint(const uint8_t* p, const uint8_t* end, uint64_t* v) {
-  if (kChecked && p == end) [[unlikely]] return nullptr;
-  uint64_t b = *p++;
-  if (b < 0x80) [[likely]] {
-    *v = b;
-    return p;
-  }
-  uint64_t result = b & 0x7f;
-  for (unsigned shift = 7;; shift += 7) {
-    if ((kChecked && p == end) || shift >= 70) [[unlikely]] return nullptr;
-    b = *p++;
-    result |= (b & 0x7f) << shift;  // the 10th byte's high bits fall off: modulo 2^64
-    if (b < 0x80) break;
-  }
-  *v = result;
-  return p;
-}
-
 // The most bytes Decode reads for one record, valid or not: tag, flags and 5 varints of at most
 // 10 bytes. While that many are left, no read can pass the end: it is tested once per record.
 constexpr size_t kMaxRecordRead = 2 + 5 * 10;
-
-// Addresses go up and down: the sign in the low bit keeps small steps either way small.
-inline uint64_t Zigzag(uint64_t delta) {
-  return (delta << 1) ^ static_cast<uint64_t>(static_cast<int64_t>(delta) >> 63);
-}
-inline uint64_t Unzigzag(uint64_t v) { return (v >> 1) ^ (~(v & 1) + 1); }
 
 }  // namespace
 

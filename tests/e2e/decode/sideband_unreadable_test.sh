@@ -26,43 +26,35 @@ capture=$tmp/percpu.ptar
 "$pt_synth" -o "$capture" --binary "$binary" --instructions 3000000 --seed 2 --threads 3 \
   --cpus 2 --timeslice 500 > /dev/null 2>&1 || fail "pt-synth failed"
 
-# Under strace without a fault: complete.
-strace -f -P "$capture" -e trace=openat -o "$tmp/opens" \
-  "$pt_decode" -j1 "$capture" -o "$tmp/whole.pftrace" 2> "$tmp/whole.err"
-status=$?
-[ $status -eq 0 ] || { cat "$tmp/whole.err"; fail "exit $status without a fault, not 0"; }
-[ "$(grep -c 'openat(' "$tmp/opens")" -ge 3 ] || fail "pt-decode opened the archive fewer than 3 times"
+# check_unreadable FILE LABEL CHUNKS COUNTED: FILE decodes complete under strace without a fault
+# (exit 0, opened at least 3 times); with its third open failing, exit 1, a note naming the
+# sideband chunks CHUNKS ("0 to 6") and why, a note counting them (COUNTED: "7 sideband chunks")
+# and the status line's reason. LABEL starts each failure.
+check_unreadable() {
+  local file=$1 label=$2 chunks=$3 counted=$4 status
+  local out=$tmp/$(basename "$file")
+  strace -f -P "$file" -e trace=openat -o "$out.opens" \
+    "$pt_decode" -j1 "$file" -o "$out.whole.pftrace" 2> "$out.whole.err"
+  status=$?
+  [ $status -eq 0 ] || { cat "$out.whole.err"; fail "$label: exit $status without a fault, not 0"; }
+  [ "$(grep -c 'openat(' "$out.opens")" -ge 3 ] || fail "$label: pt-decode opened it fewer than 3 times"
+  # The third open fails: the sideband cannot be read again.
+  strace -f -P "$file" -e trace=openat -e inject=openat:error=EACCES:when=3 -o /dev/null \
+    "$pt_decode" -j1 "$file" -o "$out.gone.pftrace" 2> "$out.gone.err"
+  status=$?
+  cat "$out.gone.err"
+  [ $status -eq 1 ] || fail "$label: exit $status with the sideband unreadable, not 1"
+  grep -qF "note: sideband chunk 0 offset 0: cannot read the sideband again (chunks $chunks): $file: cannot open: Permission denied: skipped" "$out.gone.err" ||
+    fail "$label: no note names the sideband chunks and why they could not be read"
+  grep -qF "note: $counted of $file could not be read again" "$out.gone.err" ||
+    fail "$label: no note counts the unread sideband chunks"
+  grep -q "status: FAILED (exit 1): .*its sideband could not all be read again" "$out.gone.err" ||
+    fail "$label: the status line does not give the unread sideband as a reason"
+}
 
-# The third open fails: the sideband cannot be read again.
-strace -f -P "$capture" -e trace=openat -e inject=openat:error=EACCES:when=3 -o /dev/null \
-  "$pt_decode" -j1 "$capture" -o "$tmp/gone.pftrace" 2> "$tmp/gone.err"
-status=$?
-cat "$tmp/gone.err"
-[ $status -eq 1 ] || fail "exit $status with the sideband unreadable, not 1"
-grep -qF "note: sideband chunk 0 offset 0: cannot read the sideband again (chunks 0 to 6): $capture: cannot open: Permission denied: skipped" "$tmp/gone.err" ||
-  fail "no note names the sideband chunks and why they could not be read"
-grep -qF "note: 7 sideband chunks of $capture could not be read again" "$tmp/gone.err" ||
-  fail "no note counts the unread sideband chunks"
-grep -q "status: FAILED (exit 1): .*its sideband could not all be read again" "$tmp/gone.err" ||
-  fail "the status line does not give the unread sideband as a reason"
-
+check_unreadable "$capture" .ptar "0 to 6" "7 sideband chunks"
 # The perf.data: one range of sideband records (a chunk), read again by the third open.
 data=$tmp/percpu.data
 "$pt_archive" export-perf "$capture" -o "$data" 2> /dev/null || fail "export-perf failed"
-strace -f -P "$data" -e trace=openat -o "$tmp/data-opens" \
-  "$pt_decode" -j1 "$data" -o "$tmp/data-whole.pftrace" 2> "$tmp/data-whole.err"
-status=$?
-[ $status -eq 0 ] || { cat "$tmp/data-whole.err"; fail "perf.data: exit $status without a fault, not 0"; }
-[ "$(grep -c 'openat(' "$tmp/data-opens")" -ge 3 ] || fail "pt-decode opened the perf.data fewer than 3 times"
-strace -f -P "$data" -e trace=openat -e inject=openat:error=EACCES:when=3 -o /dev/null \
-  "$pt_decode" -j1 "$data" -o "$tmp/data-gone.pftrace" 2> "$tmp/data-gone.err"
-status=$?
-cat "$tmp/data-gone.err"
-[ $status -eq 1 ] || fail "perf.data: exit $status with the sideband unreadable, not 1"
-grep -qF "note: sideband chunk 0 offset 0: cannot read the sideband again (chunks 0 to 0): $data: cannot open: Permission denied: skipped" "$tmp/data-gone.err" ||
-  fail "perf.data: no note names the sideband range and why it could not be read"
-grep -qF "note: 1 sideband chunk of $data could not be read again" "$tmp/data-gone.err" ||
-  fail "perf.data: no note counts the unread sideband chunk"
-grep -q "status: FAILED (exit 1): .*its sideband could not all be read again" "$tmp/data-gone.err" ||
-  fail "perf.data: the status line does not give the unread sideband as a reason"
+check_unreadable "$data" perf.data "0 to 0" "1 sideband chunk"
 echo "ok: .ptar and perf.data: complete without a fault; exit 1 with the notes and the reason when the sideband cannot be read again"
