@@ -164,6 +164,14 @@ class CodeFacts {
     (void)pid, (void)address, (void)time_ns;
     return {};
   }
+  // Whether `address` is where a process starts: the entry point (e_entry) of the file mapped
+  // there, which a process runs first when that file is its program or its interpreter. A
+  // thread whose trace starts there has no caller (stack/stack_tracker.h, Buffering). Default:
+  // no address is.
+  virtual bool IsProgramEntry(uint32_t pid, uint64_t address, uint64_t time_ns) {
+    (void)pid, (void)address, (void)time_ns;
+    return false;
+  }
   // Whether `address` lies in a named function (for the summary's symbolized share), and the
   // range [*start, *end) around it for which the answer holds ([address, address + 1) outside
   // every mapping).

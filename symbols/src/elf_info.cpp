@@ -60,6 +60,7 @@ Result<ElfInfo> ReadElfInfo(const std::string& path) {
     return Unexpected(Errc::kBadMagic, path + ": not a 64-bit little-endian ELF file");
   }
   ElfInfo info;
+  info.entry = elf->getELFFile().getHeader().e_entry;
   auto headers = elf->getELFFile().program_headers();
   if (!headers) {
     return Unexpected(Errc::kCorrupt,

@@ -43,8 +43,12 @@ class FakeNamer : public CodeFacts, public FrameNamer {
   uint64_t FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   // The AddInlined frames' count at `address` (not counted in name_calls).
   uint32_t InlineDepth(uint32_t pid, uint64_t address, uint64_t time_ns) override;
+  bool IsProgramEntry(uint32_t, uint64_t address, uint64_t) override {
+    return program_entry != 0 && address == program_entry;
+  }
 
   std::map<uint64_t, int> name_calls;  // address -> number of Name() calls
+  uint64_t program_entry = 0;          // IsProgramEntry's address (0: none)
 
  private:
   const FakeFunction* Find(uint64_t address) const;

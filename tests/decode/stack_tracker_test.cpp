@@ -714,6 +714,171 @@ TEST_CASE("a spill file that cannot be created keeps the records in memory, same
   CHECK(spill.error().empty());
 }
 
+// A sole writer holds back only settled_records once a written-out frame is open: the same
+// slices, instants and counts (but for flushes at the bound: only the first of each stretch
+// changes where later callers start, and only those are counted), with or without a spill.
+TEST_CASE("a sole writer writes settled records early and changes no slice, instant or count") {
+  uint64_t end = 0;
+  const std::vector<FlowEvent> events = RandomEvents(4242, 20000, &end);
+  int settled_runs = 0;
+  for (size_t bound : {size_t{5}, size_t{300}, size_t{1} << 20}) {
+    StackTrackerOptions options;
+    options.max_depth = 8;
+    options.max_buffered_events = bound;
+    const auto [tree, stats] = TreeOf(events, options, end);
+    for (size_t settled : {size_t{1}, size_t{3}, size_t{4096}}) {
+      for (bool spilled : {false, true}) {
+        CAPTURE(bound);
+        CAPTURE(settled);
+        CAPTURE(spilled);
+        RecordSpill spill(2, 0, 0);
+        StackTrackerOptions sole = options;
+        sole.sole_writer = true;
+        sole.settled_records = settled;
+        if (spilled) sole.spill = &spill;
+        const auto [sole_tree, sole_stats] = TreeOf(events, sole, end);
+        CHECK(sole_tree == tree);
+        for (size_t i = 0; i < kStatCount; ++i) {
+          if (static_cast<Stat>(i) == Stat::kBufferFlushesAtBound) continue;
+          CAPTURE(i);
+          CHECK(sole_stats[static_cast<Stat>(i)] == stats[static_cast<Stat>(i)]);
+        }
+        CHECK(sole_stats[Stat::kBufferFlushesAtBound] <= stats[Stat::kBufferFlushesAtBound]);
+        if (sole_stats[Stat::kBufferFlushesAtBound] < stats[Stat::kBufferFlushesAtBound]) {
+          ++settled_runs;  // records were written early: the case under test happened
+        }
+        CHECK(spill.error().empty());
+      }
+    }
+  }
+  // Bound 5, every settled size, with and without a spill (300 records are seldom held twice in
+  // a row between these events' gaps and re-anchors).
+  CHECK(settled_runs >= 6);
+}
+
+// Counts the records that reached it (through the default WriteRecords: one call each).
+class CountingSink : public testing::TreeSink {
+ public:
+  using TreeSink::TreeSink;
+  void Begin(const ThreadKey& thread, uint64_t time_ns, const FrameId& frame,
+             bool inferred) override {
+    ++received;
+    TreeSink::Begin(thread, time_ns, frame, inferred);
+  }
+  void End(const ThreadKey& thread, uint64_t time_ns) override {
+    ++received;
+    TreeSink::End(thread, time_ns);
+  }
+  size_t received = 0;
+};
+
+// main stays open under 200 calls of a (each a Begin and an End): after the first flush at the
+// bound of 64, a sole writer holds at most settled_records (4) and one event's records back;
+// another tracker holds up to 64 again, and both give the same tree.
+TEST_CASE("once its bottom frame is written out, a sole writer holds back only settled records") {
+  for (bool sole_writer : {false, true}) {
+    CAPTURE(sole_writer);
+    StackTrackerOptions options;
+    options.max_buffered_events = 64;
+    options.settled_records = 4;
+    options.sole_writer = sole_writer;
+    FakeNamer namer(Functions());
+    CountingSink sink(namer);
+    StackTracker tracker(ThreadKey{7, 8}, namer, sink, options);
+    tracker.OnEvent(Enable(0, 0x1000));
+    size_t made = 0, most_held_after_first_write = 0;
+    uint64_t t = 0;
+    for (int i = 0; i < 200; ++i) {
+      tracker.OnEvent(Call(t += 10, 0x1010, 0x2000));
+      tracker.OnEvent(Ret(t += 10, 0x2050, 0x1015));
+      made = 1 + 2 * (i + 1);  // main's inferred Begin, then a's Begin and End
+      if (sink.received > 0) {
+        most_held_after_first_write = std::max(most_held_after_first_write, made - sink.received);
+      }
+    }
+    CHECK(sink.received > 0);
+    if (sole_writer) {
+      CHECK(most_held_after_first_write <= 4 + 2);
+      CHECK(tracker.stats()[Stat::kBufferFlushesAtBound] == 1);
+    } else {
+      CHECK(most_held_after_first_write >= 60);
+      CHECK(tracker.stats()[Stat::kBufferFlushesAtBound] == 6);
+    }
+    tracker.Finish(t + 10);
+    CHECK(sink.received == made + 1);  // and main's End
+    CHECK(sink.violations.empty());
+    std::string expected = "main* 0-" + std::to_string(t + 10) + "\n";
+    for (uint64_t call = 10; call < t; call += 20) {
+      expected += "  a " + std::to_string(call) + "-" + std::to_string(call + 10) + "\n";
+    }
+    CHECK(sink.Tree() == expected);
+  }
+}
+
+// A thread that starts at its program's entry point has no caller to infer: a sole writer writes
+// its bottom frame at once and holds back only settled records from then on (another tracker
+// holds everything back to the bound); the tree is the same.
+TEST_CASE("a thread started at its program's entry is written out from its first frame on") {
+  for (bool sole_writer : {false, true}) {
+    CAPTURE(sole_writer);
+    StackTrackerOptions options;
+    options.settled_records = 4;
+    options.sole_writer = sole_writer;
+    FakeNamer namer(Functions());
+    namer.program_entry = 0x1000;
+    CountingSink sink(namer);
+    StackTracker tracker(ThreadKey{7, 8}, namer, sink, options);
+    tracker.OnEvent(Enable(0, 0x1000));
+    size_t most_held = 0;
+    uint64_t t = 0;
+    for (int i = 0; i < 200; ++i) {
+      tracker.OnEvent(Call(t += 10, 0x1010, 0x2000));
+      tracker.OnEvent(Ret(t += 10, 0x2050, 0x1015));
+      most_held = std::max(most_held, 1 + 2 * (i + 1) - sink.received);
+    }
+    if (sole_writer) {
+      CHECK(most_held <= 4 + 2);
+    } else {
+      CHECK(sink.received == 0);
+    }
+    CHECK(tracker.stats()[Stat::kBufferFlushesAtBound] == 0);
+    tracker.Finish(t + 10);
+    CHECK(sink.violations.empty());
+    std::string expected = "main* 0-" + std::to_string(t + 10) + "\n";
+    for (uint64_t call = 10; call < t; call += 20) {
+      expected += "  a " + std::to_string(call) + "-" + std::to_string(call + 10) + "\n";
+    }
+    CHECK(sink.Tree() == expected);
+  }
+}
+
+// Were the entry's frame to return all the same, its caller starts at that return, as after a
+// flush at the bound ("past the buffer bound, ..." above), instead of wrapping the thread.
+TEST_CASE("an entry frame that returns all the same gets a caller from that return on") {
+  StackTrackerOptions options;
+  options.sole_writer = true;
+  Harness h(options);
+  h.namer.program_entry = 0x3000;
+  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
+               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
+               End(60)}) ==
+        "b* 0-50\n"
+        "  c 10-20\n"
+        "  d 30-40\n"
+        "a* 50-60\n");
+  CHECK(h.tracker.stats()[Stat::kBufferFlushesAtBound] == 0);
+  // Entered elsewhere, the same thread's first frame is wrapped in its caller.
+  Harness other(options);
+  other.namer.program_entry = 0x3010;
+  CHECK(other.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
+                   Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
+                   End(60)}) ==
+        "a* 0-60\n"
+        "  b* 0-50\n"
+        "    c 10-20\n"
+        "    d 30-40\n");
+}
+
 // Property: whatever the event sequence, slices nest, close, never exceed max_depth, and times
 // never go back. A fixed-seed generator keeps it deterministic.
 TEST_CASE("random event sequences always give a well-formed slice stream") {

@@ -41,6 +41,14 @@ std::string ReadelfBuildId(const std::string& path) {
   return out.substr(at + 10, end - at - 10);
 }
 
+// The ELF header's entry point as readelf prints it ("Entry point address: 0x..."), 0 if none.
+uint64_t ReadelfEntry(const std::string& path) {
+  std::string out = Run("readelf -h '" + path + "'");
+  size_t at = out.find("Entry point address:");
+  if (at == std::string::npos) return 0;
+  return std::strtoull(out.c_str() + at + 20, nullptr, 16);
+}
+
 // Address of a symbol as nm prints it (exact name match on the demangled form).
 uint64_t NmAddress(const std::string& path, const std::string& name) {
   std::string out = Run("nm -C '" + path + "'");
@@ -75,6 +83,9 @@ TEST_CASE("ELF facts of the test binary match readelf") {
   CHECK(elf->has_symtab);
   CHECK(elf->has_debug_info);
   CHECK_FALSE(elf->code_is_nobits);
+  CHECK(elf->entry != 0);
+  CHECK(elf->entry == ReadelfEntry(prog));
+  CHECK(elf->entry == NmAddress(prog, "_start"));
   CHECK(ReadElfInfo("/etc/passwd").error().code == Errc::kBadMagic);
 }
 

@@ -114,8 +114,11 @@ void ThreadAssembler::Consume(size_t index, const WorkUnit& work, UnitEvents& ev
     feed_stream_ = work.stream;
     feed_piece_ = SIZE_MAX;
     BeginThread(stream);
-    feed_ = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, stream.triggers,
-                                         tracker_options_);
+    // Per-thread streams are fed one after another: the thread's trackers are their sinks'
+    // only writers (StackTrackerOptions::sole_writer), unlike per-CPU threads (CpuThreads).
+    StackTrackerOptions options = tracker_options_;
+    options.sole_writer = true;
+    feed_ = std::make_unique<ThreadFeed>(stream.key, code_, sinks_, stream.triggers, options);
   }
   if (work.piece != feed_piece_) {
     feed_piece_ = work.piece;

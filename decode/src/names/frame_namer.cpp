@@ -181,6 +181,14 @@ const FrameName& SymbolsFrameNamer::NameLocked(uint32_t pid, uint64_t address, u
   return name;
 }
 
+bool SymbolsFrameNamer::IsProgramEntry(uint32_t pid, uint64_t address, uint64_t time_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (JitName(pid, address, time_ns)) return false;
+  const Location location = Locate(pid, address, time_ns);
+  return location.code_elf != nullptr && location.has_vaddr && location.code_elf->entry != 0 &&
+         location.vaddr == location.code_elf->entry;
+}
+
 uint64_t SymbolsFrameNamer::FunctionStart(uint32_t pid, uint64_t address, uint64_t time_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t* cached = starts_.TryEmplace(PidAddress{pid, address}).first;

@@ -36,6 +36,8 @@ class SymbolsFrameNamer : public CodeFacts, public FrameNamer {
   // address alone in JIT memory.
   bool InNamedCode(uint32_t pid, uint64_t address, uint64_t time_ns, uint64_t* start,
                    uint64_t* end) override;
+  // The e_entry of the code file mapped at `address` (not of JIT code or the vDSO).
+  bool IsProgramEntry(uint32_t pid, uint64_t address, uint64_t time_ns) override;
   // Names JIT code (jitdump, then perf map) outside file-backed mappings.
   void SetJitCode(const symbols::JitCodeStore* jit) { jit_ = jit; }
   // One summary note per module whose code ran without symbols (named module+offset), saying

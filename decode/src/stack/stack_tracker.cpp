@@ -90,6 +90,7 @@ StackTracker::StackTracker(ThreadKey thread, CodeFacts& code, SliceSink& sink,
                            StackTrackerOptions options)
     : thread_(thread), code_(code), sink_(sink), options_(options) {
   if (options_.max_buffered_events == 0) options_.max_buffered_events = 1;
+  if (options_.settled_records == 0) options_.settled_records = 1;
   flush_at_ = options_.max_buffered_events;
   if (sink_.WantsEveryLevel()) options_.max_depth = UINT32_MAX;
 }
@@ -136,9 +137,27 @@ bool StackTracker::MayTouch(const FlowEvent& e, size_t size) {
 
 // Out of line: the call to Flush would make OnEvent save registers for every event.
 void StackTracker::FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t) {
-  ++stats_[Stat::kBufferFlushesAtBound];
-  Flush();
+  FlushBetweenEvents();
   Dispatch(e, t);
+}
+
+void StackTracker::FlushBetweenEvents() {
+  if (entry_pending_) {
+    // Until the bottom frame is open (the first event opens it), flush_at_ stays 0.
+    if (stack_.empty() && adopted_open_ == 0) return;
+  } else if (!Settled()) {
+    // Only a flush at the bound itself changes where callers found later start.
+    ++stats_[Stat::kBufferFlushesAtBound];
+  }
+  Flush();
+}
+
+void StackTracker::CheckProgramEntry(const FlowEvent& e) {
+  const uint64_t ip = e.kind == FlowEvent::Kind::kEnable ? e.to : e.from;
+  if (ip != 0 && code_.IsProgramEntry(thread_.pid, ip, e.time_ns)) {
+    entry_pending_ = true;
+    flush_at_ = 0;
+  }
 }
 
 void StackTracker::OnLeave(const FlowEvent& e, uint64_t t) {
@@ -541,7 +560,13 @@ void StackTracker::SpillBuffer() {
   buffer_slots_ = buffer_.size();
   spilled_ += buffer_size_;
   buffer_size_ = 0;
-  flush_at_ = spilled_ < options_.max_buffered_events ? options_.max_buffered_events - spilled_ : 0;
+  const size_t limit = HoldBackLimit();
+  flush_at_ = spilled_ < limit ? limit - spilled_ : 0;
+}
+
+size_t StackTracker::HoldBackLimit() const {
+  return Settled() ? std::min(options_.settled_records, options_.max_buffered_events)
+                   : options_.max_buffered_events;
 }
 
 template <typename Out>
@@ -599,14 +624,15 @@ void StackTracker::Flush() {
     SendBatch();
   }
   // Only now are texts_ cleared and the spilled blocks released: instants point into them.
+  entry_pending_ = false;
   inferred_prefix_.clear();
   ReleaseHeld();
   spilled_ = 0;
-  flush_at_ = options_.max_buffered_events;
   buffer_size_ = 0;
   buffer_depth_ = buffer_depth_max_ = buffer_depth_min_ = 0;
   texts_.clear();
   written_open_ = stack_.size() + adopted_open_;
+  flush_at_ = HoldBackLimit();
   anchor_time_ = last_time_;
   anchor_position_ = position_;
 }

@@ -46,6 +46,19 @@
 // RecordSpill, which keeps it as it is, or encoded (3 to 4 bytes a record instead of 32), in
 // memory up to its byte budgets, past them in a temporary file; the blocks come back, in order,
 // at the flush (record_spill.h). The output is the same.
+// Once a frame written out is still open (written_open_ > 0: after a flush at the bound), no
+// inferred caller can wrap what is buffered any more: the stack must first empty, and the last
+// written frame's close flushes (NoteClosed), so a caller found later starts after it. A tracker
+// that is its sink's only writer while it runs (options.sole_writer: a per-thread stream's,
+// whose threads are fed one after another) then holds back only options.settled_records
+// records instead of the bound's: the same records in the same order, read back from cache
+// instead of memory (or the RecordSpill's file). Where several trackers share a sink at once (a
+// per-CPU capture's threads), when each writes decides how their packets interleave in the
+// output, so they keep to the bound and the output stays what it was.
+// A sole writer's thread whose first event is at its program's entry point (CodeFacts::
+// IsProgramEntry: a process traced from its exec) has no caller to infer: its bottom frame is
+// written out as soon as it is open, and it is settled from the start. (Were that frame to
+// return all the same, its caller would start there, as after a flush at the bound.)
 //
 // Depth: nesting is capped at options.max_depth emitted levels; deeper frames are tracked (so
 // returns stay correct) but not emitted, and when the stack comes back an instant says how many
@@ -79,6 +92,11 @@ struct StackTrackerOptions {
   size_t max_buffered_events = 1u << 20;    // slice records held back for inferred callers
   bool inlined_frames = true;               // symbolize call sites for inlined frames
   RecordSpill* spill = nullptr;             // where held-back records past a block wait
+  bool sole_writer = false;                 // no other tracker writes to the sink meanwhile
+  // What a sole writer holds back once nothing buffered can be wrapped: 128 KiB of records, so
+  // a flush's few fixed costs are small beside them and they are still in L2 when the sink
+  // reads them.
+  size_t settled_records = 4096;
 };
 
 class StackTracker {
@@ -185,6 +203,11 @@ class StackTracker {
   // handlers stay out of line (noinline): the loop keeps its registers across one call.
   void Dispatch(const FlowEvent& e, uint64_t t);
   [[gnu::noinline]] void FlushAtBoundThenDispatch(const FlowEvent& e, uint64_t t);
+  // Between events, once buffer_size_ reached flush_at_: a flush at the bound, a settled one,
+  // or the write-out of a program entry's bottom frame (Buffering, above).
+  void FlushBetweenEvents();
+  // At the thread's first event: whether it starts at its program's entry point.
+  [[gnu::noinline]] void CheckProgramEntry(const FlowEvent& e);
   // OnCall, OnReturn and OnJump handle the common case (a known call site calling its usual callee; a
   // return to the top frame's return address) without a call of their own, so that they save no
   // registers; anything else goes on (a tail call) to the general handler (OnCallSlow ...), which
@@ -272,6 +295,11 @@ class StackTracker {
   void GrowBuffer();
   // Moves buffer_'s whole blocks to the RecordSpill (which always takes them).
   void SpillBuffer();
+  // How many records are held back before a flush: options_.max_buffered_events, or once
+  // nothing buffered can be wrapped any more (Buffering, above) options_.settled_records.
+  size_t HoldBackLimit() const;
+  // Whether this sole writer has a written-out frame open (nothing buffered can be wrapped).
+  bool Settled() const { return options_.sole_writer && written_open_ > 0; }
   // Whether writing buffer_ (after the inferred prefix) would neither fold nor drop a record.
   bool BufferPassesDepthCap() const;
   // Applies the depth cap and queues the record for the sink.
@@ -291,6 +319,9 @@ class StackTracker {
   uint64_t position_ = 0;        // instructions retired so far (sum of FlowEvent::insn_count)
   uint64_t anchor_position_ = 0; // position_ at the anchor
   bool anchored_ = false;        // anchor_time_ is set (first event seen)
+  // The thread started at its program's entry point and its bottom frame is not yet written out
+  // (flush_at_ is 0 meanwhile: every event asks FlushBetweenEvents).
+  bool entry_pending_ = false;
   size_t written_open_ = 0;      // bottom frames whose Begin was already written to the sink
 
   // The buffered records are buffer_[0, buffer_size_): Emit fills slots that already exist
@@ -357,6 +388,7 @@ class StackTracker {
     anchored_ = true;
     anchor_time_ = t;
     anchor_position_ = position_before;  // the instructions before it ran in the first frame
+    if (options_.sole_writer) CheckProgramEntry(e);
   } else if (t < last_time_) [[unlikely]] {
     t = last_time_;
     ++stats_[Stat::kClampedTimes];

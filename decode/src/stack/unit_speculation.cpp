@@ -170,10 +170,7 @@ void StackTracker::AdoptEvent(const FlowEvent& e, size_t index) {
   // worker's records.
   position_ += e.insn_count;
   last_time_ = e.time_ns;
-  if (buffer_size_ >= flush_at_) [[unlikely]] {
-    ++stats_[Stat::kBufferFlushesAtBound];
-    Flush();
-  }
+  if (buffer_size_ >= flush_at_) [[unlikely]] FlushBetweenEvents();
   for (size_t i = adopted_records_; i < se.records_end; ++i) {
     if (buffer_size_ == buffer_slots_) [[unlikely]] GrowBuffer();
     Record& r = buffer_.data()[buffer_size_++];

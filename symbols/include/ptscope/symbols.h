@@ -35,6 +35,7 @@ struct LoadSegment {
 struct ElfInfo {
   std::vector<uint8_t> build_id;       // empty when the file has no NT_GNU_BUILD_ID note
   std::vector<LoadSegment> segments;   // PT_LOAD, in file order
+  uint64_t entry = 0;                  // e_entry: where a process running this file starts
   bool has_symtab = false;             // .symtab present (not stripped)
   bool has_debug_info = false;         // .debug_info present
   bool code_is_nobits = false;         // .text is SHT_NOBITS: a separate debug file
