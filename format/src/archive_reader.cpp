@@ -399,18 +399,19 @@ std::optional<Chunk> ArchiveReader::Next() {
 }
 
 Result<Chunk> ArchiveReader::ReadChunkAt(uint64_t offset) {
-  std::string where = name_ + ": chunk at offset " + HexAddress(offset);
+  // Made only for an error: every PT chunk is read here once more as it is decoded.
+  auto where = [&] { return name_ + ": chunk at offset " + HexAddress(offset); };
   if (offset >= size_ || offset % 8 != 0) {
-    return MakeError(Errc::kCorrupt, where + ": no chunk starts there (offset past the end, or "
-                                             "unaligned)");
+    return MakeError(Errc::kCorrupt, where() + ": no chunk starts there (offset past the end, or "
+                                               "unaligned)");
   }
   ChunkOutcome outcome = ReadChunk(offset, false, false);
   while (outcome.kind == ChunkOutcome::kShrunk) outcome = ReadChunk(offset, false, false);
   if (outcome.kind == ChunkOutcome::kIntact) return std::move(*outcome.chunk);
   if (outcome.kind == ChunkOutcome::kSkipped) {
-    return MakeError(Errc::kCorrupt, where + ": a chunk of a type this version does not know");
+    return MakeError(Errc::kCorrupt, where() + ": a chunk of a type this version does not know");
   }
-  return MakeError(outcome.code, where + ": " + outcome.what);
+  return MakeError(outcome.code, where() + ": " + outcome.what);
 }
 
 std::string DescribeDamage(const std::vector<Damage>& damage) {

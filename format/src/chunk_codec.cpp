@@ -207,18 +207,22 @@ void EncodePayload(const Chunk& chunk, std::vector<uint8_t>& out) {
 Result<Chunk> DecodePayload(ChunkType type, std::span<const uint8_t> payload,
                             const DataHandling& data) {
   ByteReader r(payload);
-  Result<Chunk> chunk = MakeError(Errc::kCorrupt, "unknown chunk type");
-  switch (type) {
-    case ChunkType::kMetadata: chunk = Decode(r, MetadataChunk{}); break;
-    case ChunkType::kPtData: chunk = Decode(r, PtDataChunk{}, data); break;
-    case ChunkType::kSidebandAttr: chunk = Decode(r, SidebandAttrChunk{}); break;
-    case ChunkType::kSideband: chunk = Decode(r, SidebandChunk{}); break;
-    case ChunkType::kModule: chunk = Decode(r, ModuleChunk{}); break;
-    case ChunkType::kBlob: chunk = Decode(r, BlobChunk{}, data); break;
-    case ChunkType::kMarker: chunk = Decode(r, MarkerChunk{}); break;
-    case ChunkType::kTimeSync: chunk = Decode(r, TimeSyncChunk{}); break;
-    case ChunkType::kEnd: chunk = Decode(r, EndChunk{}); break;
-  }
+  // Each case returns its own Result (no error made up front and assigned over: a PT chunk's
+  // decode runs once per chunk at open and again at its decode).
+  Result<Chunk> chunk = [&]() -> Result<Chunk> {
+    switch (type) {
+      case ChunkType::kMetadata: return Decode(r, MetadataChunk{});
+      case ChunkType::kPtData: return Decode(r, PtDataChunk{}, data);
+      case ChunkType::kSidebandAttr: return Decode(r, SidebandAttrChunk{});
+      case ChunkType::kSideband: return Decode(r, SidebandChunk{});
+      case ChunkType::kModule: return Decode(r, ModuleChunk{});
+      case ChunkType::kBlob: return Decode(r, BlobChunk{}, data);
+      case ChunkType::kMarker: return Decode(r, MarkerChunk{});
+      case ChunkType::kTimeSync: return Decode(r, TimeSyncChunk{});
+      case ChunkType::kEnd: return Decode(r, EndChunk{});
+    }
+    return MakeError(Errc::kCorrupt, "unknown chunk type");
+  }();
   if (chunk && !r.ok()) {
     return MakeError(Errc::kCorrupt, std::string(ChunkTypeName(type)) + " payload: " +
                                          r.FailureText());
