@@ -370,13 +370,18 @@ TEST_CASE("a return that matches no frame re-anchors the stack") {
   CHECK(h.tracker.stats()[Stat::kReanchors] == 1);
 }
 
+// b (entered at 0x3000) calls c and d, then returns into a, which the trace never showed.
+std::vector<FlowEvent> BCallsCAndDThenReturnsToA() {
+  return {Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
+          Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
+          End(60)};
+}
+
 TEST_CASE("past the buffer bound, later callers start where the written frames closed") {
   StackTrackerOptions options;
   options.max_buffered_events = 2;
   Harness h(options);
-  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
-               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
-               End(60)}) ==
+  CHECK(h.Run(BCallsCAndDThenReturnsToA()) ==
         "b* 0-50\n"
         "  c 10-20\n"
         "  d 30-40\n"
@@ -386,9 +391,7 @@ TEST_CASE("past the buffer bound, later callers start where the written frames c
 
 TEST_CASE("the same trace within the buffer bound wraps the first frame in its caller") {
   Harness h;
-  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
-               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
-               End(60)}) ==
+  CHECK(h.Run(BCallsCAndDThenReturnsToA()) ==
         "a* 0-60\n"
         "  b* 0-50\n"
         "    c 10-20\n"
@@ -600,9 +603,7 @@ TEST_CASE("held-back records in the spill file come back in order under a caller
   StackTrackerOptions options;
   options.spill = &spill;
   Harness h(options);
-  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
-               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
-               End(60)}) ==
+  CHECK(h.Run(BCallsCAndDThenReturnsToA()) ==
         "a* 0-60\n"
         "  b* 0-50\n"
         "    c 10-20\n"
@@ -772,84 +773,74 @@ class CountingSink : public testing::TreeSink {
   size_t received = 0;
 };
 
-// main stays open under 200 calls of a (each a Begin and an End): after the first flush at the
-// bound of 64, a sole writer holds at most settled_records (4) and one event's records back;
-// another tracker holds up to 64 again, and both give the same tree.
-TEST_CASE("once its bottom frame is written out, a sole writer holds back only settled records") {
-  for (bool sole_writer : {false, true}) {
-    CAPTURE(sole_writer);
-    StackTrackerOptions options;
-    options.max_buffered_events = 64;
-    options.settled_records = 4;
-    options.sole_writer = sole_writer;
-    FakeNamer namer(Functions());
-    CountingSink sink(namer);
-    StackTracker tracker(ThreadKey{7, 8}, namer, sink, options);
-    tracker.OnEvent(Enable(0, 0x1000));
-    size_t made = 0, most_held_after_first_write = 0;
-    uint64_t t = 0;
-    for (int i = 0; i < 200; ++i) {
-      tracker.OnEvent(Call(t += 10, 0x1010, 0x2000));
-      tracker.OnEvent(Ret(t += 10, 0x2050, 0x1015));
-      made = 1 + 2 * (i + 1);  // main's inferred Begin, then a's Begin and End
-      if (sink.received > 0) {
-        most_held_after_first_write = std::max(most_held_after_first_write, made - sink.received);
-      }
-    }
-    CHECK(sink.received > 0);
-    if (sole_writer) {
-      CHECK(most_held_after_first_write <= 4 + 2);
-      CHECK(tracker.stats()[Stat::kBufferFlushesAtBound] == 1);
-    } else {
-      CHECK(most_held_after_first_write >= 60);
-      CHECK(tracker.stats()[Stat::kBufferFlushesAtBound] == 6);
-    }
-    tracker.Finish(t + 10);
-    CHECK(sink.received == made + 1);  // and main's End
-    CHECK(sink.violations.empty());
-    std::string expected = "main* 0-" + std::to_string(t + 10) + "\n";
-    for (uint64_t call = 10; call < t; call += 20) {
-      expected += "  a " + std::to_string(call) + "-" + std::to_string(call + 10) + "\n";
-    }
-    CHECK(sink.Tree() == expected);
+// main (0x1000) stays open under 200 calls of a, each a Begin and an End: what the tracker held
+// back at the most once the sink had any record, what it had written before Finish, and its
+// flushes at the bound. Checks the tree, which is the same whatever the options.
+struct HeldBack {
+  size_t most = 0;
+  size_t before_finish = 0;
+  uint64_t bound_flushes = 0;
+};
+HeldBack RunMainCallingA(const StackTrackerOptions& options, uint64_t program_entry) {
+  FakeNamer namer(Functions());
+  namer.program_entry = program_entry;
+  CountingSink sink(namer);
+  StackTracker tracker(ThreadKey{7, 8}, namer, sink, options);
+  tracker.OnEvent(Enable(0, 0x1000));
+  HeldBack held;
+  size_t made = 0;
+  uint64_t t = 0;
+  for (int i = 0; i < 200; ++i) {
+    tracker.OnEvent(Call(t += 10, 0x1010, 0x2000));
+    tracker.OnEvent(Ret(t += 10, 0x2050, 0x1015));
+    made = 1 + 2 * (i + 1);  // main's inferred Begin, then a's Begin and End
+    if (sink.received > 0) held.most = std::max(held.most, made - sink.received);
   }
+  held.before_finish = sink.received;
+  held.bound_flushes = tracker.stats()[Stat::kBufferFlushesAtBound];
+  tracker.Finish(t + 10);
+  CHECK(sink.received == made + 1);  // and main's End
+  CHECK(sink.violations.empty());
+  std::string expected = "main* 0-" + std::to_string(t + 10) + "\n";
+  for (uint64_t call = 10; call < t; call += 20) {
+    expected += "  a " + std::to_string(call) + "-" + std::to_string(call + 10) + "\n";
+  }
+  CHECK(sink.Tree() == expected);
+  return held;
+}
+
+// After the first flush at the bound of 64, a sole writer holds at most settled_records (4) and
+// one event's records back; another tracker holds up to 64 again.
+TEST_CASE("once its bottom frame is written out, a sole writer holds back only settled records") {
+  StackTrackerOptions options;
+  options.max_buffered_events = 64;
+  options.settled_records = 4;
+  const HeldBack shared = RunMainCallingA(options, 0);
+  CHECK(shared.most >= 60);
+  CHECK(shared.bound_flushes == 6);
+  options.sole_writer = true;
+  const HeldBack sole = RunMainCallingA(options, 0);
+  CHECK(sole.before_finish > 0);
+  CHECK(sole.most <= 4 + 2);
+  CHECK(sole.bound_flushes == 1);
 }
 
 // A thread that starts at its program's entry point has no caller to infer: a sole writer writes
-// its bottom frame at once and holds back only settled records from then on (another tracker
-// holds everything back to the bound); the tree is the same.
+// its bottom frame at once and holds back only settled records from then on; another tracker
+// holds everything back to the bound (2^20 here: to Finish).
 TEST_CASE("a thread started at its program's entry is written out from its first frame on") {
-  for (bool sole_writer : {false, true}) {
-    CAPTURE(sole_writer);
-    StackTrackerOptions options;
-    options.settled_records = 4;
-    options.sole_writer = sole_writer;
-    FakeNamer namer(Functions());
-    namer.program_entry = 0x1000;
-    CountingSink sink(namer);
-    StackTracker tracker(ThreadKey{7, 8}, namer, sink, options);
-    tracker.OnEvent(Enable(0, 0x1000));
-    size_t most_held = 0;
-    uint64_t t = 0;
-    for (int i = 0; i < 200; ++i) {
-      tracker.OnEvent(Call(t += 10, 0x1010, 0x2000));
-      tracker.OnEvent(Ret(t += 10, 0x2050, 0x1015));
-      most_held = std::max(most_held, 1 + 2 * (i + 1) - sink.received);
-    }
-    if (sole_writer) {
-      CHECK(most_held <= 4 + 2);
-    } else {
-      CHECK(sink.received == 0);
-    }
-    CHECK(tracker.stats()[Stat::kBufferFlushesAtBound] == 0);
-    tracker.Finish(t + 10);
-    CHECK(sink.violations.empty());
-    std::string expected = "main* 0-" + std::to_string(t + 10) + "\n";
-    for (uint64_t call = 10; call < t; call += 20) {
-      expected += "  a " + std::to_string(call) + "-" + std::to_string(call + 10) + "\n";
-    }
-    CHECK(sink.Tree() == expected);
-  }
+  StackTrackerOptions options;
+  options.settled_records = 4;
+  const HeldBack shared = RunMainCallingA(options, 0x1000);
+  CHECK(shared.before_finish == 0);
+  CHECK(shared.bound_flushes == 0);
+  options.sole_writer = true;
+  const HeldBack sole = RunMainCallingA(options, 0x1000);
+  CHECK(sole.before_finish > 0);
+  CHECK(sole.most <= 4 + 2);
+  CHECK(sole.bound_flushes == 0);
+  // Not at its entry: held back like any thread's.
+  CHECK(RunMainCallingA(options, 0x1010).before_finish == 0);
 }
 
 // Were the entry's frame to return all the same, its caller starts at that return, as after a
@@ -859,9 +850,7 @@ TEST_CASE("an entry frame that returns all the same gets a caller from that retu
   options.sole_writer = true;
   Harness h(options);
   h.namer.program_entry = 0x3000;
-  CHECK(h.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
-               Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
-               End(60)}) ==
+  CHECK(h.Run(BCallsCAndDThenReturnsToA()) ==
         "b* 0-50\n"
         "  c 10-20\n"
         "  d 30-40\n"
@@ -870,9 +859,7 @@ TEST_CASE("an entry frame that returns all the same gets a caller from that retu
   // Entered elsewhere, the same thread's first frame is wrapped in its caller.
   Harness other(options);
   other.namer.program_entry = 0x3010;
-  CHECK(other.Run({Enable(0, 0x3000), Call(10, 0x3010, 0x4000), Ret(20, 0x4050, 0x3015),
-                   Call(30, 0x3020, 0x5000), Ret(40, 0x5050, 0x3025), Ret(50, 0x3050, 0x2020),
-                   End(60)}) ==
+  CHECK(other.Run(BCallsCAndDThenReturnsToA()) ==
         "a* 0-60\n"
         "  b* 0-50\n"
         "    c 10-20\n"
