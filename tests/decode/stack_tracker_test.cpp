@@ -848,22 +848,18 @@ TEST_CASE("a thread started at its program's entry is written out from its first
 TEST_CASE("an entry frame that returns all the same gets a caller from that return on") {
   StackTrackerOptions options;
   options.sole_writer = true;
-  Harness h(options);
-  h.namer.program_entry = 0x3000;
-  CHECK(h.Run(BCallsCAndDThenReturnsToA()) ==
-        "b* 0-50\n"
-        "  c 10-20\n"
-        "  d 30-40\n"
-        "a* 50-60\n");
-  CHECK(h.tracker.stats()[Stat::kBufferFlushesAtBound] == 0);
-  // Entered elsewhere, the same thread's first frame is wrapped in its caller.
-  Harness other(options);
-  other.namer.program_entry = 0x3010;
-  CHECK(other.Run(BCallsCAndDThenReturnsToA()) ==
-        "a* 0-60\n"
-        "  b* 0-50\n"
-        "    c 10-20\n"
-        "    d 30-40\n");
+  // Entered at b's entry: written out at once, a starts at the return. Entered elsewhere (the
+  // entry is b's call site): held back, and a wraps b from the trace start.
+  const std::pair<uint64_t, const char*> cases[] = {
+      {0x3000, "b* 0-50\n  c 10-20\n  d 30-40\na* 50-60\n"},
+      {0x3010, "a* 0-60\n  b* 0-50\n    c 10-20\n    d 30-40\n"}};
+  for (const auto& [entry, tree] : cases) {
+    CAPTURE(entry);
+    Harness h(options);
+    h.namer.program_entry = entry;
+    CHECK(h.Run(BCallsCAndDThenReturnsToA()) == tree);
+    CHECK(h.tracker.stats()[Stat::kBufferFlushesAtBound] == 0);
+  }
 }
 
 // Property: whatever the event sequence, slices nest, close, never exceed max_depth, and times

@@ -334,12 +334,22 @@ TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without movin
     }
   }
   // Offsets where no chunk starts: inside one, unaligned, past the end.
-  for (uint64_t bad : {offsets[1] + 8, offsets[1] + 3, (*reader)->file_size() + 64}) {
+  // The message names the file and the offset exactly (it is made only on these paths).
+  auto at = [](const std::string& file, uint64_t offset) {
+    char hex[24];
+    std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(offset));
+    return file + ": chunk at offset " + hex + ": ";
+  };
+  for (uint64_t bad : {offsets[1] + 3, (*reader)->file_size() + 64}) {
     auto missing = (*reader)->ReadChunkAt(bad);
     REQUIRE(!missing);
-    CHECK(missing.error().message.find("offset 0x") != std::string::npos);
-    CHECK(missing.error().message.find(path) == 0);
+    CHECK(missing.error().code == Errc::kCorrupt);
+    CHECK(missing.error().message ==
+          at(path, bad) + "no chunk starts there (offset past the end, or unaligned)");
   }
+  auto inside = (*reader)->ReadChunkAt(offsets[1] + 8);  // aligned, inside a chunk: no header
+  REQUIRE(!inside);
+  CHECK(inside.error().message.find(at(path, offsets[1] + 8)) == 0);
   // A damaged payload is reported as damage at that offset, and Next() is not affected.
   std::vector<uint8_t> bytes = ReadFile(path);
   bytes[offsets[3] + 32 + 100] ^= 0xff;  // inside the second PT chunk's (uncompressed) payload
@@ -351,7 +361,7 @@ TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without movin
   auto broken = (*damaged_reader)->ReadChunkAt(offsets[3]);
   REQUIRE(!broken);
   CHECK(broken.error().code == Errc::kChecksum);
-  CHECK(broken.error().message.find("payload checksum mismatch") != std::string::npos);
+  CHECK(broken.error().message.find(at(damaged, offsets[3]) + "payload checksum mismatch") == 0);
   CHECK((*damaged_reader)->Next().has_value());  // the metadata chunk, from the start
   CHECK((*damaged_reader)->damage().empty());
 }
