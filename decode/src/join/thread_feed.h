@@ -179,7 +179,6 @@ class ThreadFeed {
     // mapping), [range_start, range_start + range_size), and all ones in symbolized_mask when it
     // is named.
     uint64_t range_start = 0, range_size = 0, symbolized_mask = 0;
-    uint64_t previous_start = 0, previous_size = 0, previous_mask = 0;  // the stretch before
     uint64_t symbolized = 0;  // instructions counted in named functions
     uint64_t instructions = 0;  // all of them
     // Time: from the first event to the last, and how much of it lay in gaps (from each gap to
@@ -230,7 +229,7 @@ class ThreadFeed {
     c.in_gap = c.timing = event.kind == FlowEvent::Kind::kGap;
     c.gap_from_ns = event.time_ns;
   }
-  void CountSymbolized(Counting& c, const FlowEvent& event) {
+  [[gnu::always_inline]] void CountSymbolized(Counting& c, const FlowEvent& event) {
     uint64_t where = event.from != 0 ? event.from : c.last_to;
     if (event.to != 0) c.last_to = event.to;
     // Almost always inside the cached mapping: one unsigned compare and a branch-free add (adding
@@ -238,22 +237,42 @@ class ThreadFeed {
     if (where - c.range_start < c.range_size && where != 0) [[likely]] {
       c.symbolized += event.insn_count & c.symbolized_mask;
     } else if (event.insn_count != 0 && where != 0) {
-      // Code moves back and forth between two stretches (a named function and the unnamed code
-      // it calls, a module and the library): the one before is kept too.
-      std::swap(c.range_start, c.previous_start);
-      std::swap(c.range_size, c.previous_size);
-      std::swap(c.symbolized_mask, c.previous_mask);
-      if (where - c.range_start >= c.range_size) {
-        uint64_t start = 0, end = 0;  // the answer holds for a whole stretch
-        const bool symbolized = code_.InNamedCode(key_.pid, where, event.time_ns, &start, &end);
-        c.range_start = start;
-        c.range_size = end > start ? end - start : 0;
-        c.symbolized_mask = symbolized ? ~uint64_t{0} : 0;
-      }
+      // Code moves between a few stretches (a named function and the unnamed code it calls, a
+      // module and the library, the stretches a static glibc's signal trampolines cut its text
+      // into): the last ones asked about are kept too, most recent first.
+      const Stretch found =
+          StretchAt(Stretch{c.range_start, c.range_size, c.symbolized_mask}, where, event.time_ns);
+      c.range_start = found.start;
+      c.range_size = found.size;
+      c.symbolized_mask = found.mask;
       c.symbolized += event.insn_count & c.symbolized_mask;
     }
   }
 
+  // Stretches asked about before the one in Counting (CountSymbolized): with two, bench-workload's
+  // snprintf, between three stretches, asked CodeFacts::InNamedCode at 3% of its events (each a
+  // lock, a mapping and a symbol table look-up: 3% of a pt-decode -j1's instructions).
+  struct Stretch {
+    uint64_t start = 0, size = 0, mask = 0;
+  };
+  static constexpr size_t kRecentStretches = 3;
+  Stretch recent_[kRecentStretches];
+  // The stretch holding `where`: a recent one (which trades places with `front`, the one in
+  // Counting), else CodeFacts' answer (and `front` becomes the most recent). Out of line, and
+  // given `front` by value: Counting stays in registers in DeliverRun's loop.
+  [[gnu::noinline]] Stretch StretchAt(Stretch front, uint64_t where, uint64_t time_ns) {
+    size_t at = 0;
+    while (at < kRecentStretches && where - recent_[at].start >= recent_[at].size) ++at;
+    if (at < kRecentStretches) {
+      std::swap(front, recent_[at]);
+      return front;
+    }
+    for (size_t i = kRecentStretches - 1; i > 0; --i) recent_[i] = recent_[i - 1];
+    recent_[0] = front;
+    uint64_t start = 0, end = 0;  // the answer holds for a whole stretch
+    const bool symbolized = code_.InNamedCode(key_.pid, where, time_ns, &start, &end);
+    return Stretch{start, end > start ? end - start : 0, symbolized ? ~uint64_t{0} : 0};
+  }
   ThreadKey key_;
   CodeFacts& code_;
   StackTracker tracker_;
