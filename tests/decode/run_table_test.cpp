@@ -1,11 +1,8 @@
 // RunTable (decode/src/flow/run_table.h): the QueryWalker's runs by (section, address) in 32-byte
 // slots that hold the key as the run's length back from its end. Every field must come back as
 // stored, through collisions, growth and runs that share an address in different sections.
-// FindLinked must answer what Find answers whatever its link holds (never set, right, stale after
-// growth, another section's run), and then lead to the run found.
 #include <doctest/doctest.h>
 
-#include <random>
 #include <vector>
 
 #include "flow/run_table.h"
@@ -64,7 +61,7 @@ TEST_CASE("runs at one address in several sections, and many colliding runs, thr
 }
 
 TEST_CASE("one address in 40 sections: 40 runs, each found in its own section only") {
-  RunTable table;  // 64 slots until the 48th run: long probe chains through the same address
+  RunTable table;  // 64 slots until the 33rd run: long probe chains through the same address
   for (int isid = 1; isid <= 40; ++isid) {
     REQUIRE(table.Find(0x401000, isid) == nullptr);
     table.Insert(0x401000, isid, MakeRun(0x401000, isid));
@@ -92,76 +89,6 @@ TEST_CASE("a slow run with no instruction, and a direct branch far away, keep th
   table.Insert(0x1000, 5, far);
   CheckSame(table.Find(0x1000, 5), 0x1000, 5, far);
   CHECK(table.Find(0xffffffffff600000, 5)->slow);  // still there after another insertion
-}
-
-TEST_CASE("FindLinked: a link never set, then right, then stale after growth, then to another section") {
-  RunTable table;
-  const WalkerRun& from = table.Insert(0x1000, 1, MakeRun(0x1000, 1));
-  const uint32_t taken = table.LinkIndex(&from, true), not_taken = table.LinkIndex(&from, false);
-  CHECK(taken == not_taken + 1);
-  CHECK(taken != RunTable::kNoTransition);
-  table.Insert(0x2000, 1, MakeRun(0x2000, 1));
-  table.Insert(0x2000, 2, MakeRun(0x2000, 2));  // the same address in another section
-  // Never followed: slot 0, which holds neither run.
-  const WalkerRun* to = table.FindLinked(taken, 0x2000, 1);
-  CheckSame(to, 0x2000, 1, MakeRun(0x2000, 1));
-  CHECK(table.LinkedSlot(taken) == table.SlotOf(to));  // the way out now leads there
-  CHECK(table.LinkedSlot(not_taken) == 0);             // the other one is untouched
-  CHECK(table.FindLinked(taken, 0x2000, 1) == to);     // through the link
-  // Another section's run at that address: found by hash, and the link follows it.
-  const WalkerRun* other = table.FindLinked(taken, 0x2000, 2);
-  CheckSame(other, 0x2000, 2, MakeRun(0x2000, 2));
-  CHECK(table.LinkedSlot(taken) == table.SlotOf(other));
-  // No run there: nullptr, and the link stays.
-  CHECK(table.FindLinked(taken, 0x3000, 1) == nullptr);
-  CHECK(table.LinkedSlot(taken) == table.SlotOf(other));
-  // Growth moves every run and forgets every link; an index taken before still works.
-  for (uint64_t i = 0; i < 200; ++i) table.Insert(0x10000 + i * 16, 1, MakeRun(0x10000 + i * 16, 1));
-  CHECK(table.LinkedSlot(taken) == 0);
-  CheckSame(table.FindLinked(taken, 0x2000, 1), 0x2000, 1, MakeRun(0x2000, 1));
-  CheckSame(table.FindLinked(RunTable::kNoTransition, 0x2000, 2), 0x2000, 2, MakeRun(0x2000, 2));
-}
-
-TEST_CASE("FindLinked answers as Find for random links, addresses and sections, through growth") {
-  RunTable table;
-  std::mt19937_64 random(26);
-  std::vector<std::pair<uint64_t, int>> keys;
-  std::vector<uint32_t> link_indexes{RunTable::kNoTransition};
-  size_t hits = 0, misses = 0;
-  uint64_t last_ip = 0x400000;
-  int last_isid = 1;
-  uint32_t last_link = RunTable::kNoTransition;
-  for (int step = 0; step < 20000; ++step) {
-    // Half the time the look-up before again (as the walker's loops do), through the same link.
-    const bool again = random() % 2 == 0;
-    const uint64_t ip = again ? last_ip : 0x400000 + (random() % 4096) * 4;
-    const int isid = again ? last_isid : 1 + static_cast<int>(random() % 3);
-    const WalkerRun* expected = table.Find(ip, isid);
-    if (expected == nullptr && random() % 2 == 0) {
-      const WalkerRun& kept = table.Insert(ip, isid, MakeRun(ip, isid));
-      keys.push_back({ip, isid});
-      link_indexes.push_back(table.LinkIndex(&kept, random() % 2 == 0));
-      continue;
-    }
-    // Any index handed out so far: older ones lead to slots that growth has since moved.
-    const uint32_t link = again ? last_link : link_indexes[random() % link_indexes.size()];
-    last_ip = ip;
-    last_isid = isid;
-    last_link = link;
-    const uint32_t linked_before = table.LinkedSlot(link);
-    const WalkerRun* found = table.FindLinked(link, ip, isid);
-    REQUIRE(found == expected);
-    if (found != nullptr) {
-      CheckSame(found, ip, isid, MakeRun(ip, isid));
-      CHECK(table.LinkedSlot(link) == table.SlotOf(found));
-      (linked_before == table.SlotOf(found) ? hits : misses) += 1;
-    } else {
-      CHECK(table.LinkedSlot(link) == linked_before);
-    }
-  }
-  CHECK(keys.size() == table.size());
-  CHECK(hits > 100);  // both ways were taken
-  CHECK(misses > 100);
 }
 
 }  // namespace

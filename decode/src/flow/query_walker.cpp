@@ -118,7 +118,6 @@ void QueryWalker::Reset() {
   time_offset_ = kNoTimeOffset;
   tnt_left_ = 0;
   tick_quiet_ = false;
-  link_ = RunTable::kNoTransition;
 }
 
 int QueryWalker::SyncForward() {
@@ -316,7 +315,6 @@ int QueryWalker::ProceedNoEventSlow(pt_block* block) {
   // Not modelled: libipt's block cache is kept per section and outlives an image, and a cache
   // entry that reaches past the section's current extent (a later mapping cut it) sends libipt
   // down the uncached walk instead.
-  link_ = RunTable::kNoTransition;  // (ip_ moves through no cached run's way out)
   const uint64_t begin = last_section_begin_, end = last_section_end_;  // RunAt's, for ip_
   const bool in_section = begin <= ip_ && ip_ < end;
   Insn insn;
@@ -543,7 +541,6 @@ int QueryWalker::TickSlow(uint64_t ip) {
 }
 
 int QueryWalker::ProceedEvent(pt_block* block) {
-  link_ = RunTable::kNoTransition;
   Insn insn;
   int status = 0;
   switch (event_.type) {

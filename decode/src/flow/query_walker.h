@@ -182,7 +182,7 @@ class QueryWalker {
   // block loop (the call and its register saves cost more than the probe); RunAtSlow otherwise.
   [[gnu::always_inline]] const Run& RunAt(uint64_t ip) {
     if (ip - last_section_begin_ < last_section_end_ - last_section_begin_) [[likely]] {
-      if (const Run* run = cache_->runs.FindLinked(link_, ip, last_isid_)) return *run;
+      if (const Run* run = cache_->runs.Find(ip, last_isid_)) return *run;
     }
     return RunAtSlow(ip);
   }
@@ -321,9 +321,6 @@ class QueryWalker {
   // The section of the last run looked up: [last_section_begin_, last_section_end_), isid.
   uint64_t last_section_begin_ = 0, last_section_end_ = 0;
   int last_isid_ = 0;
-  // The way out of the last run that set ip_ (RunTable::LinkIndex), for RunAt's look-up of the
-  // next; kNoTransition after anything else moved ip_ (a stale one only costs a probe).
-  uint32_t link_ = RunTable::kNoTransition;
   void* zydis_ = nullptr;  // ZydisDecoder (kept out of this header)
   uint8_t last_call_size_ = 0;
 };

@@ -44,12 +44,11 @@ namespace ptscope::decode {
   const uint64_t first_width = first_end > first_begin ? first_end - first_begin : 0;
   const uint64_t last_end = std::min(section_end, bounds.begin + bounds.width);
   const uint64_t bits = packets->tnt_bits();
-  RunTable& runs = cache_->runs;
+  const RunTable& runs = cache_->runs;
   const int isid = last_isid_;
   uint64_t ip = ip_;
-  uint32_t link = link_;
   while (ip - first_begin < first_width) {
-    const Run* run = runs.FindLinked(link, ip, isid);
+    const Run* run = runs.Find(ip, isid);
     if (run == nullptr || run->slow || run->iclass != ptic_cond_jump || run->end_ip >= last_end ||
         taken.ninsn + run->ninsn >= budget) {
       // RunAt's answer at `ip`: inside the section's window, run (or none: then RunAtSlow's).
@@ -58,15 +57,12 @@ namespace ptscope::decode {
     }
     taken.ninsn += run->ninsn;
     taken.end_ip = run->end_ip;
-    const bool branch_taken = (bits & index) != 0;
-    ip = branch_taken ? run->target : run->end_ip + run->size;
-    link = runs.LinkIndex(run, branch_taken);
+    ip = (bits & index) != 0 ? run->target : run->end_ip + run->size;
     index >>= 1;
     if (index <= 1) break;
   }
   if (taken.ninsn == 0) return taken;  // (a run has an instruction at least; ip_ is `ip`)
   ip_ = ip;
-  link_ = link;
   status_ = 0;
   packets->SetTntIndex(index);
   taken.isid = isid;  // (the runs' own: RunTable::Find matched it)
@@ -116,9 +112,6 @@ namespace ptscope::decode {
   block->end_ip = run.end_ip;
   block->iclass = static_cast<pt_insn_class>(run.iclass);
   const uint64_t next = run.end_ip + run.size;
-  // Where ip_ goes from here is this run's way out: taken (a call's, a jump's, a taken
-  // conditional branch's target, a return's or an indirect branch's last one) or not.
-  link_ = cache_->runs.LinkIndex(&run, true);
   switch (run.iclass) {
     case ptic_call:
       last_call_size_ = run.call_size;
@@ -158,7 +151,6 @@ namespace ptscope::decode {
       // event ahead (tick_quiet_ holds only while none is in process, and status_ becomes 0).
       if (tick_quiet_ && packets_ != nullptr && packets_->CachedCondBranch(&taken)) [[likely]] {
         ip_ = taken ? run.target : next;
-        link_ = cache_->runs.LinkIndex(&run, taken != 0);
         status_ = 0;
         return kQuietBlock;
       }
@@ -166,7 +158,6 @@ namespace ptscope::decode {
       const int status = CondBranch(&taken);
       if (status < 0) return status;
       ip_ = taken ? run.target : next;
-      link_ = cache_->runs.LinkIndex(&run, taken != 0);
       status_ = status;
       return (status & pts_ip_suppressed) != 0 ? -pte_noip : 0;
     }

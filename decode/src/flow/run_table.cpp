@@ -24,7 +24,6 @@ WalkerRun& RunTable::Place(const WalkerRun& run, uint64_t ip) {
 void RunTable::Rehash(size_t capacity) {
   std::vector<WalkerRun> old = std::move(slots_);
   slots_.assign(capacity, WalkerRun{});
-  links_.assign(1 + 2 * capacity, 0);
   mask_ = capacity - 1;
   shift_ = 64;
   for (size_t c = capacity; c > 1; c >>= 1) --shift_;

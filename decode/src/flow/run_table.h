@@ -10,12 +10,9 @@
 // section end (the walker checks a run against the section it looked up) and no error code
 // (whether the walker refuses the run is all it needs).
 //
-// Most look-ups follow a branch the walker took before, to the same run: each run remembers, per
-// way out (branch taken or not), the slot it led to last (links_, beside the slots: a run keeps
-// its 32 bytes). FindLinked checks that slot first; only when it holds another run (the first
-// time, a return to another caller, the table grown since) does it hash and probe. On a
-// pt-emulate capture of a static program (bench-workload), 77% of the blocks are walked in chains
-// of conditional branches, each a look-up.
+// Tried and left out: each run remembering, per way out, the slot it led to last (checked, then
+// followed without the hash). 1.8% fewer instructions on bench-workload, but no faster: the
+// look-up's time is the load of the slot, which the link's load only came before.
 #pragma once
 
 #include <intel-pt.h>
@@ -61,29 +58,6 @@ class RunTable {
       if (slot.end_ip - slot.length == ip && slot.isid == isid) return &slot;
     }
   }
-  // Which way out of a run a look-up follows, for FindLinked: LinkIndex(run, taken) after a run
-  // of this table, kNoTransition otherwise. (Indexes stay valid when the table grows: they then
-  // lead to slots that FindLinked checks and finds wrong.)
-  static constexpr uint32_t kNoTransition = 0;
-  uint32_t LinkIndex(const WalkerRun* run, bool taken) const {
-    return 1 + 2 * SlotOf(run) + (taken ? 1 : 0);
-  }
-  // Find, through the slot that the way out `link_index` led to last time when it holds the run
-  // at (ip, isid) (then no hash and no probe); otherwise by hash, and the way out then leads to
-  // the slot found.
-  [[gnu::always_inline]] const WalkerRun* FindLinked(uint32_t link_index, uint64_t ip, int isid) {
-    uint32_t& link = links_[link_index];
-    const WalkerRun& linked = slots_[link];
-    if (linked.end_ip - linked.length == ip && linked.isid == isid) [[likely]] return &linked;
-    const WalkerRun* found = Find(ip, isid);
-    if (found != nullptr) link = SlotOf(found);
-    return found;
-  }
-  // The slot that way out leads to now (what FindLinked tries first): for tests.
-  uint32_t LinkedSlot(uint32_t link_index) const { return links_[link_index]; }
-  uint32_t SlotOf(const WalkerRun* run) const {
-    return static_cast<uint32_t>(run - slots_.data());
-  }
   // Adds `run`, decoded at `ip` in section `isid` (> 0), which the table does not hold yet. The
   // reference stays valid until the next Insert.
   const WalkerRun& Insert(uint64_t ip, int isid, WalkerRun run);
@@ -100,9 +74,6 @@ class RunTable {
   void Rehash(size_t capacity);                        // capacity: a power of two
 
   std::vector<WalkerRun> slots_;
-  // links_[LinkIndex(run, taken)]: the slot that way out of `run` led to last (0 at first, and
-  // after growth: FindLinked checks it). links_[kNoTransition] is written but never right.
-  std::vector<uint32_t> links_;
   size_t mask_ = 0;
   unsigned shift_ = 64;
   size_t size_ = 0;
