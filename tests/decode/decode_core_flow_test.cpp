@@ -706,6 +706,66 @@ TEST_CASE("blocks stepped through after a conditional branch: the counts, jumps 
         "end 0x1035->0x0 t=1004 n=0\n");
 }
 
+// InlineStatements over BlockFacts: code moves between functions (a caller and its callees). A
+// block from the per-block table makes its own stretch current again, so that the blocks after
+// it in that function are Quiet (no look-up, and TakeQuietBlocks may step through them) and no
+// question goes to CodeFacts again. Before, the stretch stayed with the function last asked
+// about.
+TEST_CASE("a block of a function seen before brings its stretch back: the blocks after it are quiet") {
+  symbols::AddressSpace space;
+  symbols::ModuleResolver resolver({});
+  CodeImages images(space, resolver);
+  ThreadImage image(images, 1);
+  struct Counting : TwoFunctions {
+    InlineDepthStretch InlineStretch(uint32_t pid, uint64_t address, uint64_t time_ns) override {
+      ++questions;
+      return TwoFunctions::InlineStretch(pid, address, time_ns);
+    }
+    int questions = 0;
+  } code;
+  BlockFacts facts;
+  InlineStatements statements(facts);
+  statements.SetCodeFacts(&code);
+  statements.RefreshFast(1);
+  auto block = [](uint64_t ip, uint64_t end_ip, uint16_t ninsn) {
+    pt_block b{};
+    b.ip = ip;
+    b.end_ip = end_ip;
+    b.ninsn = ninsn;
+    return b;
+  };
+  const pt_block in_f1 = block(0x1000, 0x1001, 2), in_f2 = block(0x1030, 0x1031, 2);
+  std::string stated;
+  auto state = [&](const pt_block& b) {
+    statements.StateBlock(b, 0, image, 0, [&](uint64_t, uint64_t ip, uint32_t depth) {
+      stated += std::to_string(ip - 0x1000) + "@" + std::to_string(depth) + " ";
+    });
+  };
+  state(in_f1);  // asks about [0x1000, 0x1003): depth 0, nothing to state
+  CHECK_FALSE(statements.Quiet(in_f2));
+  state(in_f2);  // asks about [0x1003, 0x1040): depth 2
+  CHECK(statements.Quiet(in_f2));
+  CHECK_FALSE(statements.Quiet(in_f1));
+  state(in_f1);  // from the per-block table: back to depth 0, and its stretch is current
+  CHECK(stated == "48@2 0@0 ");
+  CHECK(code.questions == 2);
+  CHECK(statements.Quiet(in_f1));  // was false: the stretch had stayed with F2
+  CHECK_FALSE(statements.Quiet(in_f2));
+  state(in_f2);
+  CHECK(code.questions == 2);
+  CHECK(statements.Quiet(in_f2));
+  CHECK(stated == "48@2 0@0 48@2 ");
+  CHECK(facts.stretches.size() == 2);  // one per stretch asked about
+  // A block that starts in F1's stretch and ends past it: asked about again, kept once.
+  state(block(0x1001, 0x1003, 2));
+  CHECK(code.questions == 3);
+  CHECK(facts.stretches.size() == 2);
+  // Code no stretch covers: the answer is kept apart, and no block of the table names it.
+  state(block(0x2000, 0x2001, 2));
+  CHECK(facts.stretches.size() == 2);
+  CHECK(facts.current == BlockFacts::kUncovered);
+}
+
 // Issue 24 (decode fuzz target, sideband mutants of the input above whose mappings start a few ns
 // later): the same run off the mapping's end, after an image epoch change. QueryWalker::CodeChanged
 // forgot only the end of the section it had looked up last, so for addresses above its start the

@@ -26,8 +26,8 @@ const BlockInline& InlineStatements::InlineOf(const pt_block& block, const Threa
   const uint32_t pid = image.pid();
   // Most blocks lie in the function (or the stretch without debug info) of the block before: the
   // stretch answers without a look-up in the (cache-missing) per-block table.
-  const InlineDepthStretch& last = facts_.stretch;
-  if (facts_.stretch_pid == pid && last.Contains(block.ip) && last.Contains(block.end_ip) &&
+  const InlineDepthStretch& last = facts_.Current().stretch;
+  if (facts_.Current().pid == pid && last.Contains(block.ip) && last.Contains(block.end_ip) &&
       (last.uniform || !last.ChangesIn(block.ip, block.end_ip))) {
     facts_.uniform.first_depth =
         std::min(last.uniform ? last.uniform_depth : last.DepthAt(block.ip), kMaxInlineDepth);
@@ -35,28 +35,36 @@ const BlockInline& InlineStatements::InlineOf(const pt_block& block, const Threa
   }
   auto [found, inserted] = facts_.blocks.TryEmplace(BlockKey{pid, block.ip});
   BlockInline& info = *found;
-  if (!inserted && info.end_ip == block.end_ip) return info;
+  if (!inserted && info.end_ip == block.end_ip) {
+    if (info.stretch != BlockInline::kNoStretch) facts_.current = info.stretch;
+    return info;
+  }
   info = BlockInline{};
   info.end_ip = block.end_ip;
   // Depths come from CodeFacts' stretch for the function when it has one (one question per
   // function), else per instruction.
   bool ask_for_stretch = true;
   auto depth_at = [&](uint64_t ip) {
-    InlineDepthStretch& stretch = facts_.stretch;
-    if ((facts_.stretch_pid != pid || !stretch.Contains(ip)) && ask_for_stretch) {
-      stretch = code_->InlineStretch(pid, ip, time_ns);
-      facts_.stretch_pid = pid;
-      ask_for_stretch = stretch.Contains(ip);  // none here: do not ask again for this block
+    if ((facts_.Current().pid != pid || !facts_.Current().stretch.Contains(ip)) &&
+        ask_for_stretch) {
+      facts_.NoteStretch(pid, ip, code_->InlineStretch(pid, ip, time_ns));
+      // None here: do not ask again for this block.
+      ask_for_stretch = facts_.Current().stretch.Contains(ip);
     }
-    uint32_t depth = stretch.Contains(ip) && facts_.stretch_pid == pid
-                         ? stretch.DepthAt(ip)
+    const BlockFacts::KnownStretch& current = facts_.Current();
+    uint32_t depth = current.stretch.Contains(ip) && current.pid == pid
+                         ? current.stretch.DepthAt(ip)
                          : code_->InlineDepth(pid, ip, time_ns);
     return std::min(depth, kMaxInlineDepth);
   };
   info.first_depth = depth_at(block.ip);
-  const InlineDepthStretch& stretch = facts_.stretch;
-  if (stretch.Contains(block.ip) && stretch.Contains(block.end_ip) &&
-      !stretch.ChangesIn(block.ip, block.end_ip)) {
+  const InlineDepthStretch& stretch = facts_.Current().stretch;
+  const bool in_stretch = stretch.Contains(block.ip) && stretch.Contains(block.end_ip);
+  // (Current() is this pid's: depth_at asked for the block's first address.)
+  if (in_stretch && facts_.Current().pid == pid && facts_.current < facts_.stretches.size()) {
+    info.stretch = facts_.current;
+  }
+  if (in_stretch && !stretch.ChangesIn(block.ip, block.end_ip)) {
     return info;  // the whole block at one depth: no need to walk its instructions
   }
   uint64_t ip = block.ip;

@@ -98,8 +98,9 @@ class InlineStatements {
   // Sets the fast window (see Quiet) from the worker's stretch for `pid`; called wherever the
   // stretch or the pid changes.
   void RefreshFast(uint32_t pid) {
-    const InlineDepthStretch& stretch = facts_.stretch;
-    if (stretch.uniform && facts_.stretch_pid == pid && stretch.begin < stretch.end) {
+    const BlockFacts::KnownStretch& current = facts_.Current();
+    const InlineDepthStretch& stretch = current.stretch;
+    if (stretch.uniform && current.pid == pid && stretch.begin < stretch.end) {
       fast_begin_ = stretch.begin;
       fast_width_ = stretch.end - stretch.begin;
       fast_depth_ = std::min(stretch.uniform_depth, kMaxInlineDepth);
