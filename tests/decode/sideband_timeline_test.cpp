@@ -16,6 +16,7 @@
 #include "ptscope/perf_data.h"
 #include "../support/perf_rounds.h"
 #include "../support/sideband_records.h"
+#include "../support/temp_dir.h"
 
 namespace ptscope::decode {
 namespace {
@@ -102,8 +103,8 @@ TEST_CASE("records of later chunks that are earlier in time come first; at one t
 // cut or gone since
 // answers "none known" inside its chunks and counts them.
 TEST_CASE("the schedule read again from the file: the same answers; a malformed tail as before") {
-  char dir_template[] = "/tmp/ptscope-timeline-XXXXXX";
-  const std::string path = std::string(mkdtemp(dir_template)) + "/switches.ptar";
+  const ptscope::testing::TempDir dir("ptscope-timeline");
+  const std::string path = dir / "switches.ptar";
   {
     auto writer = format::ArchiveWriter::Create(path);
     REQUIRE(writer);
@@ -183,8 +184,8 @@ TEST_CASE("a perf.data's schedule read again from the file in perf's order: the 
   // Three ranges of records, each CPU's in time order, CPU 1's of a round before the end of
   // CPU 0's (perf's ring-buffer order), trace pieces between them: read again with one run held,
   // every look-up answers as the held import does.
-  char dir_template[] = "/tmp/ptscope-timeline-XXXXXX";
-  const std::string path = std::string(mkdtemp(dir_template)) + "/rounds.data";
+  const ptscope::testing::TempDir dir("ptscope-timeline");
+  const std::string path = dir / "rounds.data";
   REQUIRE(format::ExportPerfData(ptscope::testing::PerCpuRoundsArchive(50, 250), path));
   {
     std::FILE* f = std::fopen(path.c_str(), "rb");

@@ -12,6 +12,7 @@
 #include "crc32c.h"
 #include "ptscope/format.h"
 #include "test_archives.h"
+#include "../support/temp_dir.h"
 
 namespace ptscope::format {
 namespace {
@@ -27,9 +28,8 @@ void PutLe(std::vector<uint8_t>& b, size_t at, uint64_t v, size_t n) {
 
 // A small archive: Metadata, lz4-compressed PtData, Sideband, Marker, End.
 std::vector<uint8_t> SmallArchive() {
-  char tmpl[] = "/tmp/ptscope-damage-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  std::string path = std::string(tmpl) + "/small.ptar";
+  const ptscope::testing::TempDir dir("ptscope-damage");
+  std::string path = dir / "small.ptar";
   auto writer = ArchiveWriter::Create(path);
   REQUIRE(writer);
   std::vector<Chunk> all = testing::EveryChunkType();
@@ -42,8 +42,6 @@ std::vector<uint8_t> SmallArchive() {
   REQUIRE((*writer)->Close());
   std::ifstream in(path, std::ios::binary);
   std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(in), {});
-  ::unlink(path.c_str());
-  ::rmdir(tmpl);
   return bytes;
 }
 
@@ -243,9 +241,8 @@ std::string Outcome(Result<std::unique_ptr<ArchiveReader>>& opened) {
 // same chunks and the same damage, word for word.
 TEST_CASE("a file read chunk by chunk gives what its bytes in memory give") {
   const std::vector<uint8_t> bytes = SmallArchive();
-  char tmpl[] = "/tmp/ptscope-damage-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::string path = std::string(tmpl) + "/case.ptar";
+  const ptscope::testing::TempDir dir("ptscope-damage");
+  const std::string path = dir / "case.ptar";
   auto write = [&](const std::vector<uint8_t>& b) {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
@@ -283,8 +280,6 @@ TEST_CASE("a file read chunk by chunk gives what its bytes in memory give") {
       CHECK(Outcome(from_file) == Outcome(from_memory));
     }
   }
-  ::unlink(path.c_str());
-  ::rmdir(tmpl);
 }
 
 std::vector<uint8_t> Header(uint16_t major, uint16_t minor, uint16_t min_reader,

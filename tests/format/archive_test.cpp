@@ -15,17 +15,11 @@
 #include "ptscope/format.h"
 #include "ptscope/perf_records.h"
 #include "../support/sideband_records.h"
+#include "../support/temp_dir.h"
 #include "test_archives.h"
 
 namespace ptscope::format {
 namespace {
-
-std::string TempDir() {
-  char tmpl[] = "/tmp/ptscope-format-XXXXXX";
-  const char* dir = mkdtemp(tmpl);
-  REQUIRE(dir != nullptr);
-  return dir;
-}
 
 std::vector<uint8_t> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -95,7 +89,8 @@ void CheckSameChunk(const Chunk& got, const Chunk& want) {
 }
 
 void RoundTrip(bool compress) {
-  std::string path = TempDir() + "/capture.ptar";
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = dir / "capture.ptar";
   std::vector<Chunk> chunks = testing::EveryChunkType();
   WriterOptions options;
   options.compress = compress;
@@ -138,7 +133,8 @@ TEST_CASE("every chunk type round-trips without compression") { RoundTrip(false)
 TEST_CASE("every chunk type round-trips with lz4") { RoundTrip(true); }
 
 TEST_CASE("ReadArchive sorts chunks by kind and merges metadata") {
-  std::string path = TempDir() + "/a.ptar";
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = dir / "a.ptar";
   auto writer = ArchiveWriter::Create(path);
   REQUIRE(writer);
   for (const Chunk& c : testing::EveryChunkType()) REQUIRE((*writer)->Write(c));
@@ -162,7 +158,8 @@ TEST_CASE("ReadArchive sorts chunks by kind and merges metadata") {
 }
 
 TEST_CASE("ReadArchive checks the time conversion once: Archive::time, or an error naming it") {
-  std::string path = TempDir() + "/time.ptar";
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = dir / "time.ptar";
   auto write = [&](const MetadataChunk& metadata) {
     auto writer = ArchiveWriter::Create(path);
     REQUIRE(writer);
@@ -189,7 +186,8 @@ TEST_CASE("ReadArchive checks the time conversion once: Archive::time, or an err
 }
 
 TEST_CASE("file header and End chunk have the documented bytes") {
-  std::string path = TempDir() + "/h.ptar";
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = dir / "h.ptar";
   WriterOptions options;
   options.features = 0x0102030405060708ull;
   auto writer = ArchiveWriter::Create(path, options);
@@ -214,7 +212,8 @@ TEST_CASE("file header and End chunk have the documented bytes") {
 }
 
 TEST_CASE("archives are created 0600, also when replacing a 0644 file") {
-  std::string path = TempDir() + "/old.ptar";
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = dir / "old.ptar";
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT, 0644);
   REQUIRE(fd >= 0);
   REQUIRE(::fchmod(fd, 0644) == 0);
@@ -230,7 +229,8 @@ TEST_CASE("archives are created 0600, also when replacing a 0644 file") {
 }
 
 TEST_CASE("writing after Close is an error, not a crash") {
-  auto writer = ArchiveWriter::Create(TempDir() + "/c.ptar");
+  const ptscope::testing::TempDir dir("ptscope-format");
+  auto writer = ArchiveWriter::Create(dir / "c.ptar");
   REQUIRE(writer);
   REQUIRE((*writer)->Close());
   Status s = (*writer)->Write(EndChunk{});
@@ -239,7 +239,8 @@ TEST_CASE("writing after Close is an error, not a crash") {
 }
 
 TEST_CASE("an archive without Close reads back incomplete with every chunk") {
-  std::string path = TempDir() + "/killed.ptar";
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = dir / "killed.ptar";
   {
     auto writer = ArchiveWriter::Create(path);
     REQUIRE(writer);
@@ -253,7 +254,8 @@ TEST_CASE("an archive without Close reads back incomplete with every chunk") {
 }
 
 TEST_CASE("a failed write leaves no torn chunk behind (file size limit hit mid-chunk)") {
-  std::string path = TempDir() + "/limited.ptar";
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = dir / "limited.ptar";
   auto writer = ArchiveWriter::Create(path, WriterOptions{.compress = false});
   REQUIRE(writer);
   REQUIRE((*writer)->Write(MarkerChunk{}));
@@ -305,7 +307,8 @@ std::string WritePtArchive(const std::string& dir) {
 }
 
 TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without moving Next()") {
-  std::string path = WritePtArchive(TempDir());
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = WritePtArchive(dir.path());
   auto reader = ArchiveReader::Open(path);
   REQUIRE(reader);
   std::vector<uint64_t> offsets;
@@ -367,7 +370,8 @@ TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without movin
 }
 
 TEST_CASE("ReadArchive without PT bytes keeps every other field and where to read them") {
-  std::string path = WritePtArchive(TempDir());
+  const ptscope::testing::TempDir dir("ptscope-format");
+  std::string path = WritePtArchive(dir.path());
   auto whole = ReadArchive(path);
   auto light = ReadArchive(path, ReadOptions{.keep_pt_bytes = false});
   REQUIRE(whole);
@@ -426,7 +430,8 @@ std::vector<std::pair<uint64_t, uint32_t>> SwitchesOf(const Archive& archive,
 }
 
 TEST_CASE("ReadArchive without sideband bytes: ForEachSidebandRecord reads each chunk again") {
-  const std::string path = WriteSidebandArchive(TempDir() + "/sideband.ptar");
+  const ptscope::testing::TempDir dir("ptscope-format");
+  const std::string path = WriteSidebandArchive(dir / "sideband.ptar");
   auto whole = ReadArchive(path);
   auto light = ReadArchive(path, ReadOptions{.keep_sideband_bytes = false});
   REQUIRE(whole);
@@ -473,7 +478,8 @@ TEST_CASE("ReadArchive without sideband bytes: ForEachSidebandRecord reads each 
 }
 
 TEST_CASE("files that are not archives are refused with a one-line reason") {
-  std::string dir = TempDir();
+  const ptscope::testing::TempDir temp("ptscope-format");
+  std::string dir = temp.path();
   SUBCASE("missing") {
     auto r = ArchiveReader::Open(dir + "/nope.ptar");
     REQUIRE(!r);

@@ -72,7 +72,10 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (dir == nullptr) dir = ::mkdtemp(tmp_dir);
   if (dir == nullptr) std::abort();
   outputs = new std::string(dir);
-  std::atexit([] { ::rmdir(outputs->c_str()); });  // each input's outputs are unlinked already
+  std::atexit([] {
+    ::rmdir(outputs->c_str());  // each input's outputs are unlinked already
+    delete resolved;            // which removes the directory its embedded binaries went to
+  });
   return 0;
 }
 

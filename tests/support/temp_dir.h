@@ -1,0 +1,36 @@
+// A fresh directory for one test's files, removed with everything in it when the test's TempDir
+// goes, so that the tests leave nothing in /tmp (several used to leave a directory a run).
+#pragma once
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+namespace ptscope::testing {
+
+class TempDir {
+ public:
+  // /tmp/PREFIX-XXXXXX (not under TMPDIR: some tests point TMPDIR elsewhere meanwhile).
+  explicit TempDir(const std::string& prefix) {
+    std::string templ = "/tmp/" + prefix + "-XXXXXX";
+    REQUIRE(::mkdtemp(templ.data()) != nullptr);
+    path_ = templ;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace ptscope::testing
