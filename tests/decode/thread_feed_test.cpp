@@ -80,5 +80,51 @@ TEST_CASE("time before the first event and after a gap that ends the trace") {
   CHECK(f.feed.ends_in_gap());
 }
 
+// The summary's symbolized share: each event's instructions count when the code they ran in (the
+// event's `from`, else the last `to`) is named. CodeFacts answers for whole stretches, and the
+// feed keeps the last four it was told about: code that moves between four stretches asks about
+// each once, five in turn ask every time. The count is exact either way.
+struct Stretches : testing::FakeNamer {
+  Stretches() : FakeNamer({{"main", 0x1000}}) {}
+  bool InNamedCode(uint32_t, uint64_t address, uint64_t, uint64_t* start, uint64_t* end) override {
+    ++questions;
+    *start = address & ~uint64_t{0xfff};
+    *end = *start + 0x1000;
+    return ((address >> 12) & 1) != 0;  // 0x1000-0x1fff named, 0x2000-0x2fff not, ...
+  }
+  int questions = 0;
+};
+
+TEST_CASE("symbolized instructions: exact, with four stretches asked about once each") {
+  for (const uint64_t stretches : {4u, 5u}) {
+    Stretches namer;
+    testing::TreeSink sink(namer);
+    ThreadFeed feed(ThreadKey{7, 8}, namer, FeedSinks{sink}, {});
+    std::vector<FlowEvent> run = {Ev(K::kEnable, 1, 0, 0x1000, 0)};
+    uint64_t expected = 0, all = 0;
+    for (uint64_t i = 0; i < 40; ++i) {
+      const uint64_t here = 0x1000 + (i % stretches) * 0x1000 + 0x10;
+      const uint64_t next = 0x1000 + ((i + 1) % stretches) * 0x1000;
+      const uint64_t insns = 3 + i;
+      run.push_back(Ev(K::kJump, 2 + i, here, next, insns));
+      if (((here >> 12) & 1) != 0) expected += insns;
+      all += insns;
+    }
+    // No `from`: where the last event went (0x1000 + (40 % stretches) * 0x1000).
+    run.push_back(Ev(K::kDisable, 50, 0, 0, 7));
+    const uint64_t last_to = 0x1000 + (40 % stretches) * 0x1000;
+    if (((last_to >> 12) & 1) != 0) expected += 7;
+    feed.DeliverRun(run);
+    CAPTURE(stretches);
+    CHECK(feed.instructions() == all + 7);
+    CHECK(feed.symbolized() == expected);
+    if (stretches == 4) {
+      CHECK(namer.questions == 4);
+    } else {
+      CHECK(namer.questions == 41);  // five in turn through four places: the 40 jumps, the end
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ptscope::decode

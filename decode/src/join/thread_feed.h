@@ -273,6 +273,7 @@ class ThreadFeed {
     const bool symbolized = code_.InNamedCode(key_.pid, where, time_ns, &start, &end);
     return Stretch{start, end > start ? end - start : 0, symbolized ? ~uint64_t{0} : 0};
   }
+
   ThreadKey key_;
   CodeFacts& code_;
   StackTracker tracker_;
