@@ -14,18 +14,12 @@
 
 #include "ptscope/decode.h"
 #include "ptscope/format.h"
+#include "../support/temp_dir.h"
 
 namespace ptscope::decode {
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/ptscope-damage-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)std::system(("rm -rf '" + path + "'").c_str()); }
-};
+using TempDir = ptscope::testing::TempDir;
 
 // Opens the archive as pt-decode does (PT read again while decoding), calls `before` (when set)
 // between opening and decoding, and decodes it to text.
@@ -75,7 +69,7 @@ std::string WithoutDurations(const std::string& text) {
 }
 
 TEST_CASE("a PT chunk that no longer reads while decoding becomes a gap, not a failed decode") {
-  TempDir dir;
+  TempDir dir{"ptscope-damage"};
   const std::string capture = dir.path + "/walk.ptar";
   Synth(capture, "--seed 5 --piece-size 8192");
   for (unsigned jobs : {1u, 2u}) {
@@ -116,7 +110,7 @@ TEST_CASE("a PT chunk that no longer reads while decoding becomes a gap, not a f
 // byte for byte the one with everything held. A capture gone before its sideband is read again
 // decodes, with each chunk counted as unread and a note saying so.
 TEST_CASE("a per-CPU schedule read again from the sideband chunks: the same output, or counted") {
-  TempDir dir;
+  TempDir dir{"ptscope-damage"};
   const std::string capture = dir.path + "/percpu.ptar";
   Synth(capture, "--seed 2 --threads 3 --cpus 2 --timeslice 500");
   auto decode = [&](const format::ReadOptions& read, size_t held, unsigned jobs, bool remove_first,

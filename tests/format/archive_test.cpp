@@ -308,7 +308,7 @@ std::string WritePtArchive(const std::string& dir) {
 
 TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without moving Next()") {
   const ptscope::testing::TempDir dir("ptscope-format");
-  std::string path = WritePtArchive(dir.path());
+  std::string path = WritePtArchive(dir.path);
   auto reader = ArchiveReader::Open(path);
   REQUIRE(reader);
   std::vector<uint64_t> offsets;
@@ -371,7 +371,7 @@ TEST_CASE("ReadChunkAt reads a chunk again by its offset, checked, without movin
 
 TEST_CASE("ReadArchive without PT bytes keeps every other field and where to read them") {
   const ptscope::testing::TempDir dir("ptscope-format");
-  std::string path = WritePtArchive(dir.path());
+  std::string path = WritePtArchive(dir.path);
   auto whole = ReadArchive(path);
   auto light = ReadArchive(path, ReadOptions{.keep_pt_bytes = false});
   REQUIRE(whole);
@@ -479,7 +479,7 @@ TEST_CASE("ReadArchive without sideband bytes: ForEachSidebandRecord reads each 
 
 TEST_CASE("files that are not archives are refused with a one-line reason") {
   const ptscope::testing::TempDir temp("ptscope-format");
-  std::string dir = temp.path();
+  std::string dir = temp.path;
   SUBCASE("missing") {
     auto r = ArchiveReader::Open(dir + "/nope.ptar");
     REQUIRE(!r);

@@ -16,21 +16,14 @@
 
 #include "ptscope/format.h"
 #include "ptscope/output_file.h"
+#include "../support/temp_dir.h"
 
 namespace ptscope::format {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct TempDir {
-  TempDir() {
-    char templ[] = "/tmp/ptscope-output-XXXXXX";
-    path = ::mkdtemp(templ);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
+using TempDir = ptscope::testing::TempDir;
 
 std::string Contents(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -48,7 +41,7 @@ mode_t ModeOf(const std::string& path) {
 }
 
 TEST_CASE("in place: a new file gets mode 0600, an existing one is emptied and loses its mode") {
-  TempDir dir;
+  TempDir dir{"ptscope-output"};
   const mode_t old_umask = ::umask(0);
   auto created = OutputFile::CreateInPlace(dir / "new.ptar");
   ::umask(old_umask);
@@ -69,7 +62,7 @@ TEST_CASE("in place: a new file gets mode 0600, an existing one is emptied and l
 }
 
 TEST_CASE("a symbolic link at the path is refused; neither its target nor a dangling one changes") {
-  TempDir dir;
+  TempDir dir{"ptscope-output"};
   WriteText(dir / "victim", "keep me");
   ::chmod((dir / "victim").c_str(), 0644);
   fs::create_symlink(dir / "victim", dir / "link.ptar");
@@ -91,7 +84,7 @@ TEST_CASE("a symbolic link at the path is refused; neither its target nor a dang
 }
 
 TEST_CASE("a FIFO or a directory at the path is refused without blocking") {
-  TempDir dir;
+  TempDir dir{"ptscope-output"};
   REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
   fs::create_directory(dir / "sub");
   for (auto create : {&OutputFile::CreateInPlace, &OutputFile::CreateReplacing}) {
@@ -107,7 +100,7 @@ TEST_CASE("a FIFO or a directory at the path is refused without blocking") {
 }
 
 TEST_CASE("replacing: the path changes only at Commit; an uncommitted file leaves no trace") {
-  TempDir dir;
+  TempDir dir{"ptscope-output"};
   WriteText(dir / "trace.txt", "old");
   {
     auto file = OutputFile::CreateReplacing(dir / "trace.txt", 0644);
@@ -137,7 +130,7 @@ TEST_CASE("replacing writes a character device in place instead of replacing it"
 }
 
 TEST_CASE("Discard removes the file only while the path still names it") {
-  TempDir dir;
+  TempDir dir{"ptscope-output"};
   auto file = OutputFile::CreateInPlace(dir / "a.ptar");
   REQUIRE(file);
   file->Discard();
@@ -167,7 +160,7 @@ void WithFileSizeLimit(rlim_t limit, Body body) {
 }
 
 TEST_CASE("an archive whose header cannot be written is removed") {
-  TempDir dir;
+  TempDir dir{"ptscope-output"};
   const std::string path = dir / "empty.ptar";
   WithFileSizeLimit(16, [&] {
     auto writer = ArchiveWriter::Create(path);

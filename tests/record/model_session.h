@@ -17,6 +17,7 @@
 #include "kernel_source.h"
 #include "ptscope/format.h"
 #include "session.h"
+#include "../support/temp_dir.h"
 
 namespace ptscope::record::testing {
 
@@ -47,15 +48,7 @@ inline HostFacts ModelFacts(const ModelHost& host, bool root) {
   return f;
 }
 
-struct TempDir {
-  TempDir() {
-    char templ[] = "/tmp/ptscope-model-XXXXXX";
-    path = ::mkdtemp(templ);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string operator/(const std::string& name) const { return path + "/" + name; }
-  std::string path;
-};
+using TempDir = ptscope::testing::TempDir;
 
 // A run of the session against `model`. The target is a real process (run mode: `argv`).
 struct ModelRun {
@@ -88,7 +81,7 @@ struct ModelRun {
   SessionOptions session;
   KernelSourceOptions source_options;
   std::vector<std::string> notes;
-  TempDir dir;
+  TempDir dir{"ptscope-model"};
 };
 
 // The archive at `path`, which must read back complete.

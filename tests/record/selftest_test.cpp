@@ -27,7 +27,7 @@ std::string Env(const char* name) {
 // uncompressed, as pt-record --selftest configures the hardware.
 const std::vector<uint8_t>& EmulatedWorkloadPt() {
   static const std::vector<uint8_t> pt = [] {
-    TempDir dir;
+    TempDir dir{"ptscope-model"};
     const std::string archive = dir / "emulated.ptar";
     const std::string command = Env("PTSCOPE_PT_EMULATE") +
                                 " --full --no-retcomp --start-at ptscope_selftest_workload -o " +

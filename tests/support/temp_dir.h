@@ -1,5 +1,7 @@
 // A fresh directory for one test's files, removed with everything in it when the test's TempDir
-// goes, so that the tests leave nothing in /tmp (several used to leave a directory a run).
+// goes, so that the tests leave nothing in /tmp (several used to leave a directory a run). The
+// tests of format, decode, record and ptgen share it; the symbols tests keep theirs, whose path is
+// a std::filesystem::path.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -17,20 +19,18 @@ class TempDir {
   explicit TempDir(const std::string& prefix) {
     std::string templ = "/tmp/" + prefix + "-XXXXXX";
     REQUIRE(::mkdtemp(templ.data()) != nullptr);
-    path_ = templ;
+    path = templ;
   }
   ~TempDir() {
     std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
+    std::filesystem::remove_all(path, ignored);
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
 
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
 
- private:
-  std::string path_;
+  std::string path;
 };
 
 }  // namespace ptscope::testing

@@ -11,18 +11,12 @@
 #include <sstream>
 
 #include "ground_truth.h"
+#include "../../support/temp_dir.h"
 
 namespace ptscope::ptgen {
 namespace {
 
-struct TempDir {
-  TempDir() {
-    char templ[] = "/tmp/ptscope-truth-XXXXXX";
-    path = ::mkdtemp(templ);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string path;
-};
+using TempDir = ptscope::testing::TempDir;
 
 std::string Contents(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -32,7 +26,7 @@ std::string Contents(const std::string& path) {
 }
 
 TEST_CASE("ground truth: one 'TID 0xADDRESS' line per instruction, flushed as asked, mode 0600") {
-  TempDir dir;
+  TempDir dir{"ptscope-truth"};
   const std::string path = dir.path + "/truth.txt";
   auto writer = GroundTruthWriter::Create(path);
   REQUIRE(writer);
@@ -52,7 +46,7 @@ TEST_CASE("ground truth: one 'TID 0xADDRESS' line per instruction, flushed as as
 }
 
 TEST_CASE("ground truth: a symbolic link at the path is refused, its target untouched") {
-  TempDir dir;
+  TempDir dir{"ptscope-truth"};
   const std::string target = dir.path + "/target.txt";
   const std::string link = dir.path + "/truth.txt";
   { std::ofstream(target) << "keep\n"; }
