@@ -1,11 +1,16 @@
 // Finding a module's code and debug files by build id (order documented in symbols.h).
+#include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string_view>
 #include <system_error>
 
 #include "ptscope/symbols.h"
@@ -44,6 +49,7 @@ ModuleResolver::~ModuleResolver() {
     std::error_code ec;
     fs::remove_all(temp_dir_, ec);
   }
+  if (temp_dir_lock_ >= 0) ::close(temp_dir_lock_);
 }
 
 void ModuleResolver::Note(std::string note) {
@@ -53,17 +59,62 @@ void ModuleResolver::Note(std::string note) {
   notes_.push_back(std::move(note));
 }
 
+// A resolver's temp dir carries an exclusive flock on the directory itself for the resolver's
+// life. The kernel drops a flock when the last descriptor of it closes, which happens however the
+// process ends (SIGKILL, OOM kill, a fleet worker stopped), so a dir whose lock anyone can take
+// belongs to nobody: the next resolver removes it. A live dir is never taken, even from another
+// PID namespace sharing /tmp, because the lock, not a pid, says who owns it. Dirs are locked under
+// a staging name and renamed into kTempDirPrefix only once locked, so a sweep never meets one
+// between creation and locking.
+namespace {
+constexpr std::string_view kTempDirPrefix = "ptscope-embedded-";
+constexpr std::string_view kStagingPrefix = "ptscope-embedding-";
+
+void RemoveAbandonedTempDirs(const std::string& base) {
+  DIR* dir = ::opendir(base.c_str());
+  if (dir == nullptr) return;
+  while (const dirent* entry = ::readdir(dir)) {
+    std::string_view name = entry->d_name;
+    if (name.substr(0, kTempDirPrefix.size()) != kTempDirPrefix) continue;
+    int fd = ::openat(::dirfd(dir), entry->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && st.st_uid == ::geteuid() && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      std::error_code ec;
+      fs::remove_all(base + "/" + entry->d_name, ec);
+    }
+    ::close(fd);  // drops the lock taken for the removal
+  }
+  ::closedir(dir);
+}
+}  // namespace
+
 bool ModuleResolver::EnsureTempDir() {
   if (!temp_dir_.empty()) return true;
-  const char* base = std::getenv("TMPDIR");
-  std::string templ = std::string(base != nullptr && *base != 0 ? base : "/tmp") +
-                      "/ptscope-modules-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) {
-    Note("cannot create a temporary directory under " + templ +
+  const char* env = std::getenv("TMPDIR");
+  const std::string base = env != nullptr && *env != 0 ? env : "/tmp";
+  RemoveAbandonedTempDirs(base);
+  std::string staging = base + "/" + std::string(kStagingPrefix) + "XXXXXX";
+  if (::mkdtemp(staging.data()) == nullptr) {
+    Note("cannot create a temporary directory under " + base +
          " for embedded binaries; set TMPDIR to a writable directory");
     return false;
   }
-  temp_dir_ = templ;
+  int lock = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
+    if (lock >= 0) ::close(lock);
+    ::rmdir(staging.c_str());
+    Note("cannot lock the temporary directory " + staging + " for embedded binaries");
+    return false;
+  }
+  std::string named = base + "/" + std::string(kTempDirPrefix) +
+                      staging.substr(staging.size() - 6);
+  // Where the name is taken (or the file system cannot rename), the staging name serves; only a
+  // kill in this instant would leave it behind.
+  bool renamed = ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, named.c_str(),
+                             RENAME_NOREPLACE) == 0;
+  temp_dir_ = renamed ? named : staging;
+  temp_dir_lock_ = lock;
   return true;
 }
 

@@ -2,8 +2,11 @@
 // and Symbolizer (demangled C++ name, inlined frames, function starts) on real test binaries.
 // Oracles are binutils (readelf, nm), not the code under test.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -301,6 +304,76 @@ TEST_CASE("resolver: an unstripped copy in a plain --symbols directory names a s
   CHECK(files.code_origin == "recorded path");
   CHECK(files.debug_path == (dir.path / "syms" / "app.full").string());
   CHECK(files.debug_origin == "--symbols");
+}
+
+// The names of the entries of `dir` (the resolvers' temp dirs).
+std::vector<std::string> EntryNames(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+format::BlobChunk VdsoBlob(uint32_t pid) {
+  format::BlobChunk blob;
+  blob.kind = format::BlobKind::kVdso;
+  blob.pid = pid;
+  blob.data = {0x7f, 'E', 'L', 'F'};
+  return blob;
+}
+
+TEST_CASE("resolver: a killed decoder's temp dir is removed by the next one, a live one's kept") {
+  TempDir tmp;
+  const char* saved = std::getenv("TMPDIR");
+  const std::string saved_tmpdir = saved != nullptr ? saved : "";
+  REQUIRE(::setenv("TMPDIR", tmp.path.c_str(), 1) == 0);
+
+  // A decoder process that extracts an embedded vdso, then is SIGKILLed: no destructor runs.
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ModuleResolver killed({});
+    const bool added = killed.AddBlob(VdsoBlob(7)).has_value();
+    char byte = added && !killed.VdsoPath(7).empty() ? 'y' : 'n';
+    if (::write(ready[1], &byte, 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  CHECK(byte == 'y');
+  ::kill(child, SIGKILL);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(EntryNames(tmp.path).size() == 1);
+  const std::string killed_dir = EntryNames(tmp.path)[0];
+  CHECK(killed_dir.rfind("ptscope-embedded-", 0) == 0);
+  CHECK(fs::exists(tmp.path / killed_dir / "vdso-7.so"));
+
+  {
+    ModuleResolver live({});
+    REQUIRE(live.AddBlob(VdsoBlob(8)).has_value());
+    const fs::path live_dir = fs::path(live.VdsoPath(8)).parent_path();
+    CHECK(live_dir.parent_path() == tmp.path);
+    // The live resolver took the killed one's dir away on its way in.
+    CHECK(EntryNames(tmp.path) == std::vector<std::string>{live_dir.filename()});
+    {
+      ModuleResolver next({});
+      REQUIRE(next.AddBlob(VdsoBlob(9)).has_value());
+      const fs::path next_dir = fs::path(next.VdsoPath(9)).parent_path();
+      CHECK(next_dir != live_dir);
+      // Its lock keeps the live dir (in the same process, as a second pt-decode would find it).
+      CHECK(fs::exists(live_dir / "vdso-8.so"));
+      CHECK(EntryNames(tmp.path).size() == 2);
+    }
+    CHECK(EntryNames(tmp.path) == std::vector<std::string>{live_dir.filename()});
+  }
+  CHECK(EntryNames(tmp.path).empty());
+  if (saved != nullptr) ::setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+  else ::unsetenv("TMPDIR");
 }
 
 TEST_CASE("symbolizer: demangled C++ method, inlined frames, function start") {

@@ -149,7 +149,8 @@ struct ModuleFiles {
 // in a --symbols directory is presented to LLVM as "<debug_path>.dwp" (see AttachDwp).
 class ModuleResolver {
  public:
-  // Blobs are written under a private temp dir (removed by the destructor).
+  // Blobs are written under a private temp dir, removed by the destructor or, when the process
+  // was killed, by the next resolver that needs one (module_resolver.cpp says how).
   ModuleResolver(std::vector<std::string> symbol_dirs);
   ~ModuleResolver();
   ModuleResolver(const ModuleResolver&) = delete;
@@ -198,6 +199,7 @@ class ModuleResolver {
 
   std::vector<std::string> symbol_dirs_;
   std::string temp_dir_;
+  int temp_dir_lock_ = -1;  // an open descriptor of temp_dir_ holding its flock
   struct Embedded {
     BlobLoader load;
     std::string path;    // the temp file, once written
