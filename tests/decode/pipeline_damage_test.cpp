@@ -154,5 +154,51 @@ TEST_CASE("a per-CPU schedule read again from the sideband chunks: the same outp
   CHECK(noted);
 }
 
+// The same capture with one sideband chunk (the fourth of seven) overwritten between opening and
+// decoding: only that chunk is unread, its note names its file offset and the checksum that
+// failed, and the other six are read again as before (pt-decode then exits 3: PartialReasons).
+TEST_CASE("a sideband chunk that changed while decoding is the only one counted unread") {
+  TempDir dir{"ptscope-damage"};
+  const std::string capture = dir.path + "/percpu.ptar";
+  Synth(capture, "--seed 2 --threads 3 --cpus 2 --timeslice 500");
+  const format::ReadOptions as_pt_decode{.keep_pt_bytes = false, .keep_sideband_bytes = false};
+  auto archive = format::ReadArchive(capture, as_pt_decode);
+  REQUIRE(archive);
+  REQUIRE(archive->sideband_offsets.size() == 7);
+  const uint64_t victim = archive->sideband_offsets[3];
+  {
+    std::FILE* f = std::fopen(capture.c_str(), "r+b");
+    REQUIRE(f != nullptr);
+    // The first payload byte (after the 32-byte chunk header), flipped: the header still reads.
+    REQUIRE(std::fseek(f, static_cast<long>(victim + 32), SEEK_SET) == 0);
+    const int byte = std::fgetc(f);
+    REQUIRE(byte != EOF);
+    REQUIRE(std::fseek(f, static_cast<long>(victim + 32), SEEK_SET) == 0);
+    REQUIRE(std::fputc(byte ^ 0xff, f) != EOF);
+    std::fclose(f);
+  }
+  PipelineOptions options;
+  options.jobs = 1;
+  options.format = OutputFormat::kText;
+  options.output_path = dir.path + "/changed.txt";
+  options.held_schedule_runs = 1;
+  auto changed = RunPipeline(*archive, options);
+  REQUIRE(changed);
+  CHECK(changed->sideband_unread_chunks == 1);
+  CHECK(changed->instructions > 0);
+  char offset[32];
+  std::snprintf(offset, sizeof offset, "0x%llx", static_cast<unsigned long long>(victim));
+  bool named = false, counted = false;
+  for (const std::string& note : changed->notes) {
+    named = named || (note.find(std::string("read again at file offset ") + offset) !=
+                          std::string::npos &&
+                      note.find("payload checksum mismatch") != std::string::npos);
+    counted = counted || note.find("1 sideband chunk of " + capture + " could not be read again") !=
+                             std::string::npos;
+  }
+  CHECK(named);
+  CHECK(counted);
+}
+
 }  // namespace
 }  // namespace ptscope::decode
