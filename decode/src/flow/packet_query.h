@@ -154,7 +154,9 @@ class PacketQuery {
   int DecodeCyc();
   int Bdm70TipPgeFollows(const uint8_t* pos) const;  // 1 when a TIP.PGE follows, 0 not
 
-  // Time (pt_time and pt_tcal: errors other than the configuration's are returned).
+  // Time (pt_time and pt_tcal: errors other than the configuration's are returned), in
+  // packet_query_time.cpp but for ApplyCyc. kFcrShift: the fixed-point shift of libipt's fcr.
+  static constexpr unsigned kFcrShift = 8;
   int ApplyTsc(uint64_t tsc, bool header);
   int ApplyCbr(uint8_t ratio, bool header);
   int ApplyTma(uint16_t ctc, uint16_t fc);
@@ -199,5 +201,21 @@ class PacketQuery {
   pt_event standalone_{};
   Queue queues_[kBindings];
 };
+
+// Inline: ApplyCyc (packet_query.cpp) and the clock (packet_query_time.cpp) both use them.
+inline int PacketQuery::CtcDelta(uint32_t ctc, uint32_t last_ctc, uint32_t* delta) const {
+  if (ctc < last_ctc) {
+    ctc += 1u << (mtc_freq_ + 8);  // the counter wrapped
+    if (ctc < last_ctc) return -pte_bad_packet;
+  }
+  *delta = ctc - last_ctc;
+  return 0;
+}
+
+inline int PacketQuery::CtcToFc(uint64_t ctc, uint64_t* fc) const {
+  if (cpuid15_eax_ == 0 || cpuid15_ebx_ == 0) return -pte_bad_config;
+  *fc = (ctc * cpuid15_ebx_) / cpuid15_eax_;
+  return 0;
+}
 
 }  // namespace ptscope::decode
