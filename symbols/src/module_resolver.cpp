@@ -100,21 +100,22 @@ bool ModuleResolver::EnsureTempDir() {
          " for embedded binaries; set TMPDIR to a writable directory");
     return false;
   }
+  temp_dir_ = staging;
+  // Where the file system cannot lock a directory (some network file systems), the dir keeps its
+  // staging name, which no sweep touches: removed by the destructor only, as before locks. So it
+  // does where the name is taken; only a kill in this instant would leave a staging dir behind.
   int lock = ::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (lock < 0 || ::flock(lock, LOCK_EX) != 0) {
-    if (lock >= 0) ::close(lock);
-    ::rmdir(staging.c_str());
-    Note("cannot lock the temporary directory " + staging + " for embedded binaries");
-    return false;
+  if (lock < 0) return true;
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock);
+    return true;
   }
+  temp_dir_lock_ = lock;
   std::string named = base + "/" + std::string(kTempDirPrefix) +
                       staging.substr(staging.size() - 6);
-  // Where the name is taken (or the file system cannot rename), the staging name serves; only a
-  // kill in this instant would leave it behind.
-  bool renamed = ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, named.c_str(),
-                             RENAME_NOREPLACE) == 0;
-  temp_dir_ = renamed ? named : staging;
-  temp_dir_lock_ = lock;
+  if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, named.c_str(), RENAME_NOREPLACE) == 0) {
+    temp_dir_ = named;
+  }
   return true;
 }
 
