@@ -322,18 +322,69 @@ format::BlobChunk VdsoBlob(uint32_t pid) {
   return blob;
 }
 
+// TMPDIR pointed at `dir` for one test case, restored however the case ends.
+struct TmpdirFor {
+  explicit TmpdirFor(const fs::path& dir) {
+    const char* now = std::getenv("TMPDIR");
+    had = now != nullptr;
+    if (had) saved = now;
+    REQUIRE(::setenv("TMPDIR", dir.c_str(), 1) == 0);
+  }
+  ~TmpdirFor() {
+    if (had) ::setenv("TMPDIR", saved.c_str(), 1);
+    else ::unsetenv("TMPDIR");
+  }
+  bool had = false;
+  std::string saved;
+};
+
+// A forked child, SIGKILLed and reaped however the case ends (a failed REQUIRE included).
+struct ChildProcess {
+  pid_t pid = -1;
+  ~ChildProcess() { Kill(); }
+  void Kill() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+  }
+};
+
 TEST_CASE("resolver: a killed decoder's temp dir is removed by the next one, a live one's kept") {
   TempDir tmp;
-  const char* saved = std::getenv("TMPDIR");
-  const std::string saved_tmpdir = saved != nullptr ? saved : "";
-  REQUIRE(::setenv("TMPDIR", tmp.path.c_str(), 1) == 0);
+  TmpdirFor tmpdir(tmp.path);
+  // Not the sweep's: an earlier version's dir (no lock), a staging dir, another user's dir.
+  fs::create_directory(tmp.path / "ptscope-modules-old");
+  fs::create_directory(tmp.path / "ptscope-embedding-abcdef");
+  // Another user's: only root can make one (chown). Without root that check is left out, and the
+  // message says so; CI runs as root.
+  const bool other_users = ::geteuid() == 0;
+  if (other_users) {
+    fs::create_directory(tmp.path / "ptscope-embedded-nobody");
+    REQUIRE(::chown((tmp.path / "ptscope-embedded-nobody").c_str(), 65534, 65534) == 0);
+  } else {
+    MESSAGE("not root: the check that another user's dir is kept is left out");
+  }
+  const std::vector<std::string> others =
+      other_users ? std::vector<std::string>{"ptscope-embedded-nobody", "ptscope-embedding-abcdef",
+                                             "ptscope-modules-old"}
+                  : std::vector<std::string>{"ptscope-embedding-abcdef", "ptscope-modules-old"};
+  auto ours = [&] {  // the entries that are not `others`
+    std::vector<std::string> names;
+    for (const std::string& name : EntryNames(tmp.path)) {
+      if (std::find(others.begin(), others.end(), name) == others.end()) names.push_back(name);
+    }
+    return names;
+  };
 
   // A decoder process that extracts an embedded vdso, then is SIGKILLed: no destructor runs.
   int ready[2];
   REQUIRE(::pipe(ready) == 0);
-  pid_t child = ::fork();
-  REQUIRE(child >= 0);
-  if (child == 0) {
+  ChildProcess child;
+  child.pid = ::fork();
+  REQUIRE(child.pid >= 0);
+  if (child.pid == 0) {
     ModuleResolver killed({});
     const bool added = killed.AddBlob(VdsoBlob(7)).has_value();
     char byte = added && !killed.VdsoPath(7).empty() ? 'y' : 'n';
@@ -342,24 +393,25 @@ TEST_CASE("resolver: a killed decoder's temp dir is removed by the next one, a l
   }
   ::close(ready[1]);
   char byte = 0;
-  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  const ssize_t got = ::read(ready[0], &byte, 1);
   ::close(ready[0]);
+  REQUIRE(got == 1);
   CHECK(byte == 'y');
-  ::kill(child, SIGKILL);
-  int status = 0;
-  REQUIRE(::waitpid(child, &status, 0) == child);
-  REQUIRE(EntryNames(tmp.path).size() == 1);
-  const std::string killed_dir = EntryNames(tmp.path)[0];
+  child.Kill();
+  REQUIRE(ours().size() == 1);
+  const std::string killed_dir = ours()[0];
   CHECK(killed_dir.rfind("ptscope-embedded-", 0) == 0);
   CHECK(fs::exists(tmp.path / killed_dir / "vdso-7.so"));
+  CHECK(fs::status(tmp.path / killed_dir).permissions() == fs::perms::owner_all);
 
   {
     ModuleResolver live({});
     REQUIRE(live.AddBlob(VdsoBlob(8)).has_value());
     const fs::path live_dir = fs::path(live.VdsoPath(8)).parent_path();
     CHECK(live_dir.parent_path() == tmp.path);
-    // The live resolver took the killed one's dir away on its way in.
-    CHECK(EntryNames(tmp.path) == std::vector<std::string>{live_dir.filename()});
+    // The live resolver took the killed one's dir away on its way in, and nothing else.
+    CHECK(ours() == std::vector<std::string>{live_dir.filename()});
+    CHECK(EntryNames(tmp.path).size() == others.size() + 1);
     {
       ModuleResolver next({});
       REQUIRE(next.AddBlob(VdsoBlob(9)).has_value());
@@ -367,13 +419,12 @@ TEST_CASE("resolver: a killed decoder's temp dir is removed by the next one, a l
       CHECK(next_dir != live_dir);
       // Its lock keeps the live dir (in the same process, as a second pt-decode would find it).
       CHECK(fs::exists(live_dir / "vdso-8.so"));
-      CHECK(EntryNames(tmp.path).size() == 2);
+      CHECK(ours().size() == 2);
     }
-    CHECK(EntryNames(tmp.path) == std::vector<std::string>{live_dir.filename()});
+    CHECK(ours() == std::vector<std::string>{live_dir.filename()});
   }
-  CHECK(EntryNames(tmp.path).empty());
-  if (saved != nullptr) ::setenv("TMPDIR", saved_tmpdir.c_str(), 1);
-  else ::unsetenv("TMPDIR");
+  CHECK(ours().empty());
+  CHECK(EntryNames(tmp.path) == others);
 }
 
 TEST_CASE("symbolizer: demangled C++ method, inlined frames, function start") {
