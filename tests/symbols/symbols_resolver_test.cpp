@@ -427,6 +427,19 @@ TEST_CASE("resolver: a killed decoder's temp dir is removed by the next one, a l
   CHECK(EntryNames(tmp.path) == others);
 }
 
+TEST_CASE("resolver: a TMPDIR that cannot hold the temp dir is named in a note, nothing written") {
+  TempDir tmp;
+  const fs::path missing = tmp.path / "missing";
+  TmpdirFor tmpdir(missing);
+  ModuleResolver resolver({});
+  REQUIRE(resolver.AddBlob(VdsoBlob(7)).has_value());
+  CHECK(resolver.VdsoPath(7).empty());
+  CHECK(resolver.notes() ==
+        std::vector<std::string>{"cannot create a temporary directory under " + missing.string() +
+                                 " for embedded binaries; set TMPDIR to a writable directory"});
+  CHECK_FALSE(fs::exists(missing));
+}
+
 TEST_CASE("symbolizer: demangled C++ method, inlined frames, function start") {
   std::string prog = Env("PTSCOPE_SYMBOLS_PROG");
   Symbolizer symbolizer;
