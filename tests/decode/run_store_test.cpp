@@ -138,5 +138,100 @@ TEST_CASE("a scratch file changed or cut under the decode is an error naming its
   }
 }
 
+// Runs of a few addresses on 5 threads at times that repeat (equal times within and across the
+// index's chunks), added in an order that is not sorted; `want` is what Replay must give: a stable
+// sort by thread and time of the order added.
+struct ManyRuns {
+  std::vector<std::pair<uint64_t, Replayed>> added;  // time, run
+  std::vector<Replayed> want;
+  explicit ManyRuns(size_t count) {
+    uint64_t state = 12345;
+    for (size_t i = 0; i < count; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const auto tid = static_cast<uint32_t>(1 + (state >> 33) % 5);
+      const uint64_t time = (state >> 40) % 50;  // 5 threads x 50 times: many equal keys
+      added.push_back({time, {tid, Addresses(0x400000 + i * 64, i % 7)}});
+    }
+    auto sorted = added;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+      if (a.second.tid != b.second.tid) return a.second.tid < b.second.tid;
+      return a.first < b.first;
+    });
+    for (const auto& [time, run] : sorted) want.push_back(run);
+  }
+  void AddTo(RunStore& store) const {
+    for (const auto& [time, run] : added) store.Add(run.tid, time, run.addresses);
+  }
+};
+
+TEST_CASE("past index_runs the index goes to its own file in sorted chunks, merged back exactly") {
+  SpillDir dir;
+  for (const size_t index_runs : {size_t{1}, size_t{2}, size_t{7}, size_t{64}, size_t{5000}}) {
+    CAPTURE(index_runs);
+    const ManyRuns runs(1000);
+    RunStore store(index_runs);
+    runs.AddTo(store);
+    // Whole chunks went to the file; the rest (fewer than a chunk) stayed in memory.
+    CHECK(store.index_file_runs() == 1000 / index_runs * index_runs);
+    CHECK(store.file_bytes() == 0);  // the addresses themselves: a few KB, in the buffer
+    Status status;
+    const std::vector<Replayed> got = ReplayAll(store, &status);
+    REQUIRE(status);
+    CHECK(got == runs.want);
+  }
+}
+
+TEST_CASE("without a usable scratch directory the index stays in memory, in the same order") {
+  SpillDir dir;
+  setenv("TMPDIR", (dir.path + "/missing").c_str(), 1);
+  const ManyRuns runs(300);
+  RunStore store(8);
+  runs.AddTo(store);
+  CHECK(store.index_file_runs() == 0);
+  Status status;
+  CHECK(ReplayAll(store, &status) == runs.want);
+  CHECK(status);
+}
+
+TEST_CASE("an index file changed under the decode is an error naming it, never a wrong listing") {
+  SpillDir dir;
+  const ManyRuns runs(100);
+  RunStore store(10);
+  runs.AddTo(store);
+  REQUIRE(store.index_file_runs() == 100);
+  REQUIRE(store.file_bytes() == 0);
+  const int fd = SpillFd(dir.path);  // the only file: the addresses stayed in the buffer
+  REQUIRE(fd >= 0);
+  // Records are 40 bytes: time, offset, bytes, count (8 each), tid, zero (4 each).
+  Status status;
+  SUBCASE("a record's run made longer than any run added") {
+    const uint64_t bytes = uint64_t{1} << 40;
+    REQUIRE(pwrite(fd, &bytes, 8, 40 * 3 + 16) == 8);
+    ReplayAll(store, &status);
+    REQUIRE(!status);
+    CHECK(status.error().message ==
+          "the instruction listing's temporary file in " + dir.path +
+              " changed under the decode (the run index record at offset 120 points outside the "
+              "runs written)");
+  }
+  SUBCASE("a record's thread changed so that its chunk is out of order") {
+    const uint32_t tid = 0;  // below every thread: before the chunk's first
+    REQUIRE(pwrite(fd, &tid, 4, 40 * 5 + 32) == 4);
+    ReplayAll(store, &status);
+    REQUIRE(!status);
+    CHECK(status.error().message ==
+          "the instruction listing's temporary file in " + dir.path +
+              " changed under the decode (the run index record at offset 200 is out of order)");
+  }
+  SUBCASE("the index cut short") {
+    REQUIRE(ftruncate(fd, 40 * 50) == 0);
+    ReplayAll(store, &status);
+    REQUIRE(!status);
+    CHECK(status.error().message ==
+          "the instruction listing's temporary file in " + dir.path +
+              " could not be read back at index offset 2000: Input/output error");
+  }
+}
+
 }  // namespace
 }  // namespace ptscope::decode

@@ -13,10 +13,11 @@
 namespace ptscope::decode {
 RunStore::~RunStore() {
   if (fd_ >= 0) close(fd_);
+  if (index_fd_ >= 0) close(index_fd_);
 }
 
 void RunStore::Add(uint32_t tid, uint64_t time_ns, std::span<const uint64_t> addresses) {
-  RunRef run{tid, time_ns, flushed_ + buffer_.size(), 0, addresses.size()};
+  RunRef run{time_ns, flushed_ + buffer_.size(), 0, addresses.size(), tid, 0};
   uint64_t previous = 0;
   // In slices that fit the buffer's bound: a run's bytes stay contiguous across a flush (the
   // file and the buffer continue one another).
@@ -34,7 +35,9 @@ void RunStore::Add(uint32_t tid, uint64_t time_ns, std::span<const uint64_t> add
     buffer_.resize(static_cast<size_t>(p - buffer_.data()));
   }
   run.bytes = flushed_ + buffer_.size() - run.offset;
+  longest_run_bytes_ = std::max(longest_run_bytes_, run.bytes);
   runs_.push_back(run);
+  if (runs_.size() >= index_runs_) SpillIndex();
 }
 
 void RunStore::Flush() {
@@ -48,11 +51,118 @@ void RunStore::Flush() {
   buffer_.clear();
 }
 
+void RunStore::SpillIndex() {
+  if (index_unusable_) return;  // runs_ grows, as it would with no file at all
+  if (index_fd_ < 0) index_fd_ = OpenScratchFile(&dir_);
+  Sort();
+  const Chunk chunk{index_file_runs_, runs_.size()};
+  if (index_fd_ < 0 ||
+      !WriteAllAt(index_fd_, reinterpret_cast<const uint8_t*>(runs_.data()),
+                  runs_.size() * sizeof(RunRef), static_cast<off_t>(chunk.first * sizeof(RunRef)))) {
+    index_unusable_ = true;  // these stay in memory: sorted now, and sorted again with later ones
+    return;
+  }
+  chunks_.push_back(chunk);
+  index_file_runs_ += chunk.count;
+  runs_.clear();
+}
+
 void RunStore::Sort() {
   std::stable_sort(runs_.begin(), runs_.end(), [](const RunRef& a, const RunRef& b) {
     if (a.tid != b.tid) return a.tid < b.tid;
     return a.time_ns < b.time_ns;
   });
+}
+
+Error RunStore::Changed(const std::string& what) const {
+  return MakeError(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
+                                  " changed under the decode (" + what + ")");
+}
+
+bool RunStore::HeadAfter(size_t a, size_t b) const {
+  const RunRef& x = cursors_[a].head;
+  const RunRef& y = cursors_[b].head;
+  if (x.tid != y.tid) return x.tid > y.tid;
+  if (x.time_ns != y.time_ns) return x.time_ns > y.time_ns;
+  return a > b;
+}
+
+// The merge: one cursor a chunk, in the order they were written, and the last for runs_.
+Status RunStore::StartMerge() {
+  Sort();
+  cursors_.clear();
+  heap_.clear();
+  for (const Chunk& chunk : chunks_) {
+    cursors_.emplace_back();
+    cursors_.back().unread = chunk.first;
+    cursors_.back().end = chunk.first + chunk.count;
+  }
+  cursors_.emplace_back();
+  cursors_.back().in_file = false;
+  cursors_.back().end = runs_.size();
+  for (size_t i = 0; i < cursors_.size(); ++i) {
+    PTSCOPE_ASSIGN_OR_RETURN(const bool has_runs, Advance(i));
+    if (has_runs) heap_.push_back(i);
+  }
+  std::make_heap(heap_.begin(), heap_.end(),
+                 [this](size_t a, size_t b) { return HeadAfter(a, b); });
+  return Ok();
+}
+
+Result<bool> RunStore::Advance(size_t index) {
+  Cursor& cursor = cursors_[index];
+  if (!cursor.in_file) {
+    if (cursor.unread == cursor.end) return false;
+    cursor.head = runs_[cursor.unread++];
+    return true;
+  }
+  if (cursor.at == cursor.read.size()) {
+    if (cursor.unread == cursor.end) return false;
+    const uint64_t count = std::min<uint64_t>(kMergeRecords, cursor.end - cursor.unread);
+    cursor.read.resize(static_cast<size_t>(count));
+    cursor.at = 0;
+    const uint64_t offset = cursor.unread * sizeof(RunRef);
+    if (!ReadAllAt(index_fd_, reinterpret_cast<uint8_t*>(cursor.read.data()),
+                   static_cast<size_t>(count * sizeof(RunRef)), static_cast<off_t>(offset))) {
+      return Unexpected(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
+                                       " could not be read back at index offset " +
+                                       std::to_string(offset) + ": " + std::strerror(errno));
+    }
+    cursor.unread += count;
+  }
+  const RunRef run = cursor.read[cursor.at++];
+  const uint64_t where = (cursor.unread - cursor.read.size() + cursor.at - 1) * sizeof(RunRef);
+  const uint64_t written = flushed_ + buffer_.size();
+  // Within what was written, no longer than the longest run added (so that a changed record
+  // cannot ask for more memory than the decode already used), at least a byte an address.
+  if (run.bytes > longest_run_bytes_ || run.offset > written - run.bytes ||
+      run.count > run.bytes || run.zero != 0) {
+    return Changed("the run index record at offset " + std::to_string(where) +
+                   " points outside the runs written");
+  }
+  if (cursor.started && (run.tid < cursor.head.tid ||
+                 (run.tid == cursor.head.tid && run.time_ns < cursor.head.time_ns))) {
+    return Changed("the run index record at offset " + std::to_string(where) +
+                   " is out of order");
+  }
+  cursor.head = run;
+  cursor.started = true;
+  return true;
+}
+
+Result<const RunStore::RunRef*> RunStore::NextRun() {
+  if (heap_.empty()) return static_cast<const RunRef*>(nullptr);
+  const auto later = [this](size_t a, size_t b) { return HeadAfter(a, b); };
+  std::pop_heap(heap_.begin(), heap_.end(), later);
+  const size_t index = heap_.back();
+  current_ = cursors_[index].head;
+  PTSCOPE_ASSIGN_OR_RETURN(const bool has_runs, Advance(index));
+  if (has_runs) {
+    std::push_heap(heap_.begin(), heap_.end(), later);
+  } else {
+    heap_.pop_back();
+  }
+  return static_cast<const RunRef*>(&current_);
 }
 
 Status RunStore::Load(const RunRef& run) {
