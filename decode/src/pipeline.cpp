@@ -87,7 +87,6 @@ Result<DecodeSummary> RunPipeline(format::Archive& archive, const PipelineOption
     }
     PTSCOPE_ASSIGN_OR_RETURN(std::unique_ptr<InsnListing> listing,
                              InsnListing::Open(options.output_path, view.streams, options.threads));
-    summary.threads = view.streams.size();
     DecodeUnits(view, TimeWindow{}, archive.path, images, nullptr, options,  // (all of it)
                 [&](size_t, const WorkUnit& work, UnitEvents& events) {
                   listing->Consume(work, events);

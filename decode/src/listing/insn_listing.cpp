@@ -1,6 +1,8 @@
 // The instruction listing (see insn_listing.h).
 #include "listing/insn_listing.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <span>
 
 namespace ptscope::decode {
@@ -41,7 +43,8 @@ InsnListing::InsnListing(std::unique_ptr<OutputFile> out, const std::vector<Stre
       streams_(streams),
       selected_(selected),
       writer_(out_.get()),
-      first_errors_(streams.size()) {}
+      first_errors_(streams.size()),
+      stream_listed_(streams.size()) {}
 
 void InsnListing::Consume(const WorkUnit& work, const UnitEvents& events) {
   const Stream& stream = streams_[work.stream];
@@ -54,6 +57,7 @@ void InsnListing::Consume(const WorkUnit& work, const UnitEvents& events) {
     const size_t end = r + 1 < events.runs.size() ? events.runs[r + 1].first_insn
                                                   : events.insns.size();
     if (stream.cpu < 0) {
+      stream_listed_[work.stream] = true;
       for (size_t i = run.first_insn; i < end; ++i) writer_.Write(stream.key.tid, events.insns[i]);
       continue;
     }
@@ -67,9 +71,16 @@ void InsnListing::Consume(const WorkUnit& work, const UnitEvents& events) {
 
 Status InsnListing::Finish(DecodeSummary& summary) {
   // A thread's stretches from all CPUs, in time order (equal times: in the order decoded).
+  // Threads: each per-thread stream decoded, and each thread of the per-CPU runs (they come by
+  // thread: one more at each change).
+  size_t threads = static_cast<size_t>(std::count(stream_listed_.begin(), stream_listed_.end(), true));
+  uint64_t last_tid = UINT64_MAX;
   PTSCOPE_TRY(runs_.Replay([&](uint32_t tid, std::span<const uint64_t> addresses) {
+    if (tid != last_tid) ++threads;
+    last_tid = tid;
     for (uint64_t address : addresses) writer_.Write(tid, address);
   }));
+  summary.threads = threads;
   summary.instructions += instructions_;
   summary.stats.Add(counts_);
   for (size_t s = 0; s < streams_.size(); ++s) {

@@ -56,6 +56,7 @@ class InsnListing {
   uint64_t instructions_ = 0;
   DecodeStats counts_;
   std::vector<std::string> first_errors_;  // per stream
+  std::vector<bool> stream_listed_;        // per stream: a per-thread stream's units came
 };
 
 }  // namespace ptscope::decode

@@ -136,6 +136,10 @@ def check_percpu_listing(args, binary, work):
         with open(listing, "rb") as got:
             if got.read() != want:
                 problems.append(f"{label}: the listing is not the walk's, thread by thread")
+        # The summary counts the walk's threads, not the capture's 2 CPU streams.
+        if not result.stderr.startswith(f"pt-decode: {archive}: 4 threads, "):
+            problems.append(f"{label}: the summary does not say 4 threads: "
+                            f"{result.stderr.splitlines()[:1]}")
     if os.listdir(scratch):
         problems.append(f"pt-decode left files in its scratch directory: {os.listdir(scratch)}")
     return problems
