@@ -73,7 +73,8 @@ Status InsnListing::Finish(DecodeSummary& summary) {
   // A thread's stretches from all CPUs, in time order (equal times: in the order decoded).
   // Threads: each per-thread stream decoded, and each thread of the per-CPU runs (they come by
   // thread: one more at each change).
-  size_t threads = static_cast<size_t>(std::count(stream_listed_.begin(), stream_listed_.end(), true));
+  auto threads = static_cast<size_t>(
+      std::count(stream_listed_.begin(), stream_listed_.end(), true));
   uint64_t last_tid = UINT64_MAX;
   PTSCOPE_TRY(runs_.Replay([&](uint32_t tid, std::span<const uint64_t> addresses) {
     if (tid != last_tid) ++threads;

@@ -56,9 +56,9 @@ void RunStore::SpillIndex() {
   if (index_fd_ < 0) index_fd_ = OpenScratchFile(&dir_);
   Sort();
   const Chunk chunk{index_file_runs_, runs_.size()};
-  if (index_fd_ < 0 ||
-      !WriteAllAt(index_fd_, reinterpret_cast<const uint8_t*>(runs_.data()),
-                  runs_.size() * sizeof(RunRef), static_cast<off_t>(chunk.first * sizeof(RunRef)))) {
+  const auto at = static_cast<off_t>(chunk.first * sizeof(RunRef));
+  if (index_fd_ < 0 || !WriteAllAt(index_fd_, reinterpret_cast<const uint8_t*>(runs_.data()),
+                                   runs_.size() * sizeof(RunRef), at)) {
     index_unusable_ = true;  // these stay in memory: sorted now, and sorted again with later ones
     return;
   }
@@ -140,8 +140,9 @@ Result<bool> RunStore::Advance(size_t index) {
     return Changed("the run index record at offset " + std::to_string(where) +
                    " points outside the runs written");
   }
-  if (cursor.started && (run.tid < cursor.head.tid ||
-                 (run.tid == cursor.head.tid && run.time_ns < cursor.head.time_ns))) {
+  const bool before_head = run.tid < cursor.head.tid ||
+                           (run.tid == cursor.head.tid && run.time_ns < cursor.head.time_ns);
+  if (cursor.started && before_head) {
     return Changed("the run index record at offset " + std::to_string(where) +
                    " is out of order");
   }
