@@ -79,6 +79,12 @@ Error RunStore::Changed(const std::string& what) const {
                                   " changed under the decode (" + what + ")");
 }
 
+Error RunStore::Unreadable(const char* where, uint64_t offset) const {
+  return MakeError(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
+                                  " could not be read back at " + where + std::to_string(offset) +
+                                  ": " + std::strerror(errno));
+}
+
 bool RunStore::HeadAfter(size_t a, size_t b) const {
   const RunRef& x = cursors_[a].head;
   const RunRef& y = cursors_[b].head;
@@ -124,9 +130,7 @@ Result<bool> RunStore::Advance(size_t index) {
     const uint64_t offset = cursor.unread * sizeof(RunRef);
     if (!ReadAllAt(index_fd_, reinterpret_cast<uint8_t*>(cursor.read.data()),
                    static_cast<size_t>(count * sizeof(RunRef)), static_cast<off_t>(offset))) {
-      return Unexpected(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
-                                       " could not be read back at index offset " +
-                                       std::to_string(offset) + ": " + std::strerror(errno));
+      return Unreadable("index offset ", offset);
     }
     cursor.unread += count;
   }
@@ -172,9 +176,7 @@ Status RunStore::Load(const RunRef& run) {
   const uint64_t in_file = run.offset < flushed_ ? std::min(run.bytes, flushed_ - run.offset) : 0;
   if (in_file != 0 &&
       !ReadAllAt(fd_, read_.data(), static_cast<size_t>(in_file), static_cast<off_t>(run.offset))) {
-    return Unexpected(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
-                                     " could not be read back at offset " +
-                                     std::to_string(run.offset) + ": " + std::strerror(errno));
+    return Unreadable("offset ", run.offset);
   }
   if (in_file < run.bytes) {
     std::memcpy(read_.data() + in_file, buffer_.data() + (run.offset + in_file - flushed_),
@@ -187,17 +189,13 @@ Status RunStore::Load(const RunRef& run) {
   for (uint64_t& address : addresses_) {
     uint64_t v = 0;
     if ((p = GetVarint<true>(p, end, &v)) == nullptr) {
-      return Unexpected(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
-                                       " changed under the decode (a run at offset " +
-                                       std::to_string(run.offset) + " does not decode)");
+      return Changed("a run at offset " + std::to_string(run.offset) + " does not decode");
     }
     previous += Unzigzag(v);
     address = previous;
   }
   if (p != end) {
-    return Unexpected(Errc::kIo, "the instruction listing's temporary file in " + dir_ +
-                                     " changed under the decode (a run at offset " +
-                                     std::to_string(run.offset) + " has bytes past its end)");
+    return Changed("a run at offset " + std::to_string(run.offset) + " has bytes past its end");
   }
   return Ok();
 }

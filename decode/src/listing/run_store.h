@@ -90,7 +90,10 @@ class RunStore {
   Result<bool> Advance(size_t cursor);   // false: the cursor has no more runs
   Result<const RunRef*> NextRun();       // null after the last
   Status Load(const RunRef& run);  // its addresses into addresses_
+  // The errors that name the files' directory: bytes that do not say what was written, and a
+  // read that failed (errno; `where` leads the offset: "offset ", "index offset ").
   Error Changed(const std::string& what) const;
+  Error Unreadable(const char* where, uint64_t offset) const;
 
   size_t index_runs_;
   std::vector<RunRef> runs_;     // runs not in the index file
