@@ -10,6 +10,7 @@
 # the test fails rather than passing on another failure.
 # The same capture as a perf.data (pt-archive export-perf) is read the same way (its sideband
 # ranges read again from the file: format/PERF_DATA.md section 6), with the same three opens.
+# When only one chunk differs on the third open, the rest of the sideband is used: exit 3.
 # usage: sideband_unreadable_test.sh PT_SYNTH PT_DECODE CORPUS_STATIC PT_ARCHIVE
 set -u
 pt_synth=$1 pt_decode=$2 binary=$3 pt_archive=$4
@@ -53,8 +54,48 @@ check_unreadable() {
 }
 
 check_unreadable "$capture" .ptar "0 to 6" "7 sideband chunks"
+
+# Partway: the third open gives a copy whose 4th Sideband chunk (type 4) has its first payload
+# byte flipped, as if the file had been rewritten between ReadArchive and the sideband's read.
+# strace does not make that open at all: it returns fd 9, which the shell opened on the copy
+# and pt-decode inherits. Only that chunk is lost: exit 3 (written, partial), a note naming
+# the chunk's file offset and its checksum, a note counting 1 chunk, and the status line's
+# reason. (A perf.data has no checksums to find such a change by, so only the .ptar.)
+damaged=$tmp/damaged.ptar
+fourth=$(python3 - "$capture" "$damaged" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], 'rb').read())
+offset = struct.unpack_from('<H', data, 14)[0]  # FORMAT.md: header_size, the first chunk
+sideband = []
+while offset + 32 <= len(data):
+    sync, kind, _, stored = struct.unpack_from('<IHHQ', data, offset)
+    assert sync == 0x4B435450, f'no chunk at {offset:#x}'
+    if kind == 4:
+        sideband.append(offset)
+    offset += 32 + (stored + 7) // 8 * 8
+assert len(sideband) == 7, f'{len(sideband)} Sideband chunks, not 7'
+data[sideband[3] + 32] ^= 0xFF
+open(sys.argv[2], 'wb').write(data)
+print(f'{sideband[3]:#x}')
+PY
+) || fail "could not make the damaged copy"
+out=$tmp/partway
+exec 9< "$damaged"
+strace -f -P "$capture" -e trace=openat -e inject=openat:retval=9:when=3 -o /dev/null \
+  "$pt_decode" -j1 "$capture" -o "$out.pftrace" 2> "$out.err"
+status=$?
+exec 9<&-
+cat "$out.err"
+[ $status -eq 3 ] || fail "partway: exit $status with one sideband chunk changed, not 3"
+[ -s "$out.pftrace" ] || fail "partway: no trace written"
+grep -qF "note: sideband chunk 3 offset 0: read again at file offset $fourth, $capture: chunk at offset $fourth: payload checksum mismatch" "$out.err" ||
+  fail "partway: no note names the changed chunk's offset ($fourth) and its checksum"
+grep -qF "note: 1 sideband chunk of $capture could not be read again" "$out.err" ||
+  fail "partway: no note counts 1 unread sideband chunk"
+grep -q "status: PARTIAL (exit 3): .*its sideband could not all be read again" "$out.err" ||
+  fail "partway: the status line does not give the unread sideband as the reason"
 # The perf.data: one range of sideband records (a chunk), read again by the third open.
 data=$tmp/percpu.data
 "$pt_archive" export-perf "$capture" -o "$data" 2> /dev/null || fail "export-perf failed"
 check_unreadable "$data" perf.data "0 to 0" "1 sideband chunk"
-echo "ok: .ptar and perf.data: complete without a fault; exit 1 with the notes and the reason when the sideband cannot be read again"
+echo "ok: .ptar and perf.data: complete without a fault; exit 1 with the notes and the reason when the sideband cannot be read again; exit 3 when one chunk of it changed"
