@@ -7,6 +7,7 @@ import ctypes
 import ctypes.util
 
 PT_DATA = 2
+END = 15
 HEADER = 32
 PSB = bytes([0x02, 0x82]) * 8
 
@@ -113,3 +114,25 @@ def write_chunks(path, header, chunks):
     with open(path, 'wb') as f:
         f.write(out)
     return spans
+
+
+def replace_pt_stream(src, dst, pt):
+    """Copies SRC, an archive of one PT stream, to DST with that stream's bytes replaced by PT:
+    its first PtData chunk carries all of PT from stream offset 0 (its other fields kept), its
+    other PtData chunks are left out, and the End chunk counts the chunks that are left."""
+    header, chunks = read_chunks(src)
+    out, placed = [], False
+    for ctype, payload in chunks:
+        if ctype == PT_DATA:
+            if placed:
+                continue
+            fields = bytearray(payload[:48])
+            fields[16:24] = bytes(8)  # stream_offset
+            payload = bytes(fields) + len(pt).to_bytes(8, 'little') + pt
+            placed = True
+        if ctype == END:
+            payload = len(out).to_bytes(8, 'little') + payload[8:]  # chunk_count
+        out.append((ctype, payload))
+    if not placed:
+        raise ValueError(f'{src}: no PtData chunk')
+    write_chunks(dst, header, out)

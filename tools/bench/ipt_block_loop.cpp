@@ -14,6 +14,8 @@
 // each stream with the capture's errata and again with BDM70, SKD007 and SKL168 forced on;
 // --compare-query-raw BASE.ptar INPUT... does the same on decode fuzz inputs (u32 PT length, PT),
 // with BASE's configuration.
+// --damage SEED and --overflow SEED change each stream before it is decoded (bytes overwritten;
+// overflows as the hardware reports them), and --write-pt FILE writes the changed stream instead.
 #include <intel-pt.h>
 #include <sys/mman.h>
 
@@ -159,6 +161,115 @@ WalkerMode g_walker = WalkerMode::kNone;
 // --damage SEED (with --compare-walker): one byte in 4 KiB of each stream overwritten at random,
 // so that both decoders meet errors and resynchronize alike.
 uint64_t g_damage_seed = 0;
+// --overflow SEED: internal buffer overflows as the hardware reports them (AddOverflows).
+uint64_t g_overflow_seed = 0;
+// --write-pt FILE (instead of a decode): the archive's only PT stream, with --overflow's and
+// --damage's changes, to FILE (tests/support/ptar_edit.py puts it back into a .ptar).
+const char* g_write_pt = nullptr;
+
+uint64_t NextRandom(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return state >> 17;
+}
+
+// Overflows put into a stream the way the hardware writes them (SDM 33.3.8: after an OVF, a FUP
+// with the ip where tracing resumed, or, when it resumed with tracing off, nothing until
+// TIP.PGE): before about one PSB in three, the packets from a random packet boundary after the
+// previous PSB+ up to this PSB are dropped (what the overflow lost) and replaced by one of
+//   OVF FUP(ip)           resolved while tracing
+//   OVF CYC MTC FUP(ip)   the same, with timing packets between
+//   OVF TIP.PGE(ip)       resolved with tracing off, enabled again
+//   OVF PSB+ TIP.PGE(ip)  the same with a PSB while tracing was off: its PSB+ without the FUP
+//                         (PacketEn was 0), the enable after its PSBEND
+// where ip is the PSB+'s own FUP (copied: the last ip starts afresh at an OVF as in a PSB+), so
+// the trace goes on where it did; and once, the stream ends right after an OVF and a FUP.
+std::vector<uint8_t> AddOverflows(const std::vector<uint8_t>& bytes, uint64_t seed) {
+  struct Psb {
+    uint64_t offset = 0;       // the PSB
+    uint64_t after_end = 0;    // the packet after its PSBEND
+    uint64_t fup_offset = 0;   // its FUP
+    std::vector<uint8_t> fup;  // its FUP's bytes (empty: none)
+  };
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t*>(bytes.data());
+  config.end = const_cast<uint8_t*>(bytes.data()) + bytes.size();
+  pt_packet_decoder* decoder = pt_pkt_alloc_decoder(&config);
+  if (decoder == nullptr) return bytes;
+  std::vector<Psb> psbs;
+  std::vector<uint64_t> boundaries;  // of packets outside PSB+
+  bool in_header = false;
+  for (int status = pt_pkt_sync_forward(decoder); status >= 0;) {
+    uint64_t offset = 0;
+    pt_pkt_get_offset(decoder, &offset);
+    pt_packet packet;
+    status = pt_pkt_next(decoder, &packet, sizeof packet);
+    if (status < 0) {
+      if (status == -pte_eos) break;
+      status = pt_pkt_sync_forward(decoder);  // (a damaged stretch: on from the next PSB)
+      in_header = false;
+      continue;
+    }
+    if (packet.type == ppt_psb) {
+      psbs.push_back({offset, 0, 0, {}});
+      in_header = true;
+    } else if (in_header && packet.type == ppt_fup) {
+      psbs.back().fup_offset = offset;
+      psbs.back().fup.assign(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                             bytes.begin() + static_cast<std::ptrdiff_t>(offset + packet.size));
+    } else if (in_header && packet.type == ppt_psbend) {
+      psbs.back().after_end = offset + packet.size;
+      in_header = false;
+    } else if (!in_header) {
+      boundaries.push_back(offset);
+    }
+  }
+  pt_pkt_free_decoder(decoder);
+  uint64_t state = seed;
+  std::vector<uint8_t> out;
+  uint64_t copied = 0;  // bytes of the input up to here are in `out` (or dropped)
+  for (size_t i = 1; i < psbs.size(); ++i) {
+    const Psb& psb = psbs[i];
+    const Psb& previous = psbs[i - 1];
+    if (psb.fup.empty() || previous.after_end == 0 || NextRandom(state) % 3 != 0) continue;
+    // A packet boundary in [previous.after_end, psb.offset]: where the overflow began.
+    auto first = std::lower_bound(boundaries.begin(), boundaries.end(), previous.after_end);
+    auto last = std::lower_bound(boundaries.begin(), boundaries.end(), psb.offset);
+    const size_t choices = static_cast<size_t>(last - first) + 1;
+    const size_t pick = NextRandom(state) % choices;
+    const uint64_t drop_from = pick + 1 == choices ? psb.offset : *(first + pick);
+    if (drop_from < copied) continue;
+    out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(copied),
+               bytes.begin() + static_cast<std::ptrdiff_t>(drop_from));
+    const uint8_t ovf[] = {0x02, 0xf3};
+    out.insert(out.end(), ovf, ovf + 2);
+    const uint64_t variant = NextRandom(state) % 4;
+    if (variant == 1) {
+      const uint8_t timing[] = {0x0b, 0x59, 0x01};  // CYC(1) MTC(1)
+      out.insert(out.end(), timing, timing + 3);
+    }
+    if (variant <= 1) out.insert(out.end(), psb.fup.begin(), psb.fup.end());
+    copied = psb.offset;
+    if (variant == 3) {  // the PSB+ without its FUP
+      const auto at = [&](uint64_t offset) { return bytes.begin() + static_cast<std::ptrdiff_t>(offset); };
+      out.insert(out.end(), at(psb.offset), at(psb.fup_offset));
+      out.insert(out.end(), at(psb.fup_offset + psb.fup.size()), at(psb.after_end));
+      copied = psb.after_end;
+    }
+    if (variant >= 2) {
+      out.push_back(static_cast<uint8_t>((psb.fup[0] & 0xe0) | 0x11));  // TIP.PGE, same ip
+      out.insert(out.end(), psb.fup.begin() + 1, psb.fup.end());
+    }
+  }
+  out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(copied), bytes.end());
+  // The end: an overflow that resolved while tracing, and nothing after its FUP.
+  if (!psbs.empty() && !psbs.back().fup.empty()) {
+    const uint8_t ovf[] = {0x02, 0xf3};
+    out.insert(out.end(), ovf, ovf + 2);
+    out.insert(out.end(), psbs.back().fup.begin(), psbs.back().fup.end());
+  }
+  return out;
+}
 bool g_own_packets = true;  // the walker's packets: PacketQuery (else libipt's query decoder)
 
 using ptscope::decode::QueryWalker;
@@ -415,8 +526,9 @@ int CompareQueryRaw(int argc, char** argv) {
     ++totals.streams;
   }
   std::printf("query inputs=%" PRIu64 " compared_queries=%" PRIu64 " compared_events=%" PRIu64
-              " syncs=%" PRIu64 " refused=%" PRIu64 "\n", totals.streams, totals.queries.calls,
-              totals.queries.events, totals.queries.syncs, totals.queries.refusals);
+              " compared_overflows=%" PRIu64 " syncs=%" PRIu64 " refused=%" PRIu64 "\n",
+              totals.streams, totals.queries.calls, totals.queries.events,
+              totals.queries.overflows, totals.queries.syncs, totals.queries.refusals);
   return 0;
 }
 
@@ -427,10 +539,17 @@ int main(int argc, char** argv) {
     --argc;
   }
   if (argc >= 3 && std::string(argv[1]) == "--compare-query-raw") return CompareQueryRaw(argc, argv);
-  if (argc == 5 && std::string(argv[1]) == "--damage") {
-    g_damage_seed = std::strtoull(argv[2], nullptr, 0);
-    argv += 2;
-    argc -= 2;
+  // The options with a value, in any order, before the mode.
+  for (bool more = true; more && argc >= 4;) {
+    const std::string option = argv[1];
+    more = option == "--damage" || option == "--overflow" || option == "--write-pt";
+    if (option == "--damage") g_damage_seed = std::strtoull(argv[2], nullptr, 0);
+    if (option == "--overflow") g_overflow_seed = std::strtoull(argv[2], nullptr, 0);
+    if (option == "--write-pt") g_write_pt = argv[2];
+    if (more) {
+      argv += 2;
+      argc -= 2;
+    }
   }
   if (argc == 3) {
     const std::string option = argv[1];
@@ -445,8 +564,9 @@ int main(int argc, char** argv) {
   }
   if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
-                 "usage: ipt-block-loop [--libipt-packets] [--damage SEED] [--flow-config | --walker | --compare-walker | "
-                 "--compare-query] ARCHIVE.ptar\n"
+                 "usage: ipt-block-loop [--libipt-packets] [--damage SEED] [--overflow SEED] "
+                 "[--write-pt FILE | --flow-config | --walker | --compare-walker | --compare-query] "
+                 "ARCHIVE.ptar\n"
                  "       ipt-block-loop --compare-query-raw BASE.ptar INPUT...\n");
     return 2;
   }
@@ -497,12 +617,24 @@ int main(int argc, char** argv) {
     auto image = images.find(pid);
     if (bytes.empty() || (image == images.end() && g_walker != WalkerMode::kQuery)) continue;
     SectionCode code(iscache, sections[pid]);
+    if (g_overflow_seed != 0) bytes = AddOverflows(bytes, g_overflow_seed);
     if (g_damage_seed != 0) {
       uint64_t state = g_damage_seed;
       for (size_t i = 0; i < bytes.size() / 4096 + 1; ++i) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
         bytes[(state >> 17) % bytes.size()] = static_cast<uint8_t>(state >> 56);
       }
+    }
+    if (g_write_pt != nullptr) {
+      std::FILE* file = inputs.size() == 1 ? std::fopen(g_write_pt, "wb") : nullptr;
+      const bool written = file != nullptr &&
+                           std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+      if (file == nullptr || std::fclose(file) != 0 || !written) {
+        std::fprintf(stderr, "ipt-block-loop: %s: %s\n", g_write_pt,
+                     inputs.size() == 1 ? "cannot write" : "the archive has more than one stream");
+        return 1;
+      }
+      return 0;
     }
     if (!DecodeStream(archive, bytes, image == images.end() ? nullptr : image->second, code, totals)) return 1;
     totals.bytes += bytes.size();
@@ -517,8 +649,9 @@ int main(int argc, char** argv) {
               " pt_mb_per_s=%.2f streams=%" PRIu64 " errors=%" PRIu64 "\n",
               totals.instructions, seconds, rate, totals.bytes, mbps, totals.streams, totals.errors);
   if (g_walker == WalkerMode::kQuery) {
-    std::printf("query compared_queries=%" PRIu64 " compared_events=%" PRIu64 " syncs=%" PRIu64
-                " refused=%" PRIu64 "\n", totals.queries.calls, totals.queries.events,
+    std::printf("query compared_queries=%" PRIu64 " compared_events=%" PRIu64
+                " compared_overflows=%" PRIu64 " syncs=%" PRIu64 " refused=%" PRIu64 "\n",
+                totals.queries.calls, totals.queries.events, totals.queries.overflows,
                 totals.queries.syncs, totals.queries.refusals);
   } else if (g_walker != WalkerMode::kNone) {
     std::printf("walker unsupported=%" PRIu64 " compared_blocks=%" PRIu64 " compared_events=%" PRIu64

@@ -112,6 +112,9 @@ bool CompareQueries(const pt_config& config, LockstepTotals& totals, std::string
     }
     ++totals.calls;
     if (call == Call::kEvent && expected.status >= 0) ++totals.events;
+    if (call == Call::kEvent && expected.status >= 0 && expected.event.type == ptev_overflow) {
+      ++totals.overflows;
+    }
     if (call == Call::kSync) ++totals.syncs;
     if (!Same(expected, actual)) {
       ok = false;

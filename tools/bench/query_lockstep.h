@@ -22,6 +22,7 @@ namespace ptscope::tools {
 struct LockstepTotals {
   uint64_t calls = 0;     // queries compared
   uint64_t events = 0;    // events among them
+  uint64_t overflows = 0; // overflow events among those
   uint64_t syncs = 0;
   uint64_t refusals = 0;  // traces PacketQuery refused
 };

@@ -67,10 +67,13 @@ PacketQuery::PacketQuery(const pt_config& config)
       bdm70_(config.errata.bdm70 != 0),
       skd007_(config.errata.skd007 != 0),
       skl168_(config.errata.skl168 != 0),
-      skz84_(config.errata.skz84 != 0) {
+      skz84_(config.errata.skz84 != 0),
+      skd010_(config.errata.skd010 != 0),
+      apl11_(config.errata.apl11 != 0),
+      apl12_(config.errata.apl12 != 0) {
   // A decode callback for unknown packets means more than modelled here. The errata handled at
-  // the packet level are BDM70, SKD007 and SKZ84 (DecodeTma); the others' packets are refused
-  // anyway (OVF for SKD010/APL11/APL12).
+  // the packet level are BDM70, SKD007 and SKZ84 (DecodeTma); SKD010, APL11 and APL12 change
+  // what an OVF binds to, and DecodeOvf refuses where their workarounds would apply.
   if (config.decode.callback != nullptr) refused_ = true;
   Reset();
 }
@@ -129,7 +132,8 @@ const std::array<uint8_t, 256> PacketQuery::kOpcodeKinds = [] {
     case 0x03: *kind = Kind::kCbr; return 0;
     case 0x73: *kind = Kind::kTma; return 0;
     case 0x43: *kind = Kind::kPip; return 0;
-    default: return kRefused;  // OVF, STOP, VMCS, MNT, power, PTW, unknown
+    case 0xf3: *kind = Kind::kOvf; return 0;
+    default: return kRefused;  // STOP, VMCS, MNT, power, PTW, unknown
   }
 }
 
@@ -209,7 +213,9 @@ int PacketQuery::Start(const uint8_t* pos, uint64_t* ip) {
       return true;
     case Kind::kPsbend: return Pending(kAtPsbend);
     case Kind::kTip: return Pending(kAtTip);
-    default: return false;  // (FUP events: none modelled bind to a FUP)
+    case Kind::kOvf: return true;
+    case Kind::kFup: return Pending(kAtFup);
+    default: return false;
   }
 }
 
@@ -375,6 +381,7 @@ int PacketQuery::Decode() {
     case Kind::kTma: status = DecodeTma(); break;
     case Kind::kMtc: status = DecodeMtc(); break;
     case Kind::kCyc: status = DecodeCyc(); break;
+    case Kind::kOvf: status = DecodeOvf(); break;
     case Kind::kNone: return Refuse();
   }
   // The end of the trace inside a packet is libipt's too; anything else is damage.
@@ -547,9 +554,17 @@ int PacketQuery::DecodeTipPgd() {
 }
 
 int PacketQuery::DecodeFup() {
-  // (No modelled event binds to a FUP: OVF, MODE.TSX, EXSTOP, MWAIT and PTW are refused.)
   const int size = DecodeIp();
   if (size < 0) return size;
+  if (pt_event* event = Dequeue(kAtFup)) {
+    // An overflow that resolved while tracing, at this FUP's ip (the only event modelled that
+    // binds to a FUP: MODE.TSX, EXSTOP, MWAIT and PTW are refused). It consumes the packet.
+    if (LastIp(&event->variant.overflow.ip) < 0) return Refuse();  // (needs the ip)
+    event_ = event;
+    if (Pending(kAtFup)) return 0;
+    pos_ += size;
+    return 0;
+  }
   uint64_t ip = 0;
   if (LastIp(&ip) < 0) return Refuse();
   pt_event* event = Enqueue(kAtTip);
@@ -591,38 +606,52 @@ int PacketQuery::Bdm70TipPgeFollows(const uint8_t* pos) const {
     if (status == -pte_eos) return 0;
     if (status != 0) return kRefused;  // (VMCS, MNT: not modelled)
     const std::ptrdiff_t left = end_ - pos;
-    std::ptrdiff_t size = 0;
+    int size = 0;
     switch (kind) {
       case Kind::kTipPge: return 1;
-      case Kind::kPad: size = 1; break;
-      case Kind::kTsc: size = kTscSize; break;
-      case Kind::kCbr: size = kCbrSize; break;
       case Kind::kPsbend: size = 2; break;
       case Kind::kPip: size = kPipSize; break;
       case Kind::kMode:
         size = 2;
         if (left >= 2 && (pos[1] & 0xe0) > 0x20) return kRefused;  // (a bad packet)
         break;
-      case Kind::kTma:
-        size = kTmaSize;
-        // (SKZ84: libipt's packet decoder sizes a bad TMA otherwise; not modelled)
-        if (skz84_ && left >= size && (pos[4] != 0 || (pos[6] & 0xfe) != 0)) return kRefused;
+      default:
+        size = SkippedPacketSize(kind, pos);
+        if (size == -pte_eos) return 0;  // (the end of the trace)
+        if (size == kRefused) return kRefused;
+        if (size == 0) return 0;
         break;
-      case Kind::kMtc: size = 2; break;
-      case Kind::kCyc: {
-        size = 1;
-        if ((pos[0] & 0x04) != 0) {
-          while (size < left && (pos[size] & 0x01) != 0) ++size;
-          ++size;
-          if (size > 10) return kRefused;
-        }
-        break;
-      }
-      default: return 0;
     }
     if (size > left) return 0;  // (the end of the trace)
     pos += size;
   }
+}
+
+int PacketQuery::SkippedPacketSize(Kind kind, const uint8_t* pos) const {
+  const std::ptrdiff_t left = end_ - pos;
+  int size = 0;
+  switch (kind) {
+    case Kind::kPad: size = 1; break;
+    case Kind::kTsc: size = kTscSize; break;
+    case Kind::kCbr: size = kCbrSize; break;
+    case Kind::kMtc: size = 2; break;
+    case Kind::kTma:
+      size = kTmaSize;
+      // Reserved bits set: the packet decoder's error, or with SKZ84 an invalid packet of
+      // another size (pt_pkt_decode_tma); not modelled.
+      if (left >= size && (pos[4] != 0 || (pos[6] & 0xfe) != 0)) return kRefused;
+      break;
+    case Kind::kCyc:
+      size = 1;
+      if ((pos[0] & 0x04) != 0) {
+        while (size < left && (pos[size] & 0x01) != 0) ++size;
+        ++size;
+        if (size > 10) return kRefused;  // (a bad packet)
+      }
+      break;
+    default: return 0;
+  }
+  return size > left ? -pte_eos : size;
 }
 
 int PacketQuery::DecodeMode(bool header) {
@@ -678,7 +707,9 @@ int PacketQuery::DecodePsb() {
   for (;;) {
     status = Fetch();
     if (status != 0) break;
-    if (next_ == Kind::kPsbend) return 0;  // PSBEND's decode publishes the header's events
+    // PSBEND's decode publishes the header's events; an OVF ends the header too (pdff_psbend),
+    // and its decode publishes them first.
+    if (next_ == Kind::kPsbend || next_ == Kind::kOvf) return 0;
     status = DecodeHeader();
     if (status != 0) break;
   }
@@ -691,22 +722,97 @@ int PacketQuery::DecodePsb() {
 }
 
 int PacketQuery::DecodePsbend() {
-  if (pt_event* event = Dequeue(kAtPsbend)) {
-    // One header event per decode, each a status update with the time at PSBEND.
-    event->status_update = 1;
-    EventTime(event);
-    switch (event->type) {
-      case ptev_async_paging: EventIp(&event->variant.async_paging.ip, event); break;
-      case ptev_exec_mode: EventIp(&event->variant.exec_mode.ip, event); break;
-      case ptev_cbr: break;
-      default: return Refuse();
-    }
-    event_ = event;
-    return 0;
-  }
+  const int published = PsbendEvent();
+  if (published != 0) return published < 0 ? published : 0;
   if (end_ - pos_ < 2) return -pte_eos;
   pos_ += 2;
   return 0;
+}
+
+int PacketQuery::PsbendEvent() {
+  pt_event* event = Dequeue(kAtPsbend);
+  if (event == nullptr) return 0;
+  // One header event per decode, each a status update with the time at PSBEND (or the OVF).
+  event->status_update = 1;
+  EventTime(event);
+  switch (event->type) {
+    case ptev_async_paging: EventIp(&event->variant.async_paging.ip, event); break;
+    case ptev_exec_mode: EventIp(&event->variant.exec_mode.ip, event); break;
+    case ptev_cbr: break;
+    default: return Refuse();
+  }
+  event_ = event;
+  return 1;
+}
+
+int PacketQuery::DecodeOvf() {
+  // The events of a PSB+ the OVF ended come first, one per decode, the OVF staying.
+  const int published = PsbendEvent();
+  if (published != 0) return published < 0 ? published : 0;
+  // The decoder starts afresh but for its time (pt_qry_reset, the time kept): no last ip, no
+  // TNT bits, no events waiting, no calibration, pt_qry_time's time reset, tracing off.
+  const Clock clock = clock_;
+  Reset();
+  clock_ = clock;
+  pos_ += 2;  // (FetchAt saw both bytes)
+  // The overflow binds to the FUP that follows when it resolved while tracing (only timing
+  // packets between), else it stands alone and tracing is off until it is enabled again.
+  const int fup = OvfFupFollows(pos_);
+  if (fup == kRefused) return Refuse();
+  pt_event* event = nullptr;
+  if (fup > 0) {
+    if (apl12_) return Refuse();  // (the FUP may be spurious: pt_qry_handle_apl12)
+    event = Enqueue(kAtFup);
+    if (event == nullptr) return Refuse();
+    enabled_ = true;
+  } else {
+    // No FUP, or the end of the trace. SKD010: the FUP may have been dropped while tracing
+    // went on (pt_qry_handle_skd010 looks further).
+    if (skd010_) return Refuse();
+    event = Standalone();
+    event->ip_suppressed = 1;
+    event_ = event;
+  }
+  event->type = ptev_overflow;
+  EventTime(event);
+  return 0;
+}
+
+int PacketQuery::OvfFupFollows(const uint8_t* pos) const {
+  // pt_pkt_find_ovf_fup: 1 at a FUP, 0 at a packet that needs tracing off (PSB, TIP.PGE, MODE,
+  // PIP, OVF), past timing packets and PAD; -pte_eos at the end (a packet cut off there too).
+  // A packet libipt's packet decoder rejects, or a TNT, TIP, TIP.PGD or PSBEND (-pte_bad_context,
+  // or APL11's spurious TIP.PGD), or one not modelled: refused.
+  for (;;) {
+    Kind kind;
+    const int status = FetchAt(pos, &kind);
+    if (status == -pte_eos) return -pte_eos;
+    if (status != 0) return kRefused;
+    const std::ptrdiff_t left = end_ - pos;
+    switch (kind) {
+      case Kind::kFup: case Kind::kTipPge: {
+        const int size = kIpSizes[pos[0] >> 5];
+        if (size < 0) return kRefused;  // (a bad packet)
+        if (left < size + 1) return -pte_eos;
+        return kind == Kind::kFup ? 1 : 0;
+      }
+      case Kind::kPsb:
+        if (left < static_cast<std::ptrdiff_t>(kPsbSize)) return -pte_eos;
+        return IsPsbAt(pos, end_) ? 0 : kRefused;
+      case Kind::kMode:
+        if (left < 2) return -pte_eos;
+        return (pos[1] & 0xe0) > 0x20 ? kRefused : 0;
+      case Kind::kPip: return left < static_cast<std::ptrdiff_t>(kPipSize) ? -pte_eos : 0;
+      case Kind::kOvf: return 0;
+      default: {
+        const int size = SkippedPacketSize(kind, pos);
+        if (size == -pte_eos) return -pte_eos;
+        if (size <= 0) return kRefused;  // (TNT, TIP, TIP.PGD, PSBEND; a bad packet)
+        pos += size;
+        break;
+      }
+    }
+  }
 }
 
 int PacketQuery::DecodeTsc(bool header) {

@@ -9,10 +9,11 @@
 // checks it call for call against libipt.
 //
 // Modelled: PAD, PSB, PSBEND, TNT-8, TNT-64, TIP, TIP.PGE, TIP.PGD, FUP (asynchronous branches and
-// disables), MODE.Exec, PIP, TSC, TMA, MTC, CYC, CBR, with libipt's time and calibration
-// (pt_time/pt_tcal) and errata BDM70, SKD007 and SKZ84. Not modelled, refused: OVF, MODE.TSX,
-// VMCS, STOP, MNT, PTW, EXSTOP, MWAIT, PWRE, PWRX, unknown opcodes, and every decode error other
-// than the end of the trace (damaged trace). A refusal is sticky: refused() turns true, every query
+// disables), MODE.Exec, PIP, TSC, TMA, MTC, CYC, CBR, OVF (bound to the FUP after it, or alone
+// when tracing resumed disabled), with libipt's time and calibration (pt_time/pt_tcal) and errata
+// BDM70, SKD007 and SKZ84. Not modelled, refused: the OVF workarounds of errata SKD010, APL11 and
+// APL12 where they would apply, MODE.TSX, VMCS, STOP, MNT, PTW, EXSTOP, MWAIT, PWRE, PWRX, unknown
+// opcodes, and every decode error other than the end of the trace (damaged trace). A refusal is sticky: refused() turns true, every query
 // answers kRefused from then on, and the caller decodes the same trace again with libipt.
 #pragma once
 
@@ -87,10 +88,11 @@ class PacketQuery {
   // functions). kNone: none fetched (the end of the trace or an error).
   enum class Kind : uint8_t {
     kNone, kPad, kPsb, kPsbend, kTnt8, kTnt64, kTip, kTipPge, kTipPgd, kFup, kMode, kTsc,
-    kMtc, kCyc, kCbr, kTma, kPip
+    kMtc, kCyc, kCbr, kTma, kPip, kOvf
   };
-  // libipt's event bindings: events waiting for PSBEND, for a TIP (or TIP.PGE/PGD).
-  enum Binding { kAtPsbend = 0, kAtTip = 1, kBindings = 2 };
+  // libipt's event bindings: events waiting for PSBEND, for a TIP (or TIP.PGE/PGD), for a FUP
+  // (an overflow that resolved while tracing).
+  enum Binding { kAtPsbend = 0, kAtTip = 1, kAtFup = 2, kBindings = 3 };
   // pt_time: the time at the current packet.
   struct Clock {
     uint64_t tsc = 0, base = 0, fc = 0;
@@ -147,6 +149,12 @@ class PacketQuery {
   int DecodePip(bool header);
   int DecodePsb();
   int DecodePsbend();
+  int PsbendEvent();  // publishes a PSB+ event waiting for PSBEND (also at an OVF): 1, none 0
+  int DecodeOvf();
+  int OvfFupFollows(const uint8_t* pos) const;  // pt_pkt_find_ovf_fup, or kRefused
+  // The size of a packet that libipt's scans after a FUP (BDM70) or an OVF skip, at `pos`: PAD,
+  // TSC, CBR, TMA, MTC and CYC. 0: not one of those; -pte_eos: cut off; kRefused: bad.
+  int SkippedPacketSize(Kind kind, const uint8_t* pos) const;
   int DecodeTsc(bool header);
   int DecodeCbr(bool header);
   int DecodeTma();
@@ -186,6 +194,7 @@ class PacketQuery {
   uint8_t nom_freq_;
   uint32_t cpuid15_eax_, cpuid15_ebx_;
   bool bdm70_, skd007_, skl168_, skz84_;
+  bool skd010_, apl11_, apl12_;  // (their OVF workarounds: refused where they apply)
   bool refused_ = false;
   bool* notify_ = nullptr;  // (NotifyRefusal)
   bool enabled_ = false;

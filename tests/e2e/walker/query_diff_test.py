@@ -3,11 +3,13 @@
 
 The captures walker_diff uses: pt-synth random walks over two corpus binaries in every timing mode
 (cyc, mtc, tsc, none), with and without return compression; pt-emulate recordings of corpus
-programs; the synth walks again with damaged bytes; and the decode fuzz corpus and regression
-inputs (--compare-query-raw). Every answer must be the same (the tool fails at the first
-difference). On undamaged captures PacketQuery must refuse nothing and the comparison must cover
-real work; on damaged ones it may refuse (it does not model damage), and the comparison goes on
-from the next PSB.
+programs; the synth walks again with overflows put in as the hardware writes them (ipt-block-loop
+--overflow: OVF bound to a FUP, or alone before a TIP.PGE, with and without a PSB+ or timing
+packets between), and with damaged bytes; and the decode fuzz corpus and regression inputs
+(--compare-query-raw). Every answer must be the same (the tool fails at the first difference). On
+undamaged captures, overflows included, PacketQuery must refuse nothing and the comparison must
+cover real work (with overflows: overflow events); on damaged ones it may refuse (it does not
+model damage), and the comparison goes on from the next PSB.
 """
 import argparse
 import os
@@ -19,6 +21,7 @@ import tempfile
 from walker_captures import emulate_captures, synth_captures
 
 DAMAGE_SEEDS = [1, 2, 3, 4, 5]
+OVERFLOW_SEEDS = [1, 2, 3]
 
 
 def run(command):
@@ -27,11 +30,12 @@ def run(command):
     return result, counts
 
 
-def check(name, result, counts, damaged, minimum=1000):
+def check(name, result, counts, damaged, minimum=1000, overflows=0):
     if result.returncode != 0:
         return [f"{name}: exit {result.returncode}: {result.stderr.strip()}"]
     problems = []
-    if counts.get("compared_queries", 0) < minimum or counts.get("compared_events", 0) < 10:
+    if (counts.get("compared_queries", 0) < minimum or counts.get("compared_events", 0) < 10 or
+            counts.get("compared_overflows", 0) < overflows):
         problems.append(f"{name}: too little compared: {result.stdout.strip()}")
     if not damaged and counts.get("refused", 0) != 0:
         problems.append(f"{name}: PacketQuery refused {counts['refused']} traces")
@@ -58,6 +62,11 @@ def main():
             problems += check(name, *run([args.loop, "--compare-query", archive]), False)
         for name, archive in emulate_captures(args.emulate, args.programs, work, problems):
             problems += check(name, *run([args.loop, "--compare-query", archive]), False)
+        for seed in OVERFLOW_SEEDS:
+            for archive in synth_archives:
+                name = f"{os.path.basename(archive)} with overflows (seed {seed})"
+                problems += check(name, *run([args.loop, "--overflow", str(seed), "--compare-query",
+                                              archive]), False, overflows=2)
         for seed in DAMAGE_SEEDS:
             for archive in synth_archives:
                 name = f"{os.path.basename(archive)} damaged (seed {seed})"

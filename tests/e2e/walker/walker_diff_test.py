@@ -5,11 +5,14 @@ The walker reads packets with our PacketQuery, as in pt-decode, and again with l
 decoder (its fallback). Captures: pt-synth random walks over two corpus binaries in every timing
 mode, with and without return compression, with a small PSB period and two threads; pt-emulate
 recordings of corpus programs (signals, exceptions, threads, dlopen); and the synth walks again
-with damaged bytes, where both decoders must meet the same errors and resynchronize alike. Each comparison must cover
-real work (blocks and events compared) and, on undamaged captures, the walker must refuse nothing.
+with damaged bytes, where both decoders must meet the same errors and resynchronize alike; and
+with overflows put in as the hardware writes them (ipt-block-loop --overflow). Each comparison
+must cover real work (blocks and events compared) and, on undamaged captures, overflows included,
+the walker must refuse nothing.
 Then pt-decode itself: its Perfetto output with the walker (the default) must equal, byte for byte,
-its output with --libipt-blocks, on every clean capture (with no unit handed back to libipt) and
-on copies with one PT byte inverted (where units may be handed back).
+its output with --libipt-blocks, on every clean capture (with no unit handed back to libipt), on
+copies with overflows (exit 0, overflow gaps counted, no unit handed back: PacketQuery models
+OVF) and on copies with one PT byte inverted (where units may be handed back).
 """
 import argparse
 import os
@@ -23,11 +26,13 @@ import ptar_edit  # noqa: E402  (damages PT bytes inside a .ptar, keeping it wel
 from walker_captures import emulate_captures, synth_captures  # noqa: E402
 
 DAMAGE_SEEDS = [1, 2, 3]
+OVERFLOW_SEEDS = [1, 2]
 
 
-def compare(loop, archive, damage=None, libipt_packets=False):
+def compare(loop, archive, damage=None, libipt_packets=False, overflow=None):
     command = ([loop] + (["--libipt-packets"] if libipt_packets else []) +
-               (["--damage", str(damage)] if damage else []) + ["--compare-walker", archive])
+               (["--damage", str(damage)] if damage else []) +
+               (["--overflow", str(overflow)] if overflow else []) + ["--compare-walker", archive])
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     counts = dict(re.findall(r"(\w+)=(\d+)", result.stdout))
     return result, {key: int(value) for key, value in counts.items()}
@@ -45,7 +50,18 @@ def check(name, result, counts, damaged):
     return problems
 
 
-def compare_decoder(decoder, archive, work, damaged=False):
+def with_overflows(loop, archive, seed, work):
+    """A copy of ARCHIVE (one PT stream) with ipt-block-loop --overflow SEED's overflows."""
+    stream = os.path.join(work, "overflows.pt")
+    subprocess.run([loop, "--overflow", str(seed), "--write-pt", stream, archive], check=True,
+                   timeout=600)
+    copy = os.path.join(work, f"overflows-{seed}-{os.path.basename(archive)}")
+    with open(stream, "rb") as f:
+        ptar_edit.replace_pt_stream(archive, copy, f.read())
+    return copy
+
+
+def compare_decoder(decoder, archive, work, damaged=False, overflows=False):
     outputs = []
     for extra in ([], ["--libipt-blocks"]):
         output = os.path.join(work, "decoded-%d.pftrace" % len(outputs))
@@ -58,6 +74,9 @@ def compare_decoder(decoder, archive, work, damaged=False):
         if not damaged and not extra and ("walker does not model" in result.stderr or
                                           "query decoder does not model" in result.stderr):
             return [f"pt-decode {archive}: units handed to libipt: {result.stderr.strip()}"]
+        if overflows and not re.search(r"overflow_gaps: [1-9]", result.stderr):
+            return [f"pt-decode {' '.join(extra)} {archive}: no overflow gap counted: "
+                    f"{result.stderr.strip()}"]
         with open(output, "rb") as f:
             outputs.append(f.read())
     if len(outputs[0]) < 1000:
@@ -101,6 +120,14 @@ def main():
             for archive in synth_archives[:2]:
                 name = f"{os.path.basename(archive)} damaged (seed {seed})"
                 problems += check(name, *compare(args.loop, archive, seed), True)
+        for seed in OVERFLOW_SEEDS:
+            for archive in synth_archives:
+                name = f"{os.path.basename(archive)} with overflows (seed {seed})"
+                problems += check(name, *compare(args.loop, archive, overflow=seed), False)
+                if "2threads" not in archive:  # (--write-pt: one stream)
+                    problems += compare_decoder(args.decoder,
+                                                with_overflows(args.loop, archive, seed, work),
+                                                work, overflows=True)
     for problem in problems:
         print(problem)
     print("walker_diff:", "FAIL" if problems else "ok")
