@@ -133,7 +133,7 @@ std::vector<uint8_t> TakenBitToSyscall(uint64_t ip, uint64_t cycles) {
 // decoded with QueryWalker, which must give exactly the same events (all of these traces are
 // 64-bit code and events it models: it must not refuse them), and with QueryWalker on
 // PacketQuery, which must too where PacketQuery models the trace's packets (`own_packets_refuse`:
-// it does not, e.g. OVF; it must then refuse, never decode differently).
+// it does not, e.g. a bad TMA without SKZ84; it must then refuse, never decode differently).
 // `skz84`: the CPU has erratum SKZ84 (libipt skips a TMA with reserved bits set).
 std::string Decode(const std::vector<uint8_t>& trace, std::vector<uint8_t> code = TestCode(),
                    bool gap_texts = false, uint64_t later_mapping_ns = 0,
@@ -230,8 +230,24 @@ TEST_CASE("overflow is a gap that resumes at the FUP address") {
   pt.Ip(ppt_fup, 0x1020);
   pt.Tsc(1005);  // libipt distrusts CYC after an overflow until the next TSC
   pt.Ip(ppt_tip_pgd, 0);
-  CHECK(Decode(pt.bytes(), TestCode(), false, 0, /*own_packets_refuse=*/true) ==
+  CHECK(Decode(pt.bytes()) ==
         "gap 0x0->0x1020 cause=overflow t=1003 n=0\n"
+        "syscall 0x1021->0x0 t=1005 n=2\n"
+        "end 0x1021->0x0 t=1005 n=0\n");
+}
+
+TEST_CASE("an overflow that resolved with tracing off is a gap until tracing is enabled again") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(3);
+  pt.Simple(ppt_ovf);  // no FUP follows: tracing was off when the overflow resolved
+  pt.Tsc(1004);
+  pt.Ip(ppt_tip_pge, 0x1020);
+  pt.Tsc(1005);
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes()) ==
+        "gap 0x0->0x0 cause=overflow t=1003 n=0\n"
+        "enable 0x0->0x1020 t=1004 n=0\n"
         "syscall 0x1021->0x0 t=1005 n=2\n"
         "end 0x1021->0x0 t=1005 n=0\n");
 }
