@@ -181,6 +181,8 @@ uint64_t NextRandom(uint64_t& state) {
 //   OVF TIP.PGE(ip)       resolved with tracing off, enabled again
 //   OVF PSB+ TIP.PGE(ip)  the same with a PSB while tracing was off: its PSB+ without the FUP
 //                         (PacketEn was 0), the enable after its PSBEND
+//   PSB ... OVF FUP(ip)   an overflow inside a PSB+: the header's packets before its FUP, then
+//                         OVF and the FUP, the rest of the header lost
 // where ip is the PSB+'s own FUP (copied: the last ip starts afresh at an OVF as in a PSB+), so
 // the trace goes on where it did; and once, the stream ends right after an OVF and a FUP.
 std::vector<uint8_t> AddOverflows(const std::vector<uint8_t>& bytes, uint64_t seed) {
@@ -241,9 +243,18 @@ std::vector<uint8_t> AddOverflows(const std::vector<uint8_t>& bytes, uint64_t se
     if (drop_from < copied) continue;
     out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(copied),
                bytes.begin() + static_cast<std::ptrdiff_t>(drop_from));
+    const uint64_t variant = NextRandom(state) % 5;
+    const auto at = [&](uint64_t offset) { return bytes.begin() + static_cast<std::ptrdiff_t>(offset); };
+    if (variant == 4) {  // inside the PSB+
+      out.insert(out.end(), at(psb.offset), at(psb.fup_offset));
+      const uint8_t ovf[] = {0x02, 0xf3};
+      out.insert(out.end(), ovf, ovf + 2);
+      out.insert(out.end(), psb.fup.begin(), psb.fup.end());
+      copied = psb.after_end;
+      continue;
+    }
     const uint8_t ovf[] = {0x02, 0xf3};
     out.insert(out.end(), ovf, ovf + 2);
-    const uint64_t variant = NextRandom(state) % 4;
     if (variant == 1) {
       const uint8_t timing[] = {0x0b, 0x59, 0x01};  // CYC(1) MTC(1)
       out.insert(out.end(), timing, timing + 3);
@@ -251,7 +262,6 @@ std::vector<uint8_t> AddOverflows(const std::vector<uint8_t>& bytes, uint64_t se
     if (variant <= 1) out.insert(out.end(), psb.fup.begin(), psb.fup.end());
     copied = psb.offset;
     if (variant == 3) {  // the PSB+ without its FUP
-      const auto at = [&](uint64_t offset) { return bytes.begin() + static_cast<std::ptrdiff_t>(offset); };
       out.insert(out.end(), at(psb.offset), at(psb.fup_offset));
       out.insert(out.end(), at(psb.fup_offset + psb.fup.size()), at(psb.after_end));
       copied = psb.after_end;
