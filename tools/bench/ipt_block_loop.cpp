@@ -172,8 +172,8 @@ uint64_t NextRandom(uint64_t& state) {
   return state >> 17;
 }
 
-// Overflows put into a stream the way the hardware writes them (SDM 33.3.8: after an OVF, a FUP
-// with the ip where tracing resumed, or, when it resumed with tracing off, nothing until
+// Overflows put into a stream the way the hardware writes them (the SDM's OVF packet: after it,
+// a FUP with the ip where tracing resumed, or, when it resumed with tracing off, nothing until
 // TIP.PGE): before about one PSB in three, the packets from a random packet boundary after the
 // previous PSB+ up to this PSB are dropped (what the overflow lost) and replaced by one of
 //   OVF FUP(ip)           resolved while tracing
@@ -233,7 +233,10 @@ std::vector<uint8_t> AddOverflows(const std::vector<uint8_t>& bytes, uint64_t se
   for (size_t i = 1; i < psbs.size(); ++i) {
     const Psb& psb = psbs[i];
     const Psb& previous = psbs[i - 1];
-    if (psb.fup.empty() || previous.after_end == 0 || NextRandom(state) % 3 != 0) continue;
+    if (psb.fup.empty() || psb.after_end == 0 || previous.after_end == 0 ||
+        NextRandom(state) % 3 != 0) {
+      continue;
+    }
     // A packet boundary in [previous.after_end, psb.offset]: where the overflow began.
     auto first = std::lower_bound(boundaries.begin(), boundaries.end(), previous.after_end);
     auto last = std::lower_bound(boundaries.begin(), boundaries.end(), psb.offset);
@@ -244,7 +247,9 @@ std::vector<uint8_t> AddOverflows(const std::vector<uint8_t>& bytes, uint64_t se
     out.insert(out.end(), bytes.begin() + static_cast<std::ptrdiff_t>(copied),
                bytes.begin() + static_cast<std::ptrdiff_t>(drop_from));
     const uint64_t variant = NextRandom(state) % 5;
-    const auto at = [&](uint64_t offset) { return bytes.begin() + static_cast<std::ptrdiff_t>(offset); };
+    const auto at = [&](uint64_t offset) {
+      return bytes.begin() + static_cast<std::ptrdiff_t>(offset);
+    };
     if (variant == 4) {  // inside the PSB+
       out.insert(out.end(), at(psb.offset), at(psb.fup_offset));
       const uint8_t ovf[] = {0x02, 0xf3};
@@ -574,9 +579,9 @@ int main(int argc, char** argv) {
   }
   if (argc != 2 || argv[1][0] == '-') {
     std::fprintf(stderr,
-                 "usage: ipt-block-loop [--libipt-packets] [--damage SEED] [--overflow SEED] "
-                 "[--write-pt FILE | --flow-config | --walker | --compare-walker | --compare-query] "
-                 "ARCHIVE.ptar\n"
+                 "usage: ipt-block-loop [--libipt-packets] [--damage SEED] [--overflow SEED]\n"
+                 "         [--write-pt FILE | --flow-config | --walker | --compare-walker |\n"
+                 "          --compare-query] ARCHIVE.ptar\n"
                  "       ipt-block-loop --compare-query-raw BASE.ptar INPUT...\n");
     return 2;
   }

@@ -13,8 +13,9 @@
 // when tracing resumed disabled), with libipt's time and calibration (pt_time/pt_tcal) and errata
 // BDM70, SKD007 and SKZ84. Not modelled, refused: the OVF workarounds of errata SKD010, APL11 and
 // APL12 where they would apply, MODE.TSX, VMCS, STOP, MNT, PTW, EXSTOP, MWAIT, PWRE, PWRX, unknown
-// opcodes, and every decode error other than the end of the trace (damaged trace). A refusal is sticky: refused() turns true, every query
-// answers kRefused from then on, and the caller decodes the same trace again with libipt.
+// opcodes, and every decode error other than the end of the trace (damaged trace). A refusal is
+// sticky: refused() turns true, every query answers kRefused from then on, and the caller decodes
+// the same trace again with libipt.
 #pragma once
 
 #include <intel-pt.h>
