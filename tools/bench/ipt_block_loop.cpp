@@ -627,6 +627,8 @@ int main(int argc, char** argv) {
     }
   }
   Totals totals;
+  int exit_status = 0;  // (set where the loop stops early)
+  bool wrote_pt = false;
   const auto start = std::chrono::steady_clock::now();
   for (auto& [pid, bytes] : inputs) {
     auto image = images.find(pid);
@@ -647,17 +649,31 @@ int main(int argc, char** argv) {
       if (file == nullptr || std::fclose(file) != 0 || !written) {
         std::fprintf(stderr, "ipt-block-loop: %s: %s\n", g_write_pt,
                      inputs.size() == 1 ? "cannot write" : "the archive has more than one stream");
-        return 1;
+        exit_status = 1;
       }
-      return 0;
+      wrote_pt = true;
+      break;
     }
-    if (!DecodeStream(archive, bytes, image == images.end() ? nullptr : image->second, code, totals)) return 1;
+    if (!DecodeStream(archive, bytes, image == images.end() ? nullptr : image->second, code,
+                      totals)) {
+      exit_status = 1;
+      break;
+    }
     totals.bytes += bytes.size();
     ++totals.streams;
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (auto& [pid, image] : images) pt_image_free(image);
   pt_iscache_free(iscache);
+  if (g_write_pt != nullptr && !wrote_pt) {
+    std::fprintf(stderr,
+                 "ipt-block-loop: %s: no per-thread PT stream to write (--write-pt takes a "
+                 "capture of one)\n",
+                 argv[1]);
+    return 1;
+  }
+  // (--write-pt, or a comparison that failed and said where: no totals.)
+  if (g_write_pt != nullptr || exit_status != 0) return exit_status;
   const double rate = seconds > 0 ? totals.instructions / seconds : 0;
   const double mbps = seconds > 0 ? totals.bytes / seconds / 1e6 : 0;
   std::printf("ipt-block-loop instructions=%" PRIu64 " seconds=%.3f insns_per_s=%.0f pt_bytes=%" PRIu64
