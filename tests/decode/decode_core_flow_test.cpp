@@ -252,6 +252,37 @@ TEST_CASE("an overflow that resolved with tracing off is a gap until tracing is 
         "end 0x1021->0x0 t=1005 n=0\n");
 }
 
+TEST_CASE("an overflow at the end of the trace, or before a FUP cut off there, ends it with a gap") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(3);
+  pt.Simple(ppt_ovf);
+  const std::vector<uint8_t> bare = pt.bytes();
+  // Nothing after the OVF: it stands alone (pt_qry_decode_ovf's end-of-trace case).
+  CHECK(Decode(bare) ==
+        "gap 0x0->0x0 cause=overflow t=1003 n=0\n"
+        "end 0x0->0x0 t=1003 n=0\n");
+  pt.Ip(ppt_fup, 0x1020);
+  std::vector<uint8_t> cut = pt.bytes();
+  cut.pop_back();  // the FUP's last byte
+  // A FUP cut off by the end is the end too, not an overflow bound to an ip.
+  CHECK(Decode(cut) ==
+        "gap 0x0->0x0 cause=overflow t=1003 n=0\n"
+        "end 0x0->0x0 t=1003 n=0\n");
+}
+
+TEST_CASE("an overflow followed by a TNT is libipt's error, which PacketQuery leaves to libipt") {
+  PtBuilder pt;
+  pt.Psb(1000, 0x1000);
+  pt.Cyc(3);
+  pt.Simple(ppt_ovf);
+  pt.Tnt({true});  // tracing cannot be on without a FUP first (-pte_bad_context)
+  pt.Ip(ppt_tip_pgd, 0);
+  CHECK(Decode(pt.bytes(), TestCode(), false, 0, /*own_packets_refuse=*/true) ==
+        "gap 0x0->0x0 cause=decode error t=1000 n=0\n"
+        "end 0x0->0x0 t=1000 n=0\n");
+}
+
 TEST_CASE("a branch to an address without code is a missing-code gap, then decoding resumes") {
   PtBuilder pt;
   pt.Psb(1000, 0x1025);

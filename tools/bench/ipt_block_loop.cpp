@@ -638,8 +638,8 @@ int main(int argc, char** argv) {
     if (g_damage_seed != 0) {
       uint64_t state = g_damage_seed;
       for (size_t i = 0; i < bytes.size() / 4096 + 1; ++i) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        bytes[(state >> 17) % bytes.size()] = static_cast<uint8_t>(state >> 56);
+        const uint64_t at = NextRandom(state) % bytes.size();
+        bytes[at] = static_cast<uint8_t>(state >> 56);
       }
     }
     if (g_write_pt != nullptr) {
